@@ -1,0 +1,51 @@
+"""One base exception for the package; subclasses carry what happened and what to do."""
+
+from __future__ import annotations
+
+
+class TicketIQError(Exception):
+    """Base of every error the package raises on purpose."""
+
+
+class ConfigError(TicketIQError):
+    """A setting or a file it names is missing or malformed."""
+
+
+class StorageError(TicketIQError):
+    """The database refused or could not be reached; driver errors are translated to this."""
+
+
+class Fenced(TicketIQError):
+    """A statement about a run matched no row: the run was taken over. Stop it now, send nothing more."""
+
+    def __init__(self, run_id: str, attempt: int, what: str) -> None:
+        super().__init__(f"run {run_id} attempt {attempt} was fenced off while {what}; stopping it")
+        self.run_id = run_id
+        self.attempt = attempt
+        self.what = what
+
+
+class LeaseLost(TicketIQError):
+    """The process's lease on a run lapsed locally or was not renewed: no further write may be sent."""
+
+    def __init__(self, run_id: str, why: str) -> None:
+        super().__init__(f"run {run_id}: lease lost ({why}); no further write is sent")
+        self.run_id = run_id
+        self.why = why
+
+
+class SealInvalid(TicketIQError):
+    """A checkpoint's seal does not verify: it was altered or its key is unknown."""
+
+    def __init__(self, run_id: str, reason: str) -> None:
+        super().__init__(f"checkpoint of run {run_id} failed verification: {reason}")
+        self.run_id = run_id
+        self.reason = reason
+
+
+class ModelError(TicketIQError):
+    """The model endpoint failed a step; the reason says why."""
+
+
+class ToolError(TicketIQError):
+    """A tool call failed in a way the model should be told about."""

@@ -1,0 +1,138 @@
+"""Every TICKETIQ_* setting, typed, with its default. The README's settings table mirrors this list.
+
+Nothing else in the package reads the environment: code takes a `Settings` and reads its fields.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ticketiq.errors import ConfigError
+
+T = TypeVar("T")
+
+_SAMPLE_AGENTS = Path(__file__).parent / "agents" / "sample.yaml"
+
+
+def _setting(default: Any, doc: str, secret: bool = False) -> Any:
+    return field(default=default, metadata={"doc": doc, "secret": secret})
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path = _setting(Path(".ticketiq"), "Data folder: the embedded Postgres, the generated seal key.")
+    database_url: str | None = _setting(
+        None, "Postgres to use. Unset: an embedded server in TICKETIQ_HOME, shared by its processes."
+    )
+    db_pool_min: int = _setting(2, "Connections the pool keeps open.")
+    db_pool_max: int = _setting(20, "Connections the pool opens at most.")
+
+    model_base_url: str = _setting("http://127.0.0.1:9000/v1", "Chat-completions endpoint (OpenAI protocol).")
+    model: str = _setting("gpt-4o-mini", "Model for agents that name none.")
+    model_api_key: str = _setting("unset", "API key for the model endpoint.", secret=True)
+    model_timeout_s: float = _setting(60.0, "Bound on one model request, seconds.")
+    model_max_retries: int = _setting(4, "Retries of a model request answered 429 or 5xx.")
+
+    agents: Path = _setting(_SAMPLE_AGENTS, "Agents file (YAML); the sample ships with the package.")
+    seal_keys: str | None = _setting(
+        None,
+        "Checkpoint seal keys `id:secret,...`: the first signs, all verify. "
+        "Unset: a key generated into TICKETIQ_HOME (mode 0600).",
+        secret=True,
+    )
+
+    lease_ttl_s: float = _setting(8.0, "Run lease time to live, judged by the database clock.")
+    lease_renew_s: float = _setting(2.0, "Interval of the one renewal statement for all of a process's leases.")
+    lease_margin_s: float = _setting(
+        1.0, "No write is sent later than last renewal sent + TTL - this margin (local monotonic clock)."
+    )
+    call_concurrency: int = _setting(4, "Calls of one step made at once, at most.")
+    http_timeout_s: float = _setting(15.0, "Bound on one vendor request, seconds.")
+    vendor_max_retries: int = _setting(3, "Retries of a vendor request answered 429 or 5xx.")
+
+    incidentio_url: str = _setting("http://127.0.0.1:9000/incidentio", "incident.io API base URL.")
+    incidentio_api_key: str = _setting("unset", "incident.io API key.", secret=True)
+    jira_url: str = _setting("http://127.0.0.1:9000/jira", "Jira Cloud base URL.")
+    jira_token: str = _setting("unset", "Jira API token (Bearer).", secret=True)
+    teams_service_url: str = _setting("http://127.0.0.1:9000/teams", "Bot Framework serviceUrl for replies.")
+    teams_token: str = _setting("unset", "Bot Framework bearer token.", secret=True)
+    graph_url: str = _setting("http://127.0.0.1:9000/graph/v1.0", "Microsoft Graph base URL (reply read-back).")
+    graph_token: str = _setting("unset", "Microsoft Graph bearer token.", secret=True)
+    discord_url: str = _setting("http://127.0.0.1:9000/discord/api/v10", "Discord API base URL.")
+    discord_token: str = _setting("unset", "Discord bot token.", secret=True)
+    sqs_url: str = _setting("http://127.0.0.1:9000/sqs", "SQS endpoint (AWS JSON protocol).")
+    sqs_token: str = _setting("unset", "SQS credential (stand-in bearer).", secret=True)
+    webhook_url: str = _setting("http://127.0.0.1:9000/webhook", "Generic webhook target.")
+    webhook_dedupe_window_s: float = _setting(
+        0.0, "How long the webhook target says it honours Idempotency-Key; 0: not at all."
+    )
+
+    approval_wait_s: float = _setting(3600.0, "How long a waiting run's approval stays open before it lapses.")
+    log_level: str = _setting("INFO", "Log level of app processes.")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Read every field from `TICKETIQ_<FIELD>`; a malformed value is a ConfigError naming it."""
+        source = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            name = "TICKETIQ_" + f.name.upper()
+            raw = source.get(name)
+            if raw is None or raw == "":
+                continue
+            values[f.name] = _parse(name, raw, _parser(f.type))
+        values.update(overrides)
+        return cls(**values)
+
+    def describe(self) -> list[tuple[str, str, str]]:
+        """(name, default, doc) for every setting: the README table and `ticketiq settings` print it."""
+        rows = []
+        for f in fields(self):
+            default = f.default
+            shown = "(unset)" if default is None else str(default)
+            if f.name == "agents":
+                shown = "the shipped sample"
+            rows.append(("TICKETIQ_" + f.name.upper(), shown, f.metadata["doc"]))
+        return rows
+
+    def secrets(self) -> list[str]:
+        """Values that must never reach a log or a transcript."""
+        out = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.metadata.get("secret") and isinstance(value, str) and value not in ("", "unset"):
+                out.append(value)
+        return out
+
+
+def _parser(type_name: Any) -> Callable[[str], Any]:
+    text = str(type_name)
+    if text.startswith("int"):
+        return int
+    if text.startswith("float"):
+        return float
+    if text.startswith("bool"):
+        return _bool
+    if text.startswith("Path"):
+        return Path
+    return str
+
+
+def _bool(raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"not a boolean: {raw!r}")
+
+
+def _parse(name: str, raw: str, parse: Callable[[str], T]) -> T:
+    try:
+        return parse(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name}={raw!r} is not valid: {exc}. Fix or unset it.") from exc

@@ -1,0 +1,173 @@
+"""The one narrow database boundary: a pool, named statements, driver errors translated.
+
+Connections run in autocommit: each named statement is its own transaction, which is what the engine
+wants (one statement per checkpoint, per in-doubt mark, per outcome). `transaction()` exists for the
+few places that need more than one statement to land together.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from ticketiq.errors import StorageError
+from ticketiq.settings import Settings
+from ticketiq.storage import embedded
+from ticketiq.storage.queries import QUERIES
+
+log = logging.getLogger(__name__)
+
+Row = dict[str, Any]
+Connection = psycopg.AsyncConnection[Row]
+
+APP_DATABASE = "ticketiq"
+
+
+@dataclass
+class Target:
+    """Where the database is, and the embedded server to release when done (if one was used)."""
+
+    url: str
+    server: embedded.EmbeddedServer | None = None
+
+    def release(self) -> None:
+        if self.server is not None:
+            embedded.release(self.server)
+            self.server = None
+
+
+def resolve(settings: Settings, keep: bool = False) -> Target:
+    """TICKETIQ_DATABASE_URL when set; else the embedded server in TICKETIQ_HOME, started if needed."""
+    if settings.database_url:
+        return Target(url=settings.database_url)
+    server = embedded.acquire(Path(settings.home), keep=keep)
+    with psycopg.connect(server.url(), autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (APP_DATABASE,)).fetchone()
+        if not exists:
+            with contextlib.suppress(psycopg.errors.DuplicateDatabase):
+                conn.execute(f"CREATE DATABASE {APP_DATABASE}")
+    return Target(url=server.url(APP_DATABASE), server=server)
+
+
+def sql(name: str) -> str:
+    try:
+        return QUERIES[name]
+    except KeyError:
+        raise StorageError(f"no query named {name!r}") from None
+
+
+class Database:
+    """A pool and named statements. Every method takes a query name and keyword parameters."""
+
+    def __init__(self, url: str, min_size: int = 2, max_size: int = 20) -> None:
+        self.url = url
+        self.pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            kwargs={"autocommit": True, "row_factory": dict_row},
+            connection_class=psycopg.AsyncConnection,
+        )
+
+    async def open(self) -> None:
+        try:
+            await self.pool.open(wait=True, timeout=30)
+        except psycopg.Error as exc:
+            raise StorageError(f"cannot reach Postgres at {_redact(self.url)}: {exc}") from exc
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    async def execute(self, name: str, params: Mapping[str, Any] | None = None) -> int:
+        """Run a statement; return how many rows it matched."""
+        async with self.pool.connection() as conn:
+            return await _execute(conn, name, params)
+
+    async def fetch_one(self, name: str, params: Mapping[str, Any] | None = None) -> Row | None:
+        async with self.pool.connection() as conn:
+            cur = await _cursor(conn, name, params)
+            return await cur.fetchone()
+
+    async def fetch_all(self, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+        async with self.pool.connection() as conn:
+            cur = await _cursor(conn, name, params)
+            return await cur.fetchall()
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Session]:
+        async with self.pool.connection() as conn:
+            try:
+                async with conn.transaction():
+                    yield Session(conn)
+            except psycopg.Error as exc:
+                raise _translate(exc) from exc
+
+
+class Session:
+    """Statements on one connection inside one transaction."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    async def execute(self, name: str, params: Mapping[str, Any] | None = None) -> int:
+        return await _execute(self.conn, name, params)
+
+    async def fetch_one(self, name: str, params: Mapping[str, Any] | None = None) -> Row | None:
+        cur = await _cursor(self.conn, name, params)
+        return await cur.fetchone()
+
+    async def fetch_all(self, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+        cur = await _cursor(self.conn, name, params)
+        return await cur.fetchall()
+
+
+async def connect(url: str) -> Connection:
+    """A dedicated connection outside the pool (lease renewal, liveness, LISTEN)."""
+    try:
+        return await psycopg.AsyncConnection.connect(url, autocommit=True, row_factory=dict_row)
+    except psycopg.Error as exc:
+        raise StorageError(f"cannot reach Postgres at {_redact(url)}: {exc}") from exc
+
+
+async def run_on(conn: Connection, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+    """Run a named statement on a dedicated connection and return its rows (empty if none)."""
+    cur = await _cursor(conn, name, params)
+    return await cur.fetchall() if cur.description else []
+
+
+async def _execute(conn: Connection, name: str, params: Mapping[str, Any] | None) -> int:
+    cur = await _cursor(conn, name, params)
+    return cur.rowcount
+
+
+async def _cursor(conn: Connection, name: str, params: Mapping[str, Any] | None) -> psycopg.AsyncCursor[Row]:
+    try:
+        return await conn.execute(sql(name), params or {})  # type: ignore[arg-type]
+    except psycopg.Error as exc:
+        raise _translate(exc, name) from exc
+
+
+def _translate(exc: psycopg.Error, name: str | None = None) -> StorageError:
+    where = f" in {name}" if name else ""
+    error = StorageError(f"database error{where}: {exc.__class__.__name__}: {str(exc).strip()}")
+    error.sqlstate = exc.sqlstate  # type: ignore[attr-defined]
+    return error
+
+
+def _redact(url: str) -> str:
+    """Hide a password in a URL before it reaches a log."""
+    if "@" not in url or "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    creds, host = rest.rsplit("@", 1)
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}" if ":" in creds else url

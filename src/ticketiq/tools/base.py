@@ -1,0 +1,113 @@
+"""What a tool is: its schema, its class, its executor and, where the vendor allows, its reader.
+
+The engine decides what to do with a call from its class (I2, I9, I10); adapters only speak their
+vendor's API. An adapter never decides whether to resend: it sends once (retrying only what the vendor
+did not take, such as a 429) and reports what it saw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import httpx
+
+from ticketiq.settings import Settings
+
+
+class ToolClass(StrEnum):
+    READ = "read"
+    WRITE = "write"
+    KEYED_WRITE = "keyed_write"  # a write its vendor dedupes on our key, for dedupe_window_s
+    DELEGATION = "delegation"
+    REMOTE_AGENT = "remote_agent"
+    SUBAGENT = "subagent"  # a sub-agent with tools
+
+    @property
+    def changes(self) -> bool:
+        """Every class but a read changes something and is marked in doubt before it is sent (I2)."""
+        return self is not ToolClass.READ
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """Everything an executor or reader needs for one call."""
+
+    run_id: str
+    tool: str
+    args: dict[str, Any]
+    # The idempotency key to send: the step key (I11), the approval key, or a fresh one where none
+    # derives. Adapters put it where their vendor dedupes or can find it again (a body field, a nonce,
+    # a comment property, a card field).
+    key: str
+    http: httpx.AsyncClient
+    settings: Settings
+    # Called before every request the adapter sends: raises LeaseLost once the lease deadline passed
+    # (I3), so no write leaves the process after it may have been taken over.
+    before_send: Callable[[], None] = lambda: None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a call came to. `result` goes back to the model as the tool's result (JSON-able)."""
+
+    ok: bool
+    result: Any = None
+    error: str | None = None
+    # True when the vendor answered in a way that leaves it unknown whether the write took effect
+    # (a timeout, a 5xx after the body was sent): the engine settles such a call, never resends it.
+    uncertain: bool = False
+
+    def for_model(self) -> Any:
+        if self.ok:
+            return self.result
+        return {"error": self.error or "failed"}
+
+
+@dataclass(frozen=True)
+class ReadBack:
+    """What a reader found: `found` True with the outcome, False (the write did not land), or None
+    when the vendor cannot tell."""
+
+    found: bool | None
+    outcome: Outcome | None = None
+
+
+Executor = Callable[[CallContext], Awaitable[Outcome]]
+Reader = Callable[[CallContext], Awaitable[ReadBack]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: dict[str, Any]  # JSON schema of the arguments
+    tool_class: ToolClass
+    executor: Executor
+    reader: Reader | None = None
+    dedupe_window_s: float | None = None  # for keyed writes: how long the vendor dedupes on the key
+    vendor: str = ""
+
+    def openai_spec(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+
+@dataclass
+class Registry:
+    tools: dict[str, Tool] = field(default_factory=dict)
+
+    def register(self, tool: Tool) -> None:
+        if tool.name in self.tools:
+            raise ValueError(f"tool {tool.name} is registered twice")
+        self.tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        return self.tools.get(name)
+
+    def specs(self, names: list[str]) -> list[dict[str, Any]]:
+        return [self.tools[n].openai_spec() for n in names if n in self.tools]
