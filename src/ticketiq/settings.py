@@ -71,7 +71,16 @@ class Settings:
         0.0, "How long the webhook target says it honours Idempotency-Key; 0: not at all."
     )
 
-    approval_wait_s: float = _setting(3600.0, "How long a waiting run's approval stays open before it lapses.")
+    delegation_wait_s: float = _setting(600.0, "How long a delegating call waits for its child run's answer.")
+    shutdown_grace_s: float = _setting(10.0, "On SIGTERM, how long runs in flight may finish before they stop.")
+
+    fault_point: str | None = _setting(
+        None,
+        "TESTS ONLY, off by default: the process SIGKILLs itself at this point (after_checkpoint, "
+        "after_mark, after_send, before_answer).",
+    )
+    fault_after: int = _setting(1, "TESTS ONLY: the fault fires at the Nth time its point is reached.")
+
     log_level: str = _setting("INFO", "Log level of app processes.")
 
     @classmethod

@@ -16,6 +16,7 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from ticketiq.errors import StorageError
@@ -149,9 +150,14 @@ async def _execute(conn: Connection, name: str, params: Mapping[str, Any] | None
     return cur.rowcount
 
 
+def _adapt(params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Dicts and lists travel as jsonb: the engine speaks Python values, never driver types."""
+    return {k: Jsonb(v) if isinstance(v, dict | list) else v for k, v in (params or {}).items()}
+
+
 async def _cursor(conn: Connection, name: str, params: Mapping[str, Any] | None) -> psycopg.AsyncCursor[Row]:
     try:
-        return await conn.execute(sql(name), params or {})  # type: ignore[arg-type]
+        return await conn.execute(sql(name), _adapt(params))
     except psycopg.Error as exc:
         raise _translate(exc, name) from exc
 

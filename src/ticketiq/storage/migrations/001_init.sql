@@ -159,11 +159,13 @@ COMMENT ON TABLE principals IS
 CREATE TABLE grants (
     principal text NOT NULL REFERENCES principals (name) ON DELETE CASCADE,
     tool      text NOT NULL,
+    revoked   boolean NOT NULL DEFAULT false,
     at        timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (principal, tool)
 );
 COMMENT ON TABLE grants IS
-    'Run-as authority gate: the tools a principal may use. A call whose owner lacks the grant is refused.';
+    'Run-as authority gate: the tools a principal may use. A call whose owner lacks an unrevoked grant '
+    'is refused. Revoked grants stay as rows so seeding from the agents file never grants them again.';
 
 CREATE TABLE tool_policies (
     tool           text PRIMARY KEY,

@@ -1,0 +1,221 @@
+"""Engine overhead per step, beside one committed single-row UPDATE of a checkpoint-sized row.
+
+    make bench        (or: .venv/bin/python bench/step_overhead.py [--steps 40] [--runs 5] [--concurrent 1000])
+
+Part 1 runs a read-only agent and a writing agent against an in-process model and tools (clocked), and
+prints each step's overhead: the time from one model answer to the next model request, minus the time
+inside tools, i.e. everything the engine does for the step. It prints the statements each step wrote
+(pg_stat_statements) and the ratio to the UPDATE's latency measured in the same run (target <= 1.5).
+
+Part 2 holds 1,000 concurrent runs waiting on a 2 s model in one process and prints lease lapses
+(target 0), renewal statements per interval (target 1) and peak memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import yaml
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from inprocess import Clock, InProcessModel, fast_tools  # noqa: E402
+
+from ticketiq.process import AppProcess  # noqa: E402
+from ticketiq.settings import Settings  # noqa: E402
+from ticketiq.storage import embedded  # noqa: E402
+from ticketiq.storage.migrate import migrate  # noqa: E402
+
+
+def scripts(folder: Path, steps: int) -> None:
+    read = {"calls": [{"tool": "bench_read", "arguments": {"note": "{jira_key}"}}]}
+    write = {"calls": [{"tool": "bench_write", "arguments": {"note": "{jira_key}"}}]}
+    done = {"text": "done"}
+    (folder / "reads.yaml").write_text(yaml.safe_dump({"steps": [read] * steps + [done]}))
+    (folder / "writes.yaml").write_text(yaml.safe_dump({"steps": [write] * steps + [done]}))
+    (folder / "waits.yaml").write_text(yaml.safe_dump({"steps": [read, done]}))
+    agents = {"agents": {name: {"model": name, "system_prompt": "bench", "owner": "bench", "may_wait": True,
+                                "tools": ["bench_read", "bench_write"]} for name in ("reads", "writes", "waits")}}
+    (folder / "agents.yaml").write_text(yaml.safe_dump(agents))
+
+
+def step_overheads(clock: Clock) -> list[float]:
+    """For each model answer that led to another request: the gap to that request, minus tool time in it."""
+    out = []
+    calls = clock.model_calls
+    for (_, answered), (asked, _) in zip(calls, calls[1:], strict=False):
+        tools = sum(e - s for s, e in clock.tool_calls if s >= answered and e <= asked)
+        out.append(asked - answered - tools)
+    return out
+
+
+async def update_latency(url: str, size: int, n: int) -> float:
+    """Median latency of one committed single-row UPDATE of a row of `size` bytes of JSON."""
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await conn.execute("DROP TABLE IF EXISTS bench_row")
+        await conn.execute("CREATE TABLE bench_row (id int PRIMARY KEY, attempt int, state jsonb)")
+        payload = '{"pad": "' + "x" * max(0, size - 12) + '"}'
+        await conn.execute("INSERT INTO bench_row VALUES (1, 1, %s::jsonb)", (payload,))
+        samples = []
+        for i in range(n):
+            body = payload[:-3] + f'{i % 10}"}}'
+            started = time.perf_counter()
+            await conn.execute("UPDATE bench_row SET state = %s::jsonb WHERE id = 1 AND attempt = 1", (body,))
+            samples.append(time.perf_counter() - started)
+        return statistics.median(samples)
+
+
+async def statements(url: str) -> dict[str, int]:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT query, calls FROM pg_stat_statements WHERE dbid = "
+            "(SELECT oid FROM pg_database WHERE datname = current_database())")
+        return {q: int(c) for q, c in await cur.fetchall()}
+
+
+async def reset_statements(url: str) -> None:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await conn.execute("SELECT pg_stat_statements_reset()")
+
+
+def writes_in(stats: dict[str, int]) -> tuple[int, int]:
+    """(write statements, of which lease renewals)."""
+    import re
+
+    total = renew = 0
+    for query, calls in stats.items():
+        if "pg_stat_statements" in query or not re.search(r"\b(INSERT|UPDATE|DELETE)\b", query, re.I):
+            continue
+        total += calls
+        if "UPDATE leases SET expires_at" in query:
+            renew += calls
+    return total, renew
+
+
+async def step_part(url: str, folder: Path, steps: int, runs: int) -> None:
+    clock = Clock()
+    settings = Settings(home=folder, database_url=url, agents=folder / "agents.yaml",
+                        seal_keys="bench:bench-secret", lease_renew_s=3600)
+    process = await AppProcess.start(settings, extra_tools=fast_tools(clock))
+    process.engine.deps.model = InProcessModel(folder, clock)
+    try:
+        results: dict[str, Any] = {}
+        for agent in ("reads", "writes"):
+            per_step: list[float] = []
+            stmt_per_step: list[float] = []
+            for i in range(runs + 1):  # the first run warms caches and prepared statements
+                catalog_agent = process.engine.deps.catalog.get(agent)
+                assert catalog_agent is not None
+                created = await process.engine.create_run(catalog_agent, f"bench OPS-{i}")
+                await reset_statements(url)
+                clock.model_calls.clear()
+                clock.tool_calls.clear()
+                assert await process.engine.start(created.id)
+                assert await process.engine.tasks[created.id] == "succeeded"
+                total, renew = writes_in(await statements(url))
+                if i == 0:
+                    continue
+                per_step += step_overheads(clock)
+                stmt_per_step.append((total - renew - 2) / steps)  # less the run's acquire and end
+            size = await checkpoint_size(url)
+            results[agent] = (statistics.median(per_step), statistics.quantiles(per_step, n=20)[18],
+                              statistics.mean(stmt_per_step), size)
+        update = await update_latency(url, results["reads"][3], 2000)
+        print(f"committed single-row UPDATE of a {results['reads'][3]:,}-byte row: {update * 1000:.3f} ms (median)")
+        for agent, label in (("reads", "read-only step"), ("writes", "write step (1 write)")):
+            median, p95, stmts, _ = results[agent]
+            print(f"{label:<22} overhead median {median * 1000:.3f} ms  p95 {p95 * 1000:.3f} ms  "
+                  f"write statements/step {stmts:.2f}  ratio to UPDATE {median / update:.2f}x")
+        print(f"target: read-only step overhead <= 1.5x UPDATE -> "
+              f"{'met' if results['reads'][0] / update <= 1.5 else 'NOT met'}")
+    finally:
+        await process.stop()
+
+
+async def checkpoint_size(url: str) -> int:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        cur = await conn.execute("SELECT avg(pg_column_size(state))::int FROM checkpoints")
+        row = await cur.fetchone()
+        return int(row[0]) if row and row[0] else 1000
+
+
+async def concurrency_part(url: str, folder: Path, n: int, model_s: float) -> None:
+    clock = Clock()
+    settings = Settings(home=folder, database_url=url, agents=folder / "agents.yaml",
+                        seal_keys="bench:bench-secret", db_pool_max=20)
+    process = await AppProcess.start(settings, extra_tools=fast_tools(clock))
+    process.engine.deps.model = InProcessModel(folder, clock, latency_s=model_s)
+    keeper = process.engine.deps.keeper
+    lapsed_seen = 0
+    try:
+        agent = process.engine.deps.catalog.get("waits")
+        assert agent is not None
+        ids = [(await process.engine.create_run(agent, f"bench OPS-{i}")).id for i in range(n)]
+        gc.collect()
+        await reset_statements(url)
+        renewals_before = keeper.renewals
+        started = time.monotonic()
+        for run_id in ids:
+            assert await process.engine.start(run_id)
+        tasks = [process.engine.tasks[r] for r in ids if r in process.engine.tasks]
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            while not all(t.done() for t in tasks):
+                cur = await conn.execute("SELECT count(*) FROM leases WHERE expires_at < now()")
+                row = await cur.fetchone()
+                lapsed_seen = max(lapsed_seen, int(row[0]) if row else 0)
+                await asyncio.sleep(0.25)
+        elapsed = time.monotonic() - started
+        statuses = [t.result() for t in tasks]
+        _, renew = writes_in(await statements(url))
+        intervals = elapsed / settings.lease_renew_s
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"{n} concurrent runs on a {model_s:.0f} s model: {statuses.count('succeeded')} succeeded in "
+              f"{elapsed:.1f} s")
+        print(f"lease lapses: {keeper.lapses} lost by the process, {lapsed_seen} lapsed leases seen in the "
+              f"database (target 0)")
+        print(f"renewal statements: {renew} over {intervals:.1f} intervals = {renew / intervals:.2f} per interval "
+              f"(target 1); keeper sent {keeper.renewals - renewals_before}")
+        print(f"peak memory (max RSS of this process): {peak_mb:.0f} MiB")
+    finally:
+        await process.stop()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--concurrent", type=int, default=1000)
+    parser.add_argument("--model-s", type=float, default=2.0)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ticketiq-bench-") as tmp:
+        folder = Path(tmp)
+        scripts(folder, args.steps)
+        server = embedded.acquire(folder / "home")
+        try:
+            with psycopg.connect(server.url(), autocommit=True) as conn:
+                conn.execute("CREATE DATABASE bench")
+            url = server.url("bench")
+            async with await psycopg.AsyncConnection.connect(url, autocommit=True,
+                                                             row_factory=psycopg.rows.dict_row) as conn:
+                await migrate(conn)
+                await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            print(f"Postgres: embedded, {server.url()}")
+            await step_part(url, folder, args.steps, args.runs)
+            if args.concurrent:
+                await concurrency_part(url, folder, args.concurrent, args.model_s)
+        finally:
+            embedded.stop(server.home)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,97 @@
+"""Agent definitions, read from the agents file (TICKETIQ_AGENTS, YAML).
+
+```yaml
+agents:
+  triage:
+    model: triage            # the model name sent to the chat-completions endpoint
+    system_prompt: ...
+    tools: [jira_get_issue, incidentio_create_incident]
+    may_wait: true           # may suspend (for an approval) and is resumed from its checkpoint
+    owner: ops-bot           # the run-as principal: its grants decide which tools it may use
+    tenant: acme
+approval_required: [jira_transition]   # tools held for a person's decision (seeded once)
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ticketiq.errors import ConfigError
+
+_AGENT_FIELDS = {"model", "system_prompt", "tools", "may_wait", "owner", "tenant", "description"}
+
+
+@dataclass(frozen=True)
+class Agent:
+    name: str
+    model: str  # empty: TICKETIQ_MODEL
+    system_prompt: str
+    tools: tuple[str, ...]
+    may_wait: bool
+    owner: str
+    tenant: str = "default"
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Catalog:
+    agents: dict[str, Agent]
+    approval_required: frozenset[str] = field(default_factory=frozenset)
+
+    def get(self, name: str) -> Agent | None:
+        return self.agents.get(name)
+
+
+def parse(data: Any, source: str, known_tools: set[str] | None = None) -> Catalog:
+    if not isinstance(data, dict) or not isinstance(data.get("agents"), dict) or not data["agents"]:
+        raise ConfigError(f"{source}: expected a mapping with a non-empty `agents:` mapping")
+    agents: dict[str, Agent] = {}
+    for name, spec in data["agents"].items():
+        where = f"{source}: agent {name!r}"
+        if not isinstance(spec, dict):
+            raise ConfigError(f"{where} must be a mapping")
+        unknown = set(spec) - _AGENT_FIELDS
+        if unknown:
+            raise ConfigError(f"{where} has unknown fields {sorted(unknown)}; allowed: {sorted(_AGENT_FIELDS)}")
+        for required in ("system_prompt", "owner"):
+            if not isinstance(spec.get(required), str) or not spec[required]:
+                raise ConfigError(f"{where}: `{required}` is required (a non-empty string)")
+        tools = spec.get("tools", [])
+        if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
+            raise ConfigError(f"{where}: `tools` must be a list of tool names")
+        if known_tools is not None:
+            missing = [t for t in tools if t not in known_tools]
+            if missing:
+                raise ConfigError(f"{where}: unknown tools {missing}; known: {sorted(known_tools)}")
+        may_wait = spec.get("may_wait", False)
+        if not isinstance(may_wait, bool):
+            raise ConfigError(f"{where}: `may_wait` must be true or false")
+        agents[str(name)] = Agent(
+            name=str(name),
+            model=str(spec.get("model") or ""),
+            system_prompt=spec["system_prompt"],
+            tools=tuple(tools),
+            may_wait=may_wait,
+            owner=spec["owner"],
+            tenant=str(spec.get("tenant", "default")),
+            description=str(spec.get("description", "")),
+        )
+    approvals = data.get("approval_required", [])
+    if not isinstance(approvals, list):
+        raise ConfigError(f"{source}: `approval_required` must be a list of tool names")
+    return Catalog(agents=agents, approval_required=frozenset(str(t) for t in approvals))
+
+
+def load(path: Path, known_tools: set[str] | None = None) -> Catalog:
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"agents file {path} does not exist; set TICKETIQ_AGENTS to an agents file") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"agents file {path} is not valid YAML: {exc}") from exc
+    return parse(data, str(path), known_tools)

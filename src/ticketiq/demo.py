@@ -1,0 +1,103 @@
+"""`ticketiq demo`: an embedded Postgres, the stand-ins and one app process; the triage agent run end to
+end, each step printed as it happens, then the answer and `run <id>: succeeded`."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ticketiq.launch import Child, start_serve, start_standins
+from ticketiq.settings import Settings
+from ticketiq.storage import database
+
+DEMO_INPUT = "Triage OPS-123: checkout requests fail with 502 since the last deploy"
+
+
+def describe(entry: dict[str, Any]) -> str | None:
+    """One transcript entry as the line the demo prints."""
+    kind = entry["kind"]
+    if kind == "input":
+        return f"input    {entry['agent']}: {entry['input']}"
+    if kind == "model_step":
+        calls = ", ".join(f"{c['tool']} [{c['class']}] key={c['key'] or 'none'}" for c in entry["calls"])
+        return f"step {entry['step']:<3} model asked for {len(entry['calls'])} call(s): {calls}"
+    if kind == "gate":
+        reason = f" ({entry['reason']})" if entry.get("reason") else ""
+        return f"         gate {entry['tool']}: {entry['verdict']}{reason}"
+    if kind == "statement":
+        what = entry["what"]
+        detail = f" {entry['tool']} key={entry['key']}" if what == "in_doubt" else ""
+        detail = f" {entry['tool']}" if what == "outcome" else detail
+        return f"         wrote {what}{detail} (1 statement)"
+    if kind == "call":
+        result = json.dumps(entry.get("result"), default=str)
+        return f"         {entry['tool']} -> {'ok' if entry['ok'] else 'failed'} ({entry['how']}): {result[:120]}"
+    if kind == "answer":
+        return f"answer   {entry['text']}"
+    if kind == "error":
+        return f"error    {entry['reason']}"
+    if kind in ("approval", "waiting"):
+        return f"         {kind}: {json.dumps({k: v for k, v in entry.items() if k not in ('id', 'at', 'kind')})}"
+    return None
+
+
+def follow(base: str, run_id: str, timeout_s: float = 120.0) -> dict[str, Any]:
+    """Print the run's transcript as it grows; return the run once it ended."""
+    seen = 0
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(base_url=base, timeout=10.0) as client:
+        while True:
+            entries = client.get(f"/v1/runs/{run_id}/transcript", params={"after": seen}).json()["entries"]
+            for entry in entries:
+                seen = entry["id"]
+                line = describe(entry)
+                if line:
+                    print(line, flush=True)
+            run: dict[str, Any] = client.get(f"/v1/runs/{run_id}").json()
+            if run["status"] in ("succeeded", "failed", "interrupted") and not entries:
+                return run
+            if time.monotonic() > deadline:
+                return run
+            time.sleep(0.1)
+
+
+def run_demo(settings: Settings) -> int:
+    target = database.resolve(settings)
+    children: list[Child] = []
+    logs = Path(tempfile.mkdtemp(prefix="ticketiq-demo-"))
+    try:
+        env = {**os.environ, "TICKETIQ_DATABASE_URL": target.url}
+        print(f"database  {target.url}  (logs in {logs})", flush=True)
+        standins = start_standins(env, logs)
+        children.append(standins)
+        print(f"stand-ins pid {standins.pid}: {standins.env['TICKETIQ_MODEL_BASE_URL']}", flush=True)
+        app, base = start_serve({**env, **standins.env}, logs)
+        children.append(app)
+        print(f"app       pid {app.pid}: {base}", flush=True)
+        created = httpx.post(f"{base}/v1/runs", json={"agent": "triage", "input": DEMO_INPUT}, timeout=10.0)
+        created.raise_for_status()
+        run_id = created.json()["id"]
+        run = follow(base, run_id)
+        writes = httpx.get(f"{standins.env['TICKETIQ_MODEL_BASE_URL'].removesuffix('/v1')}/_standin/writes",
+                           timeout=10.0).json()
+        print(f"vendor writes recorded by the stand-ins: {len(_rows(writes))}")
+        print(f"run {run_id}: {run['status']}")
+        return 0 if run["status"] == "succeeded" else 1
+    finally:
+        for child in reversed(children):
+            child.stop()
+        target.release()
+
+
+def _rows(payload: Any) -> list[Any]:
+    if isinstance(payload, dict):
+        for value in payload.values():
+            if isinstance(value, list):
+                return value
+    return payload if isinstance(payload, list) else []

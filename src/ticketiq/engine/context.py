@@ -1,0 +1,37 @@
+"""What a run driver needs from its process, in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+
+from ticketiq.agents.catalog import Catalog
+from ticketiq.engine.faults import Faults
+from ticketiq.engine.leases import LeaseKeeper
+from ticketiq.engine.seal import SealKeys
+from ticketiq.model.client import ModelReply
+from ticketiq.settings import Settings
+from ticketiq.storage.database import Database
+from ticketiq.tools.base import Registry
+
+
+class Model(Protocol):
+    async def complete(
+        self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> ModelReply: ...
+
+
+@dataclass
+class EngineDeps:
+    db: Database
+    settings: Settings
+    registry: Registry
+    catalog: Catalog
+    model: Model
+    keys: SealKeys
+    keeper: LeaseKeeper
+    holder: str  # this process start's identity (I4: fresh per start)
+    http: httpx.AsyncClient
+    faults: Faults

@@ -1,0 +1,351 @@
+"""One run under one attempt: the loop of model steps and calls, every statement fenced.
+
+The loop: ask the model; if it answers with calls, write the sealed checkpoint (I1, one statement),
+then make the calls, bounded and concurrent, each changing call marked in doubt first (I2). Every
+statement is conditioned on the attempt and a statement matching nothing stops the run at once (I3);
+no write is sent once the local lease deadline has passed (I3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from ticketiq.engine import notes, seal
+from ticketiq.engine.context import EngineDeps
+from ticketiq.engine.gates import GateDecision, GateFacts, Verdict, call_gate, run_gate
+from ticketiq.engine.leases import HeldLease
+from ticketiq.engine.state import PlannedCall, RunState
+from ticketiq.engine.step_keys import approval_key, fresh_key, run_call_key
+from ticketiq.errors import Fenced, LeaseLost, ModelError, SealInvalid
+from ticketiq.tools.base import CallContext, Tool, ToolClass
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class StepWork:
+    """What one step's calls produced, gathered for the next statement."""
+
+    results: dict[int, Any] = field(default_factory=dict)  # idx -> what goes back to the model
+    read_outcomes: list[dict[str, Any]] = field(default_factory=list)
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    waiting: bool = False
+
+
+class RunDriver:
+    def __init__(self, deps: EngineDeps, run_id: str, attempt: int, lease: HeldLease, checkpoint: dict[str, Any]):
+        self.deps = deps
+        self.run_id = run_id
+        self.attempt = attempt
+        self.lease = lease
+        self.checkpoint = checkpoint
+        self.state: RunState | None = None
+        # Read outcomes and notes that ride on the next statement, so a read costs no write of its own.
+        self.carry_reads: list[dict[str, Any]] = []
+        self.carry_entries: list[dict[str, Any]] = []
+        self.statements = 0  # write statements this driver made, for benchmarks
+        self.settled: list[dict[str, Any]] = []  # how each call a resumed step left was routed (I8)
+
+    # ----- the loop -------------------------------------------------------------------------------
+
+    async def drive(self) -> str:
+        """Run to an end; return the status it ended in (or 'lost' when fenced off)."""
+        try:
+            return await self._drive()
+        except (Fenced, LeaseLost) as exc:
+            # I3: taken over (or our lease lapsed): stop now, make no call, write nothing more.
+            log.warning("run %s attempt %s stops: %s", self.run_id, self.attempt, exc)
+            return "lost"
+
+    async def _drive(self) -> str:
+        try:
+            self.state = self._verified_state()
+        except SealInvalid as exc:
+            await self._fail_unstarted(str(exc), "agent.run.checkpoint_rejected")
+            return "failed"
+        state = self.state
+        agent = self.deps.catalog.get(state.agent)
+        if agent is None:
+            return await self._end("failed", error=f"agent {state.agent} is no longer defined")
+        facts = await self._gate_facts()
+        blocked = run_gate(facts)
+        if not blocked.allowed:
+            return await self._end("failed", error=f"refused by the {blocked.gate} gate: {blocked.reason}")
+        if state.calls:
+            work = await self._route_left_calls(facts)
+            if work.waiting:
+                return await self._suspend(work)
+            self._absorb(work)
+        tools = self.deps.registry.specs(list(agent.tools))
+        while True:
+            self.lease.check()
+            try:
+                reply = await self.deps.model.complete(model=agent.model or self.deps.settings.model, messages=state.messages, tools=tools)
+            except ModelError as exc:
+                return await self._end("failed", error=f"model step {state.step + 1} failed: {exc}")
+            state.prompt_tokens += reply.prompt_tokens
+            state.completion_tokens += reply.completion_tokens
+            if not reply.tool_calls:
+                state.messages.append(reply.message)
+                state.answer = reply.text or ""
+                state.calls = []
+                self.deps.faults.hit("before_answer")
+                return await self._end("succeeded", answer=state.answer)
+            state.step += 1
+            state.messages.append(reply.message)
+            state.calls = [self._plan(i, tc.id, tc.name, tc.arguments, tc.arguments_error)
+                           for i, tc in enumerate(reply.tool_calls)]
+            state.history.append({"step": state.step, "calls": [c.tool for c in state.calls]})
+            facts = await self._gate_facts()
+            blocked = run_gate(facts)
+            if not blocked.allowed:
+                return await self._end("failed", error=f"refused by the {blocked.gate} gate: {blocked.reason}")
+            decisions = [self._decide(facts, c) for c in state.calls]
+            tokens = reply.prompt_tokens + reply.completion_tokens
+            entries = [notes.model_step(state.step, state.calls, reply.text, tokens)]
+            entries += [notes.gate(state.step, c, d) for c, d in zip(state.calls, decisions, strict=True)]
+            await self._write_checkpoint(entries)
+            self.deps.faults.hit("after_checkpoint")
+            work = await self._make_calls([(c, d, None) for c, d in zip(state.calls, decisions, strict=True)])
+            if work.waiting:
+                return await self._suspend(work)
+            self._absorb(work)
+
+    def _absorb(self, work: StepWork) -> None:
+        """The step's results go back into the conversation; reads ride on the next statement."""
+        assert self.state is not None
+        for call in self.state.calls:
+            result = work.results.get(call.idx, {"error": "no result"})
+            self.state.messages.append(
+                {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result, default=str)}
+            )
+        self.carry_reads += work.read_outcomes
+        self.carry_entries += work.entries
+
+    # ----- planning and gates ------------------------------------------------------------------------
+
+    def _plan(self, idx: int, call_id: str, name: str, args: dict[str, Any], args_error: str | None) -> PlannedCall:
+        assert self.state is not None
+        tool = self.deps.registry.get(name)
+        return PlannedCall(
+            idx=idx,
+            id=call_id,
+            tool=name,
+            tool_class=tool.tool_class if tool else ToolClass.READ,
+            args=args,
+            # I11: from the correlation id, the agent loop, the steps taken and the provider's id.
+            step_key=run_call_key(self.state.correlation_id, self.state.agent_loop, self.state.step, call_id),
+            args_error=args_error,
+        )
+
+    def _decide(self, facts: GateFacts, call: PlannedCall, approved: bool = False) -> GateDecision:
+        assert self.state is not None
+        agent = self.deps.catalog.get(self.state.agent)
+        offered = frozenset(agent.tools) if agent else frozenset()
+        if self.deps.registry.get(call.tool) is None:
+            return GateDecision(Verdict.REFUSE, "tools", f"no tool named {call.tool}")
+        return call_gate(facts, call.tool, offered, approved=approved)
+
+    async def _gate_facts(self) -> GateFacts:
+        row = await self.deps.db.fetch_one("runs.gate_facts", {"run_id": self.run_id})
+        if row is None:
+            raise Fenced(self.run_id, self.attempt, "reading gate facts (run is gone)")
+        return GateFacts(
+            agent=row["agent"], tenant=row["tenant"], owner=row["owner"], channel=row["channel"],
+            may_wait=row["may_wait"], agent_quarantine=row["agent_quarantine"],
+            tenant_quarantine=row["tenant_quarantine"], stopped_by=row["stopped_by"],
+            channel_enabled=row["channel_enabled"], owner_may_run=row["owner_may_run"],
+            granted=frozenset(row["granted"]), needs_approval=frozenset(row["needs_approval"]),
+        )
+
+    # ----- making calls --------------------------------------------------------------------------------
+
+    async def _make_calls(self, todo: list[tuple[PlannedCall, GateDecision, str | None]]) -> StepWork:
+        work = StepWork()
+        limit = asyncio.Semaphore(self.deps.settings.call_concurrency)
+
+        async def one(call: PlannedCall, decision: GateDecision, key: str | None) -> None:
+            async with limit:
+                await self._make_call(work, call, decision, key)
+
+        # A TaskGroup cancels the step's other calls when one finds the run fenced off (I3).
+        async with asyncio.TaskGroup() as group:
+            for call, decision, key in todo:
+                group.create_task(one(call, decision, key))
+        return work
+
+    async def _make_call(self, work: StepWork, call: PlannedCall, decision: GateDecision, key: str | None) -> None:
+        assert self.state is not None
+        step = self.state.step
+        if call.args_error:
+            work.results[call.idx] = {"error": f"arguments rejected: {call.args_error}"}
+            return
+        if decision.verdict is Verdict.REFUSE:
+            work.results[call.idx] = {"refused": decision.reason, "gate": decision.gate}
+            return
+        if decision.verdict is Verdict.APPROVAL:
+            decided = await self._file_approval(call)
+            if decided is None:
+                work.waiting = True
+                return
+            status, approval_id, by = decided
+            if status == "rejected":
+                work.results[call.idx] = {"refused": f"approval rejected by {by}", "gate": "approval"}
+                return
+            key = approval_key(approval_id)  # I11: an approved call's key is the approval's
+        tool = self.deps.registry.get(call.tool)
+        assert tool is not None
+        problem = tool_args_problem(tool, call.args)
+        if problem:
+            work.results[call.idx] = {"error": f"arguments rejected: {problem}"}
+            return
+        if not call.tool_class.changes:
+            outcome = await tool.executor(self._context(tool, call, key or call.step_key or fresh_key()))
+            result = notes.scrub(outcome.for_model(), self.deps.settings.secrets())
+            work.results[call.idx] = result
+            work.read_outcomes.append({"step": step, "idx": call.idx, "outcome": result})
+            work.entries.append(notes.call_result(step, call, None, outcome.ok, result, "read"))
+            return
+        # A Stop or a quarantine may have landed since the step's gates were read: writes look again.
+        fresh = run_gate(await self._gate_facts())
+        if not fresh.allowed:
+            work.results[call.idx] = {"refused": fresh.reason, "gate": fresh.gate}
+            work.entries.append(notes.gate(step, call, fresh))
+            return
+        sent_key = key or call.step_key or fresh_key()
+        work.results[call.idx] = await self._send_write(call, tool, sent_key)
+
+    async def _send_write(self, call: PlannedCall, tool: Tool, sent_key: str, how: str = "sent") -> Any:
+        """Mark in doubt (I2), send (unless the lease deadline passed, I3), record the outcome (I2)."""
+        assert self.state is not None
+        step = self.state.step
+        self.lease.check()
+        mark = notes.statement("in_doubt", step=step, idx=call.idx, tool=call.tool,
+                               cls=call.tool_class.value, key=sent_key)
+        await self._fenced("calls.mark_in_doubt", "marking a call in doubt", {
+            "step": step, "idx": call.idx, "sent_key": sent_key, "note": mark["body"],
+        })
+        self.deps.faults.hit("after_mark")
+        outcome = await tool.executor(self._context(tool, call, sent_key))
+        self.deps.faults.hit("after_send")
+        result = notes.scrub(outcome.for_model(), self.deps.settings.secrets())
+        if outcome.uncertain:
+            result = {"error": outcome.error, "outcome": "unknown: the vendor's answer leaves it open whether "
+                      "the write took effect; it was not sent again"}
+        await self._record(call, result, "done", how, sent_key, outcome.ok)
+        return result
+
+    async def _record(self, call: PlannedCall, result: Any, status: str, how: str, key: str | None,
+                      ok: bool) -> None:
+        assert self.state is not None
+        entries = [
+            notes.call_result(self.state.step, call, key, ok, result, how),
+            notes.statement("outcome", step=self.state.step, idx=call.idx, tool=call.tool),
+        ]
+        await self._fenced("calls.record_outcome", "recording a call's outcome", {
+            "step": self.state.step, "idx": call.idx, "status": status, "outcome": {"result": result},
+            "settlement": how, "entries": entries,
+        })
+
+    def _context(self, tool: Tool, call: PlannedCall, key: str) -> CallContext:
+        return CallContext(
+            run_id=self.run_id, tool=tool.name, args=call.args, key=key, http=self.deps.http,
+            settings=self.deps.settings, before_send=self.lease.check,
+        )
+
+    async def _file_approval(self, call: PlannedCall) -> tuple[str, str, str | None] | None:
+        """File (or find) the approval request: None while it waits, else (status, id, decided_by)."""
+        assert self.state is not None
+        row = await self.deps.db.fetch_one("approvals.file", {
+            "run_id": self.run_id, "attempt": self.attempt, "id": str(uuid.uuid4()), "step": self.state.step,
+            "idx": call.idx, "tool": call.tool, "args": call.args, "step_key": call.step_key,
+        })
+        if row is None:
+            raise Fenced(self.run_id, self.attempt, "filing an approval")
+        self.statements += 1
+        if row["status"] == "pending":
+            return None
+        return str(row["status"]), str(row["id"]), row["decided_by"]
+
+    # ----- resuming the calls a checkpoint left (I6, I9) -------------------------------------------------
+
+    async def _route_left_calls(self, facts: GateFacts) -> StepWork:
+        from ticketiq.engine.resume import route_left_calls
+
+        return await route_left_calls(self, facts)
+
+    # ----- statements ---------------------------------------------------------------------------------
+
+    def _verified_state(self) -> RunState:
+        cp = self.checkpoint
+        seal.verify(self.deps.keys, self.run_id, int(cp["step"]), cp["state"], cp["seal"], cp["key_id"])
+        return RunState.from_json(cp["state"])
+
+    def _sealed(self) -> dict[str, Any]:
+        assert self.state is not None
+        body = self.state.to_json()
+        mac, key_id = seal.seal(self.deps.keys, self.run_id, self.state.step, body)
+        return {"run_id": self.run_id, "attempt": self.attempt, "step": self.state.step, "state": body,
+                "seal": mac, "key_id": key_id}
+
+    async def _write_checkpoint(self, entries: list[dict[str, Any]]) -> None:
+        """I1: the sealed checkpoint in ONE statement before any call of the step is made."""
+        assert self.state is not None
+        entries = [*self.carry_entries, *entries,
+                   notes.statement("checkpoint", step=self.state.step, calls=len(self.state.calls))]
+        params = {**self._sealed(), "read_outcomes": self.carry_reads, "entries": entries,
+                  "calls": [{"idx": c.idx, "id": c.id, "tool": c.tool, "class": c.tool_class.value,
+                             "step_key": c.step_key, "args": c.args, "gate": None} for c in self.state.calls]}
+        if await self.deps.db.execute("runs.write_checkpoint", params) != 1:
+            raise Fenced(self.run_id, self.attempt, "writing the checkpoint")  # I3
+        self.statements += 1
+        self.carry_reads, self.carry_entries = [], []
+
+    async def _end(self, status: str, answer: str | None = None, error: str | None = None,
+                   extra: list[dict[str, Any]] | None = None) -> str:
+        assert self.state is not None
+        entries = [*self.carry_entries, *(extra or [])]
+        if answer is not None:
+            entries.append(notes.entry("answer", text=answer))
+        if error is not None:
+            entries.append(notes.entry("error", reason=error))
+        entries.append(notes.statement("run_" + status, step=self.state.step))
+        params = {**self._sealed(), "read_outcomes": self.carry_reads, "entries": entries,
+                  "status": status, "answer": answer, "error": error,
+                  "action": f"agent.run.{status}", "actor": self.deps.holder,
+                  "audit": {"step": self.state.step, "attempt": self.attempt, "error": error}}
+        if await self.deps.db.execute("runs.end", params) != 1:
+            raise Fenced(self.run_id, self.attempt, f"ending the run as {status}")
+        self.statements += 1
+        self.carry_reads, self.carry_entries = [], []
+        return status
+
+    async def _suspend(self, work: StepWork) -> str:
+        """Wait for a person: what the step produced is recorded; the calls stay on the checkpoint."""
+        self.carry_reads += work.read_outcomes
+        self.carry_entries += work.entries
+        return await self._end("waiting", extra=[notes.entry("waiting", reason="a call awaits approval")])
+
+    async def _fail_unstarted(self, reason: str, action: str) -> None:
+        await self.deps.db.execute("runs.fail_unstarted", {
+            "run_id": self.run_id, "error": reason, "holder": self.deps.holder, "action": action,
+            "actor": self.deps.holder, "audit": {"reason": reason, "attempt": self.attempt},
+        })
+
+    async def _fenced(self, name: str, what: str, params: dict[str, Any]) -> None:
+        matched = await self.deps.db.execute(name, {"run_id": self.run_id, "attempt": self.attempt, **params})
+        if matched != 1:
+            raise Fenced(self.run_id, self.attempt, what)  # I3: zero rows means stop now
+        self.statements += 1
+
+
+def tool_args_problem(tool: Tool, args: dict[str, Any]) -> str | None:
+    from ticketiq.tools.schema import validate
+
+    return validate(tool.parameters, args)
+

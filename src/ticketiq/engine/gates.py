@@ -1,0 +1,81 @@
+"""The gates every call passes, as one pure decision over facts read from Postgres.
+
+Order matters only for which reason is reported: containment, Stop, channel, run-as authority, then
+approval. A refused call's reason goes back to the model as the tool's result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Verdict(StrEnum):
+    ALLOW = "allow"
+    REFUSE = "refuse"
+    APPROVAL = "approval"  # held for a person's decision
+
+
+@dataclass(frozen=True)
+class GateFacts:
+    """What the gates know about one run, read in one query at the step."""
+
+    agent: str
+    tenant: str
+    owner: str
+    channel: str
+    may_wait: bool
+    agent_quarantine: str | None = None  # reason, when quarantined
+    tenant_quarantine: str | None = None
+    stopped_by: str | None = None
+    channel_enabled: bool = True
+    owner_may_run: bool = True
+    granted: frozenset[str] = field(default_factory=frozenset)
+    needs_approval: frozenset[str] = field(default_factory=frozenset)
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    verdict: Verdict
+    gate: str
+    reason: str = ""
+
+    @property
+    def allowed(self) -> bool:
+        return self.verdict is Verdict.ALLOW
+
+
+def run_gate(facts: GateFacts) -> GateDecision:
+    """Gates that hold for the whole run, whatever the call: checked at every step and on resume."""
+    if facts.agent_quarantine is not None:
+        return GateDecision(Verdict.REFUSE, "containment", f"agent {facts.agent} is quarantined: "
+                            f"{facts.agent_quarantine or 'no reason given'}")
+    if facts.tenant_quarantine is not None:
+        return GateDecision(Verdict.REFUSE, "containment", f"tenant {facts.tenant} is quarantined: "
+                            f"{facts.tenant_quarantine or 'no reason given'}")
+    if facts.stopped_by is not None:
+        return GateDecision(Verdict.REFUSE, "stop", f"the run was stopped by {facts.stopped_by}")
+    if not facts.channel_enabled:
+        return GateDecision(Verdict.REFUSE, "channel", f"channel {facts.channel} is disabled")
+    if not facts.owner_may_run:
+        return GateDecision(Verdict.REFUSE, "run_as", f"owner {facts.owner} may no longer run agents")
+    return GateDecision(Verdict.ALLOW, "run")
+
+
+def call_gate(facts: GateFacts, tool: str, offered: frozenset[str], approved: bool = False) -> GateDecision:
+    """May this call be made now? `offered` is what the agent may call; `approved` when a person
+    already approved this very call."""
+    run = run_gate(facts)
+    if not run.allowed:
+        return run
+    if tool not in offered:
+        return GateDecision(Verdict.REFUSE, "tools", f"tool {tool} is not offered to agent {facts.agent}")
+    if tool not in facts.granted:
+        return GateDecision(Verdict.REFUSE, "run_as", f"owner {facts.owner} may not use tool {tool}")
+    if tool in facts.needs_approval and not approved:
+        if not facts.may_wait:
+            return GateDecision(
+                Verdict.REFUSE, "approval", f"tool {tool} needs approval and this run may not wait for it"
+            )
+        return GateDecision(Verdict.APPROVAL, "approval", f"tool {tool} needs a person's approval")
+    return GateDecision(Verdict.ALLOW, "all")

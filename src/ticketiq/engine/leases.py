@@ -1,0 +1,144 @@
+"""The lease renewer (I4) and each run's local lease deadline (I3).
+
+All of a process's leases are renewed by one statement every `lease_renew_s`, on a connection of its
+own so that a busy pool never delays it. The answer names the leases still ours: a run missing from it
+was taken over and stops at once. A run also stops sending writes once its deadline passes: the time
+its last successful renewal was *sent* + TTL - margin, by the monotonic clock, so a renewal that took
+long to come back never stretches the deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ticketiq.errors import LeaseLost, StorageError
+from ticketiq.storage import database
+
+log = logging.getLogger(__name__)
+
+
+def lease_name(run_id: str) -> str:
+    return f"checkpoint:{run_id}"
+
+
+def deadline_after(sent_at: float, ttl_s: float, margin_s: float) -> float:
+    """I3: the last instant a write may be sent under a renewal sent at `sent_at` (monotonic)."""
+    return sent_at + ttl_s - margin_s
+
+
+def lost_leases(held_since: dict[str, float], renewed: set[str], sent_at: float) -> set[str]:
+    """Leases held before the renewal was sent that its answer did not name: taken over (I4).
+    A lease acquired after the renewal was sent cannot be in its answer and is not lost."""
+    return {name for name, since in held_since.items() if since < sent_at and name not in renewed}
+
+
+@dataclass
+class HeldLease:
+    run_id: str
+    deadline: float
+    since: float
+    lost: asyncio.Event = field(default_factory=asyncio.Event)
+    why: str = ""
+
+    def check(self) -> None:
+        """Raise LeaseLost if no write may be sent now (I3)."""
+        if self.lost.is_set():
+            raise LeaseLost(self.run_id, self.why or "taken over")
+        if time.monotonic() >= self.deadline:
+            raise LeaseLost(self.run_id, "local lease deadline passed before renewal")
+
+    def lose(self, why: str) -> None:
+        if not self.lost.is_set():
+            self.why = why
+            self.lost.set()
+
+
+class LeaseKeeper:
+    def __init__(self, url: str, holder: str, ttl_s: float, interval_s: float, margin_s: float) -> None:
+        self.url = url
+        self.holder = holder
+        self.ttl_s = ttl_s
+        self.interval_s = interval_s
+        self.margin_s = margin_s
+        self.held: dict[str, HeldLease] = {}
+        self.renewals = 0  # statements sent, for benchmarks and metrics
+        self.lapses = 0  # leases found lost
+        self.on_lost: list[Callable[[str, str], None]] = []
+        self._conn: database.Connection | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def hold(self, run_id: str, acquired_sent_at: float) -> HeldLease:
+        """Register a lease just acquired by a statement sent at `acquired_sent_at`."""
+        lease = HeldLease(
+            run_id=run_id,
+            deadline=deadline_after(acquired_sent_at, self.ttl_s, self.margin_s),
+            since=acquired_sent_at,
+        )
+        self.held[run_id] = lease
+        return lease
+
+    def drop(self, run_id: str) -> None:
+        self.held.pop(run_id, None)
+
+    def lose_all(self, why: str) -> None:
+        for run_id in list(self.held):
+            self._lose(run_id, why)
+
+    def _lose(self, run_id: str, why: str) -> None:
+        lease = self.held.pop(run_id, None)
+        if lease is None:
+            return
+        self.lapses += 1
+        lease.lose(why)
+        log.warning("run %s: lease lost (%s)", run_id, why)
+        for callback in self.on_lost:
+            callback(run_id, why)
+
+    async def renew_once(self) -> None:
+        if self._conn is None or self._conn.closed:
+            self._conn = await database.connect(self.url)
+        sent_at = time.monotonic()
+        held_since = {lease_name(r): lease.since for r, lease in self.held.items()}
+        rows = await database.run_on(
+            self._conn, "leases.renew", {"holder": self.holder, "ttl": self.ttl_s, "names": list(held_since)}
+        )
+        self.renewals += 1
+        renewed = {str(row["name"]) for row in rows}
+        for name in lost_leases(held_since, renewed, sent_at):
+            self._lose(name.removeprefix("checkpoint:"), "not renewed: another process holds it")
+        deadline = deadline_after(sent_at, self.ttl_s, self.margin_s)
+        for run_id, lease in self.held.items():
+            if lease_name(run_id) in renewed:
+                lease.deadline = max(lease.deadline, deadline)
+
+    async def run(self) -> None:
+        while True:
+            started = time.monotonic()
+            try:
+                await self.renew_once()
+            except StorageError as exc:
+                # Deadlines keep running down: runs send nothing once theirs pass (I3).
+                log.error("lease renewal failed: %s", exc)
+                if self._conn is not None:
+                    with contextlib.suppress(Exception):
+                        await self._conn.close()
+                    self._conn = None
+            await asyncio.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self.run(), name="lease-renewer")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None

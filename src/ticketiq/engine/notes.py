@@ -1,0 +1,68 @@
+"""Transcript entries: what a person reads of a run. Built here, written by the statements they
+describe (so an entry saying "checkpoint written" lands only if the checkpoint did)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ticketiq.engine.gates import GateDecision
+from ticketiq.engine.state import PlannedCall
+
+_MAX_RESULT_CHARS = 2000
+
+
+def entry(kind: str, **body: Any) -> dict[str, Any]:
+    return {"kind": kind, "body": body}
+
+
+def model_step(step: int, calls: list[PlannedCall], text: str | None, tokens: int) -> dict[str, Any]:
+    return entry(
+        "model_step",
+        step=step,
+        text=text,
+        tokens=tokens,
+        calls=[{"id": c.id, "tool": c.tool, "class": c.tool_class.value, "key": c.step_key} for c in calls],
+    )
+
+
+def gate(step: int, call: PlannedCall, decision: GateDecision) -> dict[str, Any]:
+    return entry(
+        "gate", step=step, idx=call.idx, tool=call.tool, verdict=decision.verdict.value,
+        gate=decision.gate, reason=decision.reason,
+    )
+
+
+def statement(what: str, **detail: Any) -> dict[str, Any]:
+    return entry("statement", what=what, statements=1, **detail)
+
+
+def call_result(step: int, call: PlannedCall, key: str | None, ok: bool, result: Any, how: str) -> dict[str, Any]:
+    return entry(
+        "call", step=step, idx=call.idx, tool=call.tool, cls=call.tool_class.value, key=key, ok=ok,
+        how=how, result=clip(result),
+    )
+
+
+def clip(value: Any) -> Any:
+    """Keep transcripts readable: a long result is cut, with a note saying so."""
+    text = json.dumps(value, default=str)
+    if len(text) <= _MAX_RESULT_CHARS:
+        return value
+    return {"truncated": True, "chars": len(text), "head": text[:_MAX_RESULT_CHARS]}
+
+
+def scrub(value: Any, secrets: list[str]) -> Any:
+    """Replace any secret that a vendor echoed back before it reaches a transcript or the model."""
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        for secret in secrets:
+            if secret in value:
+                value = value.replace(secret, "***")
+        return value
+    if isinstance(value, dict):
+        return {k: scrub(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub(v, secrets) for v in value]
+    return value

@@ -1,0 +1,89 @@
+"""The run's durable state as plain data: what a checkpoint holds and seals (I1).
+
+Everything a resume needs is here or in the calls table: the conversation so far, the calls the last
+step asked for (with their classes and step keys, so a resume restores rather than recomputes them),
+the counters, the step history and the delegation keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ticketiq.tools.base import ToolClass
+
+
+@dataclass(frozen=True)
+class PlannedCall:
+    """One call a model step asked for, as fixed at the checkpoint."""
+
+    idx: int
+    id: str  # the provider's tool-call id
+    tool: str
+    tool_class: ToolClass
+    args: dict[str, Any]
+    step_key: str | None  # None when the provider id is only a position (I11)
+    args_error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["tool_class"] = self.tool_class.value
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PlannedCall:
+        return cls(
+            idx=int(data["idx"]),
+            id=str(data["id"]),
+            tool=str(data["tool"]),
+            tool_class=ToolClass(data["tool_class"]),
+            args=dict(data["args"]),
+            step_key=data.get("step_key"),
+            args_error=data.get("args_error"),
+        )
+
+
+@dataclass
+class RunState:
+    agent: str
+    correlation_id: str
+    agent_loop: str = "main"
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    step: int = 0  # model steps taken
+    calls: list[PlannedCall] = field(default_factory=list)  # what the last step asked for
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+    delegation_keys: dict[str, str] = field(default_factory=dict)  # provider call id -> key
+    answer: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "correlation_id": self.correlation_id,
+            "agent_loop": self.agent_loop,
+            "messages": self.messages,
+            "step": self.step,
+            "calls": [c.to_json() for c in self.calls],
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "history": self.history,
+            "delegation_keys": self.delegation_keys,
+            "answer": self.answer,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunState:
+        return cls(
+            agent=data["agent"],
+            correlation_id=data["correlation_id"],
+            agent_loop=data.get("agent_loop", "main"),
+            messages=list(data.get("messages", [])),
+            step=int(data.get("step", 0)),
+            calls=[PlannedCall.from_json(c) for c in data.get("calls", [])],
+            prompt_tokens=int(data.get("prompt_tokens", 0)),
+            completion_tokens=int(data.get("completion_tokens", 0)),
+            history=list(data.get("history", [])),
+            delegation_keys=dict(data.get("delegation_keys", {})),
+            answer=data.get("answer"),
+        )

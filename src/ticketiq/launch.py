@@ -1,0 +1,122 @@
+"""Start `ticketiq standins` and `ticketiq serve` as child processes and end them by their pid.
+
+Used by the demo, the acceptance tests and the benchmarks, which all run the real CLI.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from ticketiq.errors import TicketIQError
+
+STANDIN_KEYS = ("TICKETIQ_MODEL_BASE_URL", "TICKETIQ_WEBHOOK_URL")  # the first and last it prints
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Child:
+    name: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        """SIGTERM, then SIGKILL if it lingers. Only this child's pid is signalled."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+    def log_tail(self, chars: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except FileNotFoundError:
+            return ""
+
+
+def _cli() -> list[str]:
+    return [sys.executable, "-m", "ticketiq.cli"]
+
+
+def start_standins(env: dict[str, str], log_dir: Path, *args: str, timeout_s: float = 60.0) -> Child:
+    """Start the stand-ins on a free port; return them with the KEY=value settings they printed."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / "standins.log"
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen([*_cli(), "standins", "--port", "0", *args], env=env,
+                                stdout=subprocess.PIPE, stderr=log)
+    child = Child("standins", proc, log_path)
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout_s
+    buffer = b""
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise TicketIQError(f"the stand-ins exited with {proc.returncode}:\n{child.log_tail()}")
+        ready, _, _ = select.select([proc.stdout], [], [], 0.2)
+        if not ready:
+            continue
+        chunk = os.read(proc.stdout.fileno(), 65536)
+        buffer += chunk
+        for line in buffer.decode(errors="replace").splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key.startswith("TICKETIQ_"):
+                child.env[key] = value.strip()
+        if all(k in child.env for k in STANDIN_KEYS):
+            return child
+    child.kill()
+    raise TicketIQError(f"the stand-ins printed no settings within {timeout_s:.0f} s:\n{child.log_tail()}")
+
+
+def start_serve(env: dict[str, str], log_dir: Path, port: int | None = None, name: str = "serve",
+                timeout_s: float = 60.0) -> tuple[Child, str]:
+    """Start an app process; return it and its base URL once /readyz answers."""
+    port = port or free_port()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{name}.log"
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen([*_cli(), "serve", "--port", str(port)], env=env,
+                                stdout=log, stderr=subprocess.STDOUT)
+    child = Child(name, proc, log_path, env)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise TicketIQError(f"{name} exited with {proc.returncode}:\n{child.log_tail()}")
+        try:
+            if httpx.get(f"{base}/readyz", timeout=1.0).status_code == 200:
+                return child, base
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    child.kill()
+    raise TicketIQError(f"{name} was not ready within {timeout_s:.0f} s:\n{child.log_tail()}")

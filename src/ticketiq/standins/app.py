@@ -1,0 +1,132 @@
+"""The stand-ins' app: the scripted model and every vendor on one port, each under its own prefix.
+
+    /v1                      model (OpenAI chat completions)        ticketiq.standins.model
+    /incidentio              incident.io v2 (+ /v1 severities and statuses)
+    /jira                    Jira Cloud v3
+    /teams                   Bot Framework connector (replies)
+    /graph/v1.0              Microsoft Graph (channel thread replies)
+    /discord/api/v10         Discord
+    /sqs                     SQS, AWS JSON 1.0 protocol
+    /webhook/<path>          a generic webhook target
+
+Admin routes under /_standin: `GET writes` (filters vendor, operation, target, key, effect),
+`GET|POST|DELETE faults`, `GET|POST options`, `GET health`. The engine never imports this package.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+from fastapi import APIRouter, FastAPI, Query, Response
+from pydantic import BaseModel, ConfigDict
+
+from ticketiq.standins.faults import Fault
+from ticketiq.standins.model import create_router
+from ticketiq.standins.records import Store, iso
+from ticketiq.standins.vendors import discord, incidentio, jira, sqs, teams, webhook
+from ticketiq.standins.vendors.intake import Intake, IntakeDep, StandinOptions
+
+__all__ = ["StandinOptions", "create_app"]
+
+
+class OptionsPatch(BaseModel):
+    """A change to a running stand-in's options: only the fields given change."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    incidentio_repeat: Literal["original", "error"] | None = None
+    discord_nonce_window_s: float | None = None
+    sqs_dedupe_window_s: float | None = None
+    sqs_duplicate_returns_original: bool | None = None
+    webhook_dedupe_window_s: float | None = None
+
+
+def create_app(
+    db_url: str,
+    *,
+    model_latency_ms: int = 0,
+    position_ids: bool = False,
+    options: StandinOptions | None = None,
+) -> FastAPI:
+    store = Store(db_url)
+    intake = Intake(store, options or StandinOptions())
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await store.open()
+        try:
+            yield
+        finally:
+            await store.close()
+
+    app = FastAPI(
+        title="TicketIQ stand-ins", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None
+    )
+    app.state.intake = intake
+    app.include_router(create_router(model_latency_ms, position_ids))
+    app.include_router(incidentio.router(), prefix="/incidentio")
+    app.include_router(jira.router(), prefix="/jira")
+    app.include_router(teams.bot_router(), prefix="/teams")
+    app.include_router(teams.graph_router(), prefix="/graph/v1.0")
+    app.include_router(discord.router(), prefix="/discord/api/v10")
+    app.include_router(sqs.router(), prefix="/sqs")
+    app.include_router(webhook.router(), prefix="/webhook")
+    app.include_router(_admin(), prefix="/_standin")
+    return app
+
+
+def _admin() -> APIRouter:
+    api = APIRouter()
+
+    @api.get("/health")
+    async def health() -> dict[str, bool]:
+        return {"ok": True}
+
+    @api.get("/writes")
+    async def writes(
+        intake: IntakeDep,
+        vendor: str | None = None,
+        operation: str | None = None,
+        target: str | None = None,
+        key: str | None = None,
+        effect: Literal["applied", "deduped", "refused"] | None = Query(default=None),
+    ) -> list[dict[str, Any]]:
+        rows = await intake.store.fetch_all(
+            "standin.writes",
+            {"vendor": vendor, "operation": operation, "target": target, "key": key, "effect": effect},
+        )
+        return [{**row, "received_at": iso(row["received_at"])} for row in rows]
+
+    @api.get("/faults")
+    async def pending_faults(intake: IntakeDep) -> list[Fault]:
+        return intake.faults.pending()
+
+    @api.post("/faults", status_code=201)
+    async def add_fault(fault: Fault, intake: IntakeDep) -> list[Fault]:
+        intake.faults.add(fault)
+        return intake.faults.pending()
+
+    @api.delete("/faults", status_code=204)
+    async def clear_faults(intake: IntakeDep) -> Response:
+        intake.faults.clear()
+        return Response(status_code=204)
+
+    @api.get("/options")
+    async def show_options(intake: IntakeDep) -> dict[str, Any]:
+        return _shown(intake)
+
+    @api.post("/options")
+    async def change_options(patch: OptionsPatch, intake: IntakeDep) -> dict[str, Any]:
+        intake.options = dataclasses.replace(intake.options, **patch.model_dump(exclude_none=True))
+        return _shown(intake)
+
+    return api
+
+
+def _shown(intake: Intake) -> dict[str, Any]:
+    shown = dataclasses.asdict(intake.options)
+    shown.pop("faults")  # start-time faults live on in /_standin/faults
+    return shown

@@ -1,0 +1,111 @@
+-- The vendor stand-ins' state, in its own schema beside the engine's: every write they received, the
+-- keys they dedupe on, and each vendor's objects, so read-backs work across restarts of the stand-in.
+-- Applied at every start; every statement is idempotent.
+
+CREATE SCHEMA IF NOT EXISTS standin;
+
+CREATE TABLE IF NOT EXISTS standin.writes (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    vendor      text NOT NULL,
+    operation   text NOT NULL,
+    target      text NOT NULL,
+    key         text,
+    effect      text NOT NULL CHECK (effect IN ('applied', 'deduped', 'refused')),
+    status      integer NOT NULL,
+    ref         text,
+    body        jsonb NOT NULL,
+    received_at timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE standin.writes IS
+    'Every write request a stand-in received, one row each: `applied` (it took effect), `deduped` (a '
+    'repeat of a key the vendor dedupes on: no new effect) or `refused` (answered an error, no effect). '
+    '`key` is what the request carried to be found or deduped by; `ref` the object it made or matched.';
+CREATE INDEX IF NOT EXISTS writes_vendor_target ON standin.writes (vendor, target);
+CREATE INDEX IF NOT EXISTS writes_key ON standin.writes (key);
+
+CREATE TABLE IF NOT EXISTS standin.dedupe (
+    vendor      text NOT NULL,
+    scope       text NOT NULL,
+    key         text NOT NULL,
+    ref         text NOT NULL,
+    fingerprint text NOT NULL,
+    claimed_at  timestamptz NOT NULL DEFAULT now(),
+    expires_at  timestamptz NOT NULL,
+    PRIMARY KEY (vendor, scope, key)
+);
+COMMENT ON TABLE standin.dedupe IS
+    'Keys a vendor dedupes on, until expires_at by the database clock: the first write claims the key '
+    'with the id of what it made (`ref`); a repeat inside the window is answered with that object.';
+
+CREATE TABLE IF NOT EXISTS standin.incidents (
+    seq         bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+    id          text PRIMARY KEY,
+    name        text NOT NULL,
+    summary     text,
+    severity_id text,
+    status_id   text NOT NULL,
+    mode        text NOT NULL,
+    visibility  text NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    updated_at  timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE standin.incidents IS 'incident.io stand-in: incidents.';
+
+CREATE TABLE IF NOT EXISTS standin.jira_issues (
+    key    text PRIMARY KEY,
+    id     bigint GENERATED ALWAYS AS IDENTITY (START WITH 10000) UNIQUE,
+    status text NOT NULL DEFAULT 'To Do'
+);
+COMMENT ON TABLE standin.jira_issues IS 'Jira stand-in: every issue key exists on first sight, in To Do.';
+
+CREATE TABLE IF NOT EXISTS standin.jira_comments (
+    id         bigint GENERATED ALWAYS AS IDENTITY (START WITH 10000) PRIMARY KEY,
+    issue_key  text NOT NULL,
+    body       jsonb NOT NULL,
+    properties jsonb NOT NULL DEFAULT '[]',
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE standin.jira_comments IS 'Jira stand-in: comments, with the properties set at create.';
+CREATE INDEX IF NOT EXISTS jira_comments_issue ON standin.jira_comments (issue_key, id);
+
+CREATE TABLE IF NOT EXISTS standin.teams_replies (
+    seq        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    channel_id text NOT NULL,
+    thread_id  text NOT NULL,
+    activity   jsonb NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE standin.teams_replies IS
+    'Teams stand-in: replies posted through the Bot Framework into a channel thread, read back by Graph.';
+CREATE INDEX IF NOT EXISTS teams_replies_thread ON standin.teams_replies (channel_id, thread_id, seq);
+
+CREATE TABLE IF NOT EXISTS standin.discord_messages (
+    id         bigint PRIMARY KEY,
+    channel_id text NOT NULL,
+    author_id  text NOT NULL,
+    nonce      text,
+    content    text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE standin.discord_messages IS 'Discord stand-in: messages; `id` is a snowflake.';
+CREATE INDEX IF NOT EXISTS discord_messages_channel ON standin.discord_messages (channel_id, id);
+
+CREATE TABLE IF NOT EXISTS standin.sqs_messages (
+    seq              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id               text NOT NULL UNIQUE,
+    queue            text NOT NULL,
+    group_id         text NOT NULL,
+    deduplication_id text NOT NULL,
+    body             text NOT NULL,
+    created_at       timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE standin.sqs_messages IS 'SQS FIFO stand-in: messages enqueued (a deduped send adds none).';
+
+CREATE TABLE IF NOT EXISTS standin.webhook_deliveries (
+    id              text PRIMARY KEY,
+    path            text NOT NULL,
+    idempotency_key text,
+    payload         jsonb NOT NULL,
+    created_at      timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE standin.webhook_deliveries IS 'Generic webhook stand-in: deliveries that took effect.';

@@ -1,0 +1,86 @@
+"""Run the stand-ins as a process: print the settings that point an app process at them, then serve.
+
+The settings come first on stdout, one `KEY=value` per line, flushed, so a launcher can read them
+before anything else; the port is already listening by then, so a request sent at once waits in the
+backlog until the app has started instead of being refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import socket
+import sys
+from types import FrameType
+
+import uvicorn
+
+from ticketiq.settings import Settings
+from ticketiq.standins.app import create_app
+from ticketiq.storage.database import resolve
+
+
+def settings_env(base_url: str, database_url: str | None = None) -> dict[str, str]:
+    """The settings that point an app process at stand-ins serving at `base_url`."""
+    env = {
+        "TICKETIQ_MODEL_BASE_URL": f"{base_url}/v1",
+        "TICKETIQ_INCIDENTIO_URL": f"{base_url}/incidentio",
+        "TICKETIQ_JIRA_URL": f"{base_url}/jira",
+        "TICKETIQ_TEAMS_SERVICE_URL": f"{base_url}/teams",
+        "TICKETIQ_GRAPH_URL": f"{base_url}/graph/v1.0",
+        "TICKETIQ_DISCORD_URL": f"{base_url}/discord/api/v10",
+        "TICKETIQ_SQS_URL": f"{base_url}/sqs",
+        "TICKETIQ_WEBHOOK_URL": f"{base_url}/webhook",
+    }
+    if database_url:
+        env["TICKETIQ_DATABASE_URL"] = database_url
+    return env
+
+
+def listen(port: int) -> socket.socket:
+    """A listening socket on 127.0.0.1:`port` (0: a free one)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(128)
+    return sock
+
+
+def run(port: int, model_latency_ms: int, position_ids: bool, settings: Settings) -> None:
+    target = resolve(settings)
+    try:
+        sock = listen(port)
+        base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        for key, value in settings_env(base_url, settings.database_url).items():
+            print(f"{key}={value}")
+        sys.stdout.flush()
+        app = create_app(target.url, model_latency_ms=model_latency_ms, position_ids=position_ids)
+        config = uvicorn.Config(app, log_level="warning", access_log=False, ws="none", lifespan="on")
+        # uvicorn shuts down on SIGTERM/SIGINT and then re-raises the signal to the handler it found:
+        # a quiet one lets this function return and release the embedded database.
+        previous = {sig: signal.signal(sig, _quiet) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            uvicorn.Server(config).run(sockets=[sock])
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            sock.close()
+    finally:
+        target.release()
+
+
+def _quiet(signum: int, frame: FrameType | None) -> None:
+    """Stand-in for the default handlers while uvicorn serves: it does the shutting down."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m ticketiq.standins.server", description=__doc__)
+    parser.add_argument("--port", type=int, default=9000, help="0 picks a free port")
+    parser.add_argument("--model-latency-ms", type=int, default=0)
+    parser.add_argument("--position-ids", action="store_true")
+    args = parser.parse_args(argv)
+    run(args.port, args.model_latency_ms, args.position_ids, Settings.from_env())
+
+
+if __name__ == "__main__":
+    main()

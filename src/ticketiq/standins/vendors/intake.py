@@ -1,0 +1,96 @@
+"""The desk every stand-in request passes: injected faults, one transaction per write, the write log.
+
+A vendor route turns its request into a `Write` (what it is about, the key it carried) and a function
+that applies it inside a transaction and says what it came to; the desk records the write in the same
+transaction, so the log never disagrees with the vendor state it describes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, cast
+
+from fastapi import Depends, Request, Response
+from fastapi.responses import JSONResponse
+
+from ticketiq.standins.faults import Fault, FaultBook, refusal
+from ticketiq.standins.records import Answer, Session, Store, Write
+
+Apply = Callable[[Session], Awaitable[Answer]]
+
+
+@dataclass
+class StandinOptions:
+    """How the stand-ins behave where the vendors leave it unstated, or where a test needs it short."""
+
+    # What a repeated incident.io idempotency_key gets: the original incident (the default) or a 409.
+    incidentio_repeat: Literal["original", "error"] = "original"
+    # Discord states "the past few minutes" for nonce dedupe.
+    discord_nonce_window_s: float = 120.0
+    sqs_dedupe_window_s: float = 300.0
+    # Reported, unconfirmed: a deduped SQS send returns the original MessageId. False: a fresh one.
+    sqs_duplicate_returns_original: bool = True
+    # How long the webhook target honours Idempotency-Key; 0: it does not dedupe at all.
+    webhook_dedupe_window_s: float = 0.0
+    faults: list[Fault] = field(default_factory=list)
+
+
+class Intake:
+    """The app's state: its store, its options (changeable while it runs) and its pending faults."""
+
+    def __init__(self, store: Store, options: StandinOptions) -> None:
+        self.store = store
+        self.options = options
+        self.faults = FaultBook(options.faults)
+
+    async def write(self, write: Write, apply: Apply) -> Response:
+        fault = self.faults.take(write.vendor, write.operation)
+        if fault is not None and fault.mode in ("429", "500"):
+            refused = refusal(fault)
+            await self.store.record(write, refused)
+            return respond(refused)
+        if fault is not None and fault.mode == "stall":
+            await asyncio.sleep(fault.stall_s)
+        async with self.store.transaction() as session:
+            answer = await apply(session)
+            await session.record(write, answer)
+        if fault is not None and fault.mode == "500_after_apply":
+            return respond(refusal(fault))
+        return respond(answer)
+
+    async def read(self, vendor: str, operation: str, answer: Callable[[], Awaitable[Answer]]) -> Response:
+        fault = self.faults.take(vendor, operation)
+        if fault is not None and fault.mode != "stall":
+            return respond(refusal(fault))
+        if fault is not None:
+            await asyncio.sleep(fault.stall_s)
+        return respond(await answer())
+
+
+def respond(answer: Answer) -> Response:
+    if answer.status == 204:
+        return Response(status_code=204, headers=dict(answer.headers))
+    return JSONResponse(answer.body, status_code=answer.status, headers=dict(answer.headers))
+
+
+def _intake(request: Request) -> Intake:
+    return cast(Intake, request.app.state.intake)
+
+
+IntakeDep = Annotated[Intake, Depends(_intake)]
+
+
+async def json_body(request: Request) -> Any:
+    """The request's JSON, or its raw text when it is not JSON (a route then refuses it by its shape)."""
+    raw = await request.body()
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode("utf-8", errors="replace")
+
+
+def has_auth(request: Request) -> bool:
+    return bool(request.headers.get("authorization", "").strip())

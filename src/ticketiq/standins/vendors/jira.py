@@ -1,0 +1,257 @@
+"""Jira Cloud v3 stand-in: issues, comments with properties, and a simplified workflow.
+
+Any well-formed key (`OPS-123`) exists on first sight, in `To Do`, with a summary and description
+derived from the key, so the same key always reads the same. The workflow is Jira's simplified one:
+global transitions `11` To Do, `21` In Progress, `31` Done, each offered from every status but its
+own target, so a replay after the status moved is refused 400 as Jira refuses it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+
+from ticketiq.standins.records import Answer, Effect, Row, Session, Write, iso, jsonb
+from ticketiq.standins.vendors.intake import IntakeDep, has_auth, json_body
+
+VENDOR = "jira"
+
+STATUSES = {
+    "To Do": {"id": "10000", "name": "To Do", "statusCategory": {"key": "new", "name": "To Do"}},
+    "In Progress": {
+        "id": "3",
+        "name": "In Progress",
+        "statusCategory": {"key": "indeterminate", "name": "In Progress"},
+    },
+    "Done": {"id": "10001", "name": "Done", "statusCategory": {"key": "done", "name": "Done"}},
+}
+TRANSITIONS = {"11": "To Do", "21": "In Progress", "31": "Done"}
+
+_KEY = re.compile(r"^[A-Z][A-Z0-9_]+-[1-9][0-9]*$")
+_SUBJECTS = [
+    "Checkout page times out",
+    "Password reset mail never arrives",
+    "Invoice PDF is blank",
+    "Search returns stale results",
+    "Mobile app crashes on login",
+    "Webhook retries pile up",
+]
+_MISSING = "Issue does not exist or you do not have permission to see it."
+
+
+def router() -> APIRouter:
+    api = APIRouter()
+
+    @api.get("/rest/api/3/issue/{key}")
+    async def get_issue(key: str, request: Request, intake: IntakeDep) -> Response:
+        wanted = [f for f in request.query_params.get("fields", "").split(",") if f]
+
+        async def answer() -> Answer:
+            if not _KEY.match(key):
+                return _error(404, _MISSING)
+            issue = await intake.store.fetch_one("standin.jira_issue", {"key": key})
+            assert issue is not None
+            fields = _fields(issue)
+            if wanted and "*all" not in wanted:
+                fields = {k: v for k, v in fields.items() if k in wanted}
+            return Answer(
+                200, {"id": str(issue["id"]), "key": key, "self": _self(request, key), "fields": fields}
+            )
+
+        return await intake.read(VENDOR, "get_issue", answer)
+
+    @api.get("/rest/api/3/issue/{key}/transitions")
+    async def list_transitions(key: str, intake: IntakeDep) -> Response:
+        async def answer() -> Answer:
+            if not _KEY.match(key):
+                return _error(404, _MISSING)
+            issue = await intake.store.fetch_one("standin.jira_issue", {"key": key})
+            assert issue is not None
+            offered = [
+                {"id": tid, "name": to, "to": STATUSES[to], "hasScreen": False, "isGlobal": True}
+                for tid, to in TRANSITIONS.items()
+                if to != issue["status"]
+            ]
+            return Answer(200, {"expand": "transitions", "transitions": offered})
+
+        return await intake.read(VENDOR, "list_transitions", answer)
+
+    @api.post("/rest/api/3/issue/{key}/transitions")
+    async def transition(key: str, request: Request, intake: IntakeDep) -> Response:
+        body = await json_body(request)
+        authed = has_auth(request)
+
+        async def apply(session: Session) -> Answer:
+            if not authed:
+                return _error(401, "You are not authenticated.")
+            if not _KEY.match(key):
+                return _error(404, _MISSING)
+            wanted = body.get("transition", {}) if isinstance(body, dict) else {}
+            tid = str(wanted.get("id", "")) if isinstance(wanted, dict) else ""
+            await session.fetch_one("standin.jira_issue", {"key": key})
+            moved = None
+            if tid in TRANSITIONS:
+                moved = await session.fetch_one(
+                    "standin.jira_transition", {"key": key, "to": TRANSITIONS[tid]}
+                )
+            if moved is None:
+                return _error(400, f"Transition id '{tid}' is not valid for this issue.")
+            return Answer(204, None, Effect.APPLIED, key)
+
+        return await intake.write(Write(VENDOR, "transition", key, None, body), apply)
+
+    @api.post("/rest/api/3/issue/{key}/comment")
+    async def add_comment(key: str, request: Request, intake: IntakeDep) -> Response:
+        body = await json_body(request)
+        properties = body.get("properties") if isinstance(body, dict) else None
+        carried = _carried_key(properties)
+        authed = has_auth(request)
+
+        async def apply(session: Session) -> Answer:
+            if not authed:
+                return _error(401, "You are not authenticated.")
+            if not _KEY.match(key):
+                return _error(404, _MISSING)
+            problem = _comment_problem(body)
+            if problem is not None:
+                return problem
+            assert isinstance(body, dict)
+            await session.fetch_one("standin.jira_issue", {"key": key})
+            row = await session.fetch_one(
+                "standin.jira_comment_insert",
+                {"issue_key": key, "body": jsonb(body["body"]), "properties": jsonb(properties or [])},
+            )
+            assert row is not None
+            return Answer(201, _comment(request, row, with_properties=False), Effect.APPLIED, str(row["id"]))
+
+        return await intake.write(Write(VENDOR, "add_comment", key, carried, body), apply)
+
+    @api.get("/rest/api/3/issue/{key}/comment")
+    async def list_comments(key: str, request: Request, intake: IntakeDep) -> Response:
+        query = request.query_params
+
+        async def answer() -> Answer:
+            if not _KEY.match(key):
+                return _error(404, _MISSING)
+            try:
+                start = max(int(query.get("startAt", "0")), 0)
+                limit = min(max(int(query.get("maxResults", "50")), 1), 100)
+            except ValueError:
+                return _error(400, "startAt and maxResults must be integers.")
+            params = {
+                "issue_key": key,
+                "start": start,
+                "limit": limit,
+                "newest_first": query.get("orderBy", "created").startswith("-"),
+            }
+            total = await intake.store.fetch_one("standin.jira_comments_count", params)
+            rows = await intake.store.fetch_all("standin.jira_comments_page", params)
+            comments = [_comment(request, r, with_properties=False) for r in rows]
+            return Answer(
+                200,
+                {
+                    "startAt": start,
+                    "maxResults": limit,
+                    "total": total["total"] if total else 0,
+                    "comments": comments,
+                },
+            )
+
+        return await intake.read(VENDOR, "list_comments", answer)
+
+    @api.post("/rest/api/3/comment/list")
+    async def comment_list(request: Request, intake: IntakeDep) -> Response:
+        body = await json_body(request)
+        expand = request.query_params.get("expand", "").split(",")
+
+        async def answer() -> Answer:
+            ids = body.get("ids") if isinstance(body, dict) else None
+            if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
+                return _error(400, "ids must be a list of comment ids.")
+            if len(ids) > 1000:
+                return _error(400, "At most 1000 ids may be requested at once.")
+            rows = await intake.store.fetch_all("standin.jira_comments_by_ids", {"ids": ids})
+            values = [_comment(request, r, with_properties="properties" in expand) for r in rows]
+            return Answer(
+                200,
+                {"startAt": 0, "maxResults": 1000, "total": len(values), "isLast": True, "values": values},
+            )
+
+        return await intake.read(VENDOR, "comment_list", answer)
+
+    return api
+
+
+def _carried_key(properties: Any) -> str | None:
+    """The value of the first comment property: where a caller puts what it will find the comment by."""
+    if not isinstance(properties, list) or not properties or not isinstance(properties[0], dict):
+        return None
+    value = properties[0].get("value")
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _comment_problem(body: Any) -> Answer | None:
+    if not isinstance(body, dict):
+        return _error(400, "Request body must be a JSON object.")
+    doc = body.get("body")
+    if not isinstance(doc, dict) or doc.get("type") != "doc" or not isinstance(doc.get("content"), list):
+        return _error(400, "", {"comment": "Comment body must be an Atlassian Document Format document."})
+    properties = body.get("properties", [])
+    if not isinstance(properties, list) or not all(
+        isinstance(p, dict) and isinstance(p.get("key"), str) and 0 < len(p["key"]) <= 255 and "value" in p
+        for p in properties
+    ):
+        return _error(
+            400, "", {"properties": "Each property needs a key (at most 255 characters) and a value."}
+        )
+    return None
+
+
+def _error(status: int, message: str, errors: dict[str, str] | None = None) -> Answer:
+    return Answer(
+        status, {"errorMessages": [message] if message else [], "errors": errors or {}}, Effect.REFUSED
+    )
+
+
+def _self(request: Request, path: str) -> str:
+    return f"{str(request.base_url).rstrip('/')}/jira/rest/api/3/{path}"
+
+
+def _fields(issue: Row) -> dict[str, Any]:
+    digest = int(hashlib.sha256(issue["key"].encode()).hexdigest(), 16)
+    subject = _SUBJECTS[digest % len(_SUBJECTS)]
+    text = f"{subject}. Reported by customer #{digest % 9000 + 1000}; affects {digest % 40 + 2} users."
+    return {
+        "summary": subject,
+        "description": _adf(text),
+        "status": STATUSES[issue["status"]],
+        "issuetype": {"name": "Bug"},
+        "project": {"key": issue["key"].split("-")[0]},
+    }
+
+
+def _adf(text: str) -> dict[str, Any]:
+    return {
+        "type": "doc",
+        "version": 1,
+        "content": [{"type": "paragraph", "content": [{"type": "text", "text": text}]}],
+    }
+
+
+def _comment(request: Request, row: Row, *, with_properties: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "self": _self(request, f"issue/{row['issue_key']}/comment/{row['id']}"),
+        "id": str(row["id"]),
+        "author": {"accountId": "standin-bot", "displayName": "TicketIQ"},
+        "body": row["body"],
+        "created": iso(row["created_at"]),
+        "updated": iso(row["created_at"]),
+        "jsdPublic": True,
+    }
+    if with_properties:
+        out["properties"] = row["properties"]
+    return out

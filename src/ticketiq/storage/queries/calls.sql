@@ -1,0 +1,43 @@
+-- Calls of a step. The in-doubt mark and the outcome are each one statement (I2), fenced by the
+-- checkpoint row's attempt (I3): FOR SHARE waits for a concurrent takeover and then sees its attempt.
+
+-- name: mark_in_doubt
+WITH fence AS (
+    SELECT run_id FROM checkpoints WHERE run_id = %(run_id)s AND attempt = %(attempt)s FOR SHARE
+), mark AS (
+    UPDATE calls c
+       SET status = 'in_doubt', attempt = %(attempt)s, sent_key = %(sent_key)s, updated_at = now()
+      FROM fence
+     WHERE c.run_id = fence.run_id AND c.step = %(step)s AND c.idx = %(idx)s
+       AND c.status IN ('pending', 'in_doubt')
+    RETURNING c.run_id
+), note AS (
+    INSERT INTO transcripts (run_id, kind, body) SELECT mark.run_id, 'statement', %(note)s FROM mark
+)
+SELECT run_id FROM mark
+
+-- name: record_outcome
+WITH fence AS (
+    SELECT run_id FROM checkpoints WHERE run_id = %(run_id)s AND attempt = %(attempt)s FOR SHARE
+), done AS (
+    UPDATE calls c
+       SET status = %(status)s, outcome = %(outcome)s, settlement = %(settlement)s, updated_at = now()
+      FROM fence
+     WHERE c.run_id = fence.run_id AND c.step = %(step)s AND c.idx = %(idx)s
+    RETURNING c.run_id
+), notes AS (
+    INSERT INTO transcripts (run_id, kind, body)
+    SELECT done.run_id, e.value ->> 'kind', e.value -> 'body'
+      FROM done, jsonb_array_elements(%(entries)s) WITH ORDINALITY AS e (value, n)
+     ORDER BY e.n
+)
+SELECT run_id FROM done
+
+-- name: for_step
+SELECT step, idx, attempt, provider_call_id, tool, class, step_key, sent_key, args, gate, status, outcome, settlement
+  FROM calls WHERE run_id = %(run_id)s AND step = %(step)s ORDER BY idx
+
+-- name: for_run
+SELECT step, idx, provider_call_id, tool, class, step_key, sent_key, gate, status, outcome, settlement,
+       created_at, updated_at
+  FROM calls WHERE run_id = %(run_id)s ORDER BY step, idx

@@ -1,0 +1,178 @@
+-- Runs and their checkpoints. Every statement about a running run is fenced by its attempt (I3): it
+-- matches the checkpoint row only while that row still belongs to the writing attempt.
+
+-- name: create
+-- One statement: the run, its first checkpoint (attempt 0, step 0) and its audit row land together or
+-- not at all. A repeated Idempotency-Key inserts nothing and returns no row.
+WITH run AS (
+    INSERT INTO runs (id, agent, input, owner, tenant, channel, may_wait, correlation_id,
+                      parent_run_id, delegation_key, idempotency_key, request_hash)
+    VALUES (%(id)s, %(agent)s, %(input)s, %(owner)s, %(tenant)s, %(channel)s, %(may_wait)s,
+            %(correlation_id)s, %(parent_run_id)s, %(delegation_key)s, %(idempotency_key)s, %(request_hash)s)
+    ON CONFLICT DO NOTHING
+    RETURNING id, status
+), checkpoint AS (
+    INSERT INTO checkpoints (run_id, attempt, step, state, seal, key_id)
+    SELECT run.id, 0, 0, %(state)s, %(seal)s, %(key_id)s FROM run
+), note AS (
+    INSERT INTO transcripts (run_id, kind, body)
+    SELECT run.id, 'input', jsonb_build_object('agent', %(agent)s::text, 'input', %(input)s::text) FROM run
+), audit AS (
+    INSERT INTO audit_log (action, run_id, actor, detail)
+    SELECT 'agent.run.created', run.id, %(actor)s, %(audit)s FROM run
+)
+SELECT id, status FROM run
+
+-- name: by_idempotency_key
+SELECT id, status, request_hash FROM runs WHERE idempotency_key = %(key)s
+
+-- name: by_delegation_key
+SELECT id, status, answer, error FROM runs WHERE delegation_key = %(key)s
+
+-- name: get
+SELECT r.id, r.agent, r.input, r.owner, r.tenant, r.channel, r.may_wait, r.correlation_id, r.parent_run_id,
+       r.status, r.answer, r.error, r.stop_requested_at, r.stopped_by,
+       r.created_at, r.started_at, r.finished_at,
+       c.attempt, c.step, c.losses, c.written_at AS checkpoint_at
+  FROM runs r JOIN checkpoints c ON c.run_id = r.id
+ WHERE r.id = %(run_id)s
+
+-- name: status
+SELECT status, answer, error FROM runs WHERE id = %(run_id)s
+
+-- name: acquire
+-- Take a queued or waiting run: its lease (unless another live process holds it) and a new attempt,
+-- in one statement. Returns the checkpoint to start from, or no row when someone else has it.
+WITH run AS (
+    SELECT id FROM runs WHERE id = %(run_id)s AND status IN ('queued', 'waiting') FOR UPDATE
+), lease AS (
+    INSERT INTO leases (name, holder, expires_at)
+    SELECT 'checkpoint:' || run.id::text, %(holder)s, now() + make_interval(secs => %(ttl)s) FROM run
+    ON CONFLICT (name) DO UPDATE
+       SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at, acquired_at = now()
+     WHERE leases.expires_at < now()
+    RETURNING name
+), checkpoint AS (
+    UPDATE checkpoints SET attempt = attempt + 1
+      FROM lease
+     WHERE run_id = %(run_id)s
+    RETURNING run_id, attempt, step, losses, state, seal, key_id
+), started AS (
+    UPDATE runs SET status = 'running', started_at = coalesce(started_at, now())
+      FROM checkpoint WHERE runs.id = checkpoint.run_id
+)
+SELECT run_id, attempt, step, losses, state, seal, key_id FROM checkpoint
+
+-- name: write_checkpoint
+-- I1: the sealed checkpoint in ONE statement, before any call of the step is made. The same statement
+-- records the previous step's read outcomes, this step's calls and the transcript entries, so a
+-- read-only step costs exactly this one write.
+WITH checkpoint AS (
+    UPDATE checkpoints
+       SET step = %(step)s, state = %(state)s, seal = %(seal)s, key_id = %(key_id)s, written_at = now()
+     WHERE run_id = %(run_id)s AND attempt = %(attempt)s
+    RETURNING run_id
+), reads AS (
+    UPDATE calls c SET status = 'done', outcome = o.outcome, updated_at = now()
+      FROM checkpoint, jsonb_to_recordset(%(read_outcomes)s) AS o (step int, idx int, outcome jsonb)
+     WHERE c.run_id = checkpoint.run_id AND c.step = o.step AND c.idx = o.idx AND c.status = 'pending'
+), new_calls AS (
+    INSERT INTO calls (run_id, step, idx, attempt, provider_call_id, tool, class, step_key, args, gate)
+    SELECT checkpoint.run_id, %(step)s, n.idx, %(attempt)s, n.id, n.tool, n.class, n.step_key, n.args, n.gate
+      FROM checkpoint,
+           jsonb_to_recordset(%(calls)s) AS n (idx int, id text, tool text, class text, step_key text,
+                                               args jsonb, gate text)
+    ON CONFLICT (run_id, step, idx) DO NOTHING
+), notes AS (
+    INSERT INTO transcripts (run_id, kind, body)
+    SELECT checkpoint.run_id, e.value ->> 'kind', e.value -> 'body'
+      FROM checkpoint, jsonb_array_elements(%(entries)s) WITH ORDINALITY AS e (value, n)
+     ORDER BY e.n
+)
+SELECT run_id FROM checkpoint
+
+-- name: end
+-- The run ends (succeeded, failed) or suspends (waiting): final checkpoint, status, lease released,
+-- transcript and audit, in one fenced statement.
+WITH checkpoint AS (
+    UPDATE checkpoints
+       SET step = %(step)s, state = %(state)s, seal = %(seal)s, key_id = %(key_id)s, written_at = now()
+     WHERE run_id = %(run_id)s AND attempt = %(attempt)s
+    RETURNING run_id
+), reads AS (
+    UPDATE calls c SET status = 'done', outcome = o.outcome, updated_at = now()
+      FROM checkpoint, jsonb_to_recordset(%(read_outcomes)s) AS o (step int, idx int, outcome jsonb)
+     WHERE c.run_id = checkpoint.run_id AND c.step = o.step AND c.idx = o.idx AND c.status = 'pending'
+), run AS (
+    UPDATE runs
+       SET status = %(status)s, answer = %(answer)s, error = %(error)s,
+           finished_at = CASE WHEN %(status)s IN ('succeeded', 'failed', 'interrupted') THEN now() END
+      FROM checkpoint WHERE runs.id = checkpoint.run_id
+), lease AS (
+    DELETE FROM leases USING checkpoint WHERE leases.name = 'checkpoint:' || checkpoint.run_id::text
+), notes AS (
+    INSERT INTO transcripts (run_id, kind, body)
+    SELECT checkpoint.run_id, e.value ->> 'kind', e.value -> 'body'
+      FROM checkpoint, jsonb_array_elements(%(entries)s) WITH ORDINALITY AS e (value, n)
+     ORDER BY e.n
+), audit AS (
+    INSERT INTO audit_log (action, run_id, actor, detail)
+    SELECT %(action)s, checkpoint.run_id, %(actor)s, %(audit)s FROM checkpoint
+)
+SELECT run_id FROM checkpoint
+
+-- name: fail_unstarted
+-- A run whose checkpoint cannot be trusted or whose owner may not run it is failed without executing.
+WITH run AS (
+    UPDATE runs SET status = 'failed', error = %(error)s, finished_at = now()
+     WHERE id = %(run_id)s AND status NOT IN ('succeeded', 'failed', 'interrupted')
+    RETURNING id
+), lease AS (
+    DELETE FROM leases USING run WHERE leases.name = 'checkpoint:' || run.id::text AND leases.holder = %(holder)s
+), notes AS (
+    INSERT INTO transcripts (run_id, kind, body)
+    SELECT run.id, 'error', jsonb_build_object('reason', %(error)s::text) FROM run
+), audit AS (
+    INSERT INTO audit_log (action, run_id, actor, detail)
+    SELECT %(action)s, run.id, %(actor)s, %(audit)s FROM run
+)
+SELECT id FROM run
+
+-- name: request_stop
+WITH run AS (
+    UPDATE runs SET stop_requested_at = coalesce(stop_requested_at, now()), stopped_by = coalesce(stopped_by, %(by)s)
+     WHERE id = %(run_id)s
+    RETURNING id, status
+), audit AS (
+    INSERT INTO audit_log (action, run_id, actor, detail)
+    SELECT 'agent.run.stop_requested', run.id, %(by)s, '{}'::jsonb FROM run
+)
+SELECT id, status FROM run
+
+-- name: gate_facts
+-- Everything the gates need for one run, in one read.
+SELECT r.agent, r.tenant, r.owner, r.channel, r.may_wait, r.stopped_by,
+       (SELECT q.reason FROM quarantines q WHERE q.kind = 'agent' AND q.name = r.agent) AS agent_quarantine,
+       (SELECT q.reason FROM quarantines q WHERE q.kind = 'tenant' AND q.name = r.tenant) AS tenant_quarantine,
+       coalesce((SELECT ch.enabled FROM channels ch WHERE ch.name = r.channel), true) AS channel_enabled,
+       coalesce((SELECT p.may_run FROM principals p WHERE p.name = r.owner), false) AS owner_may_run,
+       coalesce((SELECT array_agg(g.tool) FROM grants g WHERE g.principal = r.owner AND NOT g.revoked),
+                '{}') AS granted,
+       coalesce((SELECT array_agg(t.tool) FROM tool_policies t WHERE t.needs_approval), '{}') AS needs_approval
+  FROM runs r
+ WHERE r.id = %(run_id)s
+
+-- name: stop_idle
+-- A Stop on a run no process drives (queued or waiting for approval) ends it at once.
+WITH run AS (
+    UPDATE runs SET status = 'failed', error = 'stopped by ' || %(by)s, finished_at = now()
+     WHERE id = %(run_id)s AND status IN ('queued', 'waiting')
+    RETURNING id
+), notes AS (
+    INSERT INTO transcripts (run_id, kind, body)
+    SELECT run.id, 'error', jsonb_build_object('reason', 'stopped by ' || %(by)s) FROM run
+)
+SELECT id FROM run
+
+-- name: ping
+SELECT 1 AS ok

@@ -1,0 +1,186 @@
+"""The one way adapters talk to vendors: bounded in time, retried only where a retry cannot repeat a write.
+
+- A 429 is retried for every kind of request: the vendor did not take it. Its `Retry-After` (or
+  Discord's `retry_after`) is honoured; a wait longer than one request's bound is not slept out.
+- A 5xx or a failure after the request may have reached the vendor is retried for reads and keyed
+  writes only (the vendor dedupes on our key). A plain write is never resent: its outcome is
+  `uncertain`, and the engine settles it (I9).
+- A failure to connect is retried for every kind: nothing reached the vendor.
+- `ctx.before_send()` runs before every attempt, so no write leaves after the lease deadline (I3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import time
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import httpx
+
+from ticketiq.errors import ToolError
+from ticketiq.tools.base import CallContext, Outcome
+
+
+class Send(StrEnum):
+    READ = "read"
+    KEYED = "keyed"  # a write the vendor dedupes on the key it carries
+    UNKEYED = "unkeyed"  # a write that would apply twice if sent twice
+
+    @property
+    def resendable(self) -> bool:
+        return self is not Send.UNKEYED
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    body: Any  # parsed JSON; text when the vendor answered something else; None when empty
+    headers: httpx.Headers
+
+
+class VendorFailed(ToolError):
+    """A request ended without a usable answer; `outcome` says what the model is told."""
+
+    def __init__(self, outcome: Outcome, status: int | None = None) -> None:
+        super().__init__(outcome.error or "vendor request failed")
+        self.outcome = outcome
+        self.status = status
+
+
+async def request(
+    ctx: CallContext,
+    vendor: str,
+    method: str,
+    url: str,
+    *,
+    send: Send,
+    headers: dict[str, str] | None = None,
+    json: Any = None,
+    params: Any = None,
+) -> Reply:
+    """Send one request (retrying as the module says) and return a 2xx reply, or raise VendorFailed."""
+    limit = ctx.settings.vendor_max_retries
+    retries = 0
+    while True:
+        ctx.before_send()
+        try:
+            response = await ctx.http.request(
+                method, url, headers=headers, json=json, params=params, timeout=ctx.settings.http_timeout_s
+            )
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+            if retries < limit:
+                retries += 1
+                await asyncio.sleep(_backoff(retries))
+                continue
+            raise _failed(f"{vendor} could not be reached ({type(exc).__name__})") from exc
+        except httpx.TransportError as exc:
+            if send.resendable and retries < limit:
+                retries += 1
+                await asyncio.sleep(_backoff(retries))
+                continue
+            raise _failed(
+                f"{vendor} did not answer ({type(exc).__name__})", uncertain=send is not Send.READ
+            ) from exc
+        reply = Reply(response.status_code, _body(response), response.headers)
+        if reply.status == 429:
+            wait = _retry_after(reply)
+            if retries < limit and wait <= ctx.settings.http_timeout_s:
+                retries += 1
+                await asyncio.sleep(wait)
+                continue
+            raise _failed(
+                f"{vendor} is rate limiting (retry after {wait:g} s): {message_of(reply.body)}", 429
+            )
+        if reply.status >= 500:
+            if send.resendable and retries < limit:
+                retries += 1
+                await asyncio.sleep(_backoff(retries))
+                continue
+            raise _failed(
+                f"{vendor} failed ({reply.status}): {message_of(reply.body)}",
+                reply.status,
+                uncertain=send is not Send.READ,
+            )
+        if reply.status >= 400:
+            raise _failed(
+                f"{vendor} refused the request ({reply.status}): {message_of(reply.body)}", reply.status
+            )
+        return reply
+
+
+def message_of(body: Any) -> str:
+    """The vendor's own words from its error shape: incident.io, Jira, Graph, Discord, AWS or plain."""
+    if isinstance(body, dict):
+        found: list[str] = []
+        if isinstance(body.get("errors"), list):  # incident.io
+            for error in body["errors"]:
+                if isinstance(error, dict) and error.get("message"):
+                    field = (error.get("source") or {}).get("field")
+                    found.append(f"{error['message']} (field {field})" if field else str(error["message"]))
+        if isinstance(body.get("errorMessages"), list):  # Jira
+            found += [str(m) for m in body["errorMessages"] if m]
+            if isinstance(body.get("errors"), dict):
+                found += [f"{k}: {v}" for k, v in body["errors"].items()]
+        if isinstance(body.get("error"), dict) and body["error"].get("message"):  # Graph, Bot Framework
+            found.append(str(body["error"]["message"]))
+        if isinstance(body.get("error"), str):
+            found.append(body["error"])
+        if body.get("message") and not found:  # Discord, AWS
+            details = _discord_fields(body.get("errors"))
+            found.append(str(body["message"]) + (" - " + "; ".join(details) if details else ""))
+        if found:
+            return "; ".join(found)
+    text = str(body or "no details").strip()
+    return text[:300]
+
+
+def _discord_fields(errors: Any, path: str = "") -> list[str]:
+    """Discord nests field errors: {"nonce": {"_errors": [{"message": ...}]}}."""
+    if not isinstance(errors, dict):
+        return []
+    out: list[str] = []
+    for name, value in errors.items():
+        if name == "_errors" and isinstance(value, list):
+            out += [f"{path}: {e.get('message')}" for e in value if isinstance(e, dict)]
+        else:
+            out += _discord_fields(value, f"{path}.{name}" if path else str(name))
+    return out
+
+
+def _failed(error: str, status: int | None = None, *, uncertain: bool = False) -> VendorFailed:
+    return VendorFailed(Outcome(ok=False, error=error, uncertain=uncertain), status)
+
+
+def _body(response: httpx.Response) -> Any:
+    if not response.content:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        return response.text
+
+
+def _retry_after(reply: Reply) -> float:
+    """Seconds to wait: Discord's precise `retry_after` first, then the header (seconds or a date)."""
+    if isinstance(reply.body, dict) and isinstance(reply.body.get("retry_after"), int | float):
+        return max(float(reply.body["retry_after"]), 0.0)
+    raw = reply.headers.get("retry-after")
+    if raw is None:
+        return 1.0
+    try:
+        return max(float(raw), 0.0)
+    except ValueError:
+        pass
+    try:
+        return max(email.utils.parsedate_to_datetime(raw).timestamp() - time.time(), 0.0)
+    except (ValueError, TypeError):
+        return 1.0
+
+
+def _backoff(attempt: int) -> float:
+    # Jittered so that many calls failing together do not come back together.
+    return min(0.2 * 2.0 ** (attempt - 1), 2.0) * (0.5 + random.random() / 2)

@@ -1,0 +1,61 @@
+"""Every vendor tool, registered once per process from its settings.
+
+Each executor and reader is wrapped the same way: arguments are checked against the tool's schema
+before anything is sent, a vendor failure becomes the outcome the model is told (an executor) or
+"cannot tell" (a reader), and no error carries a secret (a vendor may echo one, a model may repeat
+one), so an adapter's code is only its vendor's protocol.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ticketiq.settings import Settings
+from ticketiq.tools import discord, incidentio, jira, sqs, teams, webhook
+from ticketiq.tools.base import CallContext, Outcome, ReadBack, Reader, Registry, Tool
+from ticketiq.tools.http import VendorFailed
+from ticketiq.tools.schema import validate
+
+
+def build_registry(settings: Settings) -> Registry:
+    registry = Registry()
+    for module in (jira, incidentio, teams, discord, sqs, webhook):
+        for tool in module.tools(settings):
+            registry.register(guarded(tool))
+    return registry
+
+
+def guarded(tool: Tool) -> Tool:
+    async def executor(ctx: CallContext) -> Outcome:
+        problem = validate(tool.parameters, ctx.args)
+        if problem is not None:
+            return Outcome(ok=False, error=f"arguments rejected: {problem}")
+        try:
+            return _scrubbed(await tool.executor(ctx), ctx)
+        except VendorFailed as failed:
+            return _scrubbed(failed.outcome, ctx)
+
+    reader: Reader | None = None
+    if tool.reader is not None:
+        read = tool.reader
+
+        async def reader(ctx: CallContext) -> ReadBack:
+            if validate(tool.parameters, ctx.args) is not None:
+                return ReadBack(found=None)
+            try:
+                found = await read(ctx)
+            except VendorFailed as failed:
+                # The vendor could not be asked: that is "cannot tell", never "did not land".
+                return ReadBack(found=None, outcome=_scrubbed(failed.outcome, ctx))
+            return found if found.outcome is None else ReadBack(found.found, _scrubbed(found.outcome, ctx))
+
+    return dataclasses.replace(tool, executor=executor, reader=reader)
+
+
+def _scrubbed(outcome: Outcome, ctx: CallContext) -> Outcome:
+    if outcome.error is None:
+        return outcome
+    error = outcome.error
+    for secret in ctx.settings.secrets():
+        error = error.replace(secret, "***")
+    return dataclasses.replace(outcome, error=error)

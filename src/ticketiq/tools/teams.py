@@ -1,0 +1,149 @@
+"""Teams: reply in a conversation through the Bot Framework; read the reply back through Graph.
+
+The reply is an Adaptive card whose hidden element `ticketiq_step_key` holds the step key. Graph
+returns a card's content as a JSON string; the reader parses it and looks for that element.
+
+Reading back needs the Graph team id (`team_id`, the incoming activity's
+`channelData.team.aadGroupId`) and a channel thread: a conversation id
+`19:<channel>@thread.tacv2;messageid=<root>` names the channel (before `;`) and the thread root
+(without `;messageid=`, the activity replied to is the root). Without a team id, or in a personal
+chat, there is no reader: the outcome of an in-doubt reply is reported unknown.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import quote
+
+from ticketiq.settings import Settings
+from ticketiq.tools.base import CallContext, Outcome, ReadBack, Tool, ToolClass
+from ticketiq.tools.http import Send, request
+
+VENDOR = "teams"
+STEP_KEY_ELEMENT = "ticketiq_step_key"
+ADAPTIVE = "application/vnd.microsoft.card.adaptive"
+_GRAPH_PAGE = 50  # Graph's most per page for replies
+_GRAPH_PAGES_MAX = 200
+
+
+def tools(settings: Settings) -> list[Tool]:
+    params = {
+        "type": "object",
+        "properties": {
+            "conversation_id": {"type": "string", "minLength": 1, "maxLength": 512},
+            "activity_id": {"type": "string", "minLength": 1, "maxLength": 256},
+            "text": {"type": "string", "minLength": 1, "maxLength": 20000},
+            "team_id": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 256,
+                "description": "Graph id of the team (channelData.team.aadGroupId); lets the reply "
+                "be read back",
+            },
+        },
+        "required": ["conversation_id", "activity_id", "text"],
+        "additionalProperties": False,
+    }
+    return [
+        Tool(
+            "teams_reply",
+            "Reply in a Teams conversation, as a card.",
+            params,
+            ToolClass.WRITE,
+            reply,
+            reader=find_reply,
+            vendor=VENDOR,
+        ),
+    ]
+
+
+def card(text: str, key: str) -> dict[str, Any]:
+    return {
+        "type": "AdaptiveCard",
+        "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
+        "version": "1.5",
+        "body": [
+            {"type": "TextBlock", "text": text, "wrap": True},
+            {"type": "TextBlock", "id": STEP_KEY_ELEMENT, "text": key, "isVisible": False},
+        ],
+    }
+
+
+def graph_thread(conversation_id: str, activity_id: str) -> tuple[str, str] | None:
+    """(channel id, thread root id) of a channel conversation; None for a personal or group chat."""
+    channel, _, rest = conversation_id.partition(";")
+    if not channel.startswith("19:") or "@thread." not in channel:
+        return None
+    if rest.startswith("messageid="):
+        return channel, rest.removeprefix("messageid=")
+    return channel, activity_id
+
+
+async def reply(ctx: CallContext) -> Outcome:
+    conversation = quote(ctx.args["conversation_id"], safe="")
+    activity = quote(ctx.args["activity_id"], safe="")
+    url = (
+        f"{ctx.settings.teams_service_url.rstrip('/')}/v3/conversations/{conversation}/activities/{activity}"
+    )
+    body = {
+        "type": "message",
+        "replyToId": ctx.args["activity_id"],
+        "attachments": [{"contentType": ADAPTIVE, "content": card(ctx.args["text"], ctx.key)}],
+    }
+    auth = {"Authorization": f"Bearer {ctx.settings.teams_token}"}
+    answer = await request(ctx, VENDOR, "POST", url, send=Send.UNKEYED, headers=auth, json=body)
+    return Outcome(ok=True, result={"id": answer.body["id"]})
+
+
+async def find_reply(ctx: CallContext) -> ReadBack:
+    thread = graph_thread(ctx.args["conversation_id"], ctx.args["activity_id"])
+    team = ctx.args.get("team_id")
+    if thread is None or not team:
+        return ReadBack(found=None)
+    channel, root = thread
+    graph = ctx.settings.graph_url.rstrip("/")
+    url: str | None = (
+        f"{graph}/teams/{quote(team, safe='')}/channels/{quote(channel, safe='')}"
+        f"/messages/{quote(root, safe='')}/replies"
+    )
+    params: dict[str, Any] | None = {"$top": _GRAPH_PAGE}
+    auth = {"Authorization": f"Bearer {ctx.settings.graph_token}"}
+    for _ in range(_GRAPH_PAGES_MAX):
+        if url is None:
+            return ReadBack(found=False)
+        if not url.startswith(graph):
+            return ReadBack(found=None)  # a next link elsewhere does not get our token
+        page = await request(ctx, "graph", "GET", url, send=Send.READ, headers=auth, params=params)
+        for message in page.body["value"]:
+            if any(_carries(a, ctx.key) for a in message.get("attachments") or []):
+                return ReadBack(found=True, outcome=Outcome(ok=True, result={"id": message["id"]}))
+        url, params = page.body.get("@odata.nextLink"), None  # the next link carries its own query
+    return ReadBack(found=None)
+
+
+def _carries(attachment: dict[str, Any], key: str) -> bool:
+    if attachment.get("contentType") != ADAPTIVE or not isinstance(attachment.get("content"), str):
+        return False
+    try:
+        content = json.loads(attachment["content"])
+    except ValueError:
+        return False
+    return _element_text(content) == key
+
+
+def _element_text(node: Any) -> str | None:
+    if isinstance(node, dict):
+        text = node.get("text")
+        if node.get("id") == STEP_KEY_ELEMENT and isinstance(text, str):
+            return text
+        children: list[Any] = list(node.values())
+    elif isinstance(node, list):
+        children = node
+    else:
+        return None
+    for child in children:
+        found = _element_text(child)
+        if found is not None:
+            return found
+    return None

@@ -1,0 +1,433 @@
+"""ModelClient against the scripted stand-in over real sockets: a uvicorn server per test."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import socket
+import time
+import traceback
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+from hypothesis import given
+from hypothesis import strategies as st
+from openai.types.chat import ChatCompletion
+
+from ticketiq.errors import ModelError
+from ticketiq.model import ModelClient, ModelReply
+from ticketiq.model.client import (
+    RETRY_AFTER_MAX_S,
+    backoff_s,
+    parse_arguments,
+    parse_retry_after,
+    reply_from_completion,
+)
+from ticketiq.settings import Settings
+from ticketiq.standins.model import LATENCY_HEADER, create_router
+
+API_KEY = "sk-test-4f1c9e0b7d2a4e6f8a1b3c5d7e9f0a2b"
+PROVIDER_ID = re.compile(r"^call_[0-9A-Za-z]{24}$")
+
+
+@dataclass(frozen=True)
+class Standin:
+    root: str  # http://127.0.0.1:<port>
+
+    @property
+    def base_url(self) -> str:
+        return self.root + "/v1"
+
+    def settings(self, **overrides: Any) -> Settings:
+        values: dict[str, Any] = {"model_base_url": self.base_url, "model_api_key": API_KEY}
+        values.update(overrides)
+        return Settings(**values)
+
+    async def arrange_faults(self, mode: str, count: int, retry_after_s: float = 1.0) -> None:
+        async with httpx.AsyncClient() as http:
+            answer = await http.post(
+                self.root + "/_standin/model/faults",
+                json={"mode": mode, "count": count, "retry_after_s": retry_after_s},
+            )
+            answer.raise_for_status()
+
+    async def faults_remaining(self) -> int:
+        async with httpx.AsyncClient() as http:
+            answer = await http.get(self.root + "/_standin/model/faults")
+            remaining: int = answer.json()["remaining"]
+            return remaining
+
+
+def _app(latency_ms: int, position_ids: bool) -> FastAPI:
+    app = FastAPI()
+    app.include_router(create_router(latency_ms, position_ids))
+
+    # An endpoint that refuses the key and echoes it back, as OpenAI's 401 does.
+    @app.post("/echo-key/v1/chat/completions")
+    async def echo_key(request: Request) -> JSONResponse:
+        key = request.headers.get("authorization", "").removeprefix("Bearer ")
+        error = {"message": f"Incorrect API key provided: {key}.", "type": "invalid_request_error"}
+        return JSONResponse({"error": error}, status_code=401)
+
+    # An endpoint that answers 200 with a body that is not JSON, as a misconfigured proxy might.
+    @app.post("/text-body/v1/chat/completions")
+    async def text_body() -> PlainTextResponse:
+        return PlainTextResponse("<html>gateway</html>")
+
+    return app
+
+
+@asynccontextmanager
+async def standin(latency_ms: int = 0, position_ids: bool = False) -> AsyncIterator[Standin]:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        _app(latency_ms, position_ids),
+        log_level="warning",
+        lifespan="off",
+        ws="none",
+        timeout_graceful_shutdown=2,
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            if task.done():
+                task.result()  # raises what stopped it
+            await asyncio.sleep(0.01)
+        yield Standin(f"http://127.0.0.1:{port}")
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
+
+
+@asynccontextmanager
+async def model_client(
+    settings: Settings, http: httpx.AsyncClient | None = None
+) -> AsyncIterator[ModelClient]:
+    client = ModelClient(settings, http=http)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+def user(text: str) -> list[dict[str, Any]]:
+    return [{"role": "system", "content": "You are an operations agent."}, {"role": "user", "content": text}]
+
+
+def answered(messages: list[dict[str, Any]], reply: ModelReply, results: list[Any]) -> list[dict[str, Any]]:
+    """The conversation after the reply and one JSON tool result per call."""
+    out = [*messages, reply.message]
+    for call, result in zip(reply.tool_calls, results, strict=True):
+        out.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)})
+    return out
+
+
+async def test_triage_round_trip_through_every_step() -> None:
+    async with standin() as server, model_client(server.settings()) as client:
+        messages = user("Checkout is failing, see OPS-123 please")
+
+        first = await client.complete(model="triage", messages=messages, tools=[])
+        assert first.text is None
+        [read] = first.tool_calls
+        assert read.name == "jira_get_issue"
+        assert read.arguments == {"issue_key": "OPS-123"}
+        assert read.arguments_error is None
+        assert PROVIDER_ID.match(read.id)
+        assert first.message == {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": read.id,
+                    "type": "function",
+                    "function": {"name": "jira_get_issue", "arguments": '{"issue_key": "OPS-123"}'},
+                }
+            ],
+        }
+        assert first.prompt_tokens > 0
+        assert first.completion_tokens > 0
+        assert first.model_seconds > 0
+
+        messages = answered(messages, first, [{"key": "OPS-123", "fields": {"summary": "Checkout fails"}}])
+        second = await client.complete(model="triage", messages=messages, tools=[])
+        [create] = second.tool_calls
+        assert create.name == "incidentio_create_incident"
+        assert create.arguments["severity"] == "minor"
+        assert create.arguments["name"].startswith("OPS-123: ")
+
+        messages = answered(messages, second, [{"incident": {"id": "01HZINC42", "status": "triage"}}])
+        third = await client.complete(model="triage", messages=messages, tools=[])
+        comment, reply = third.tool_calls
+        assert (comment.name, reply.name) == ("jira_add_comment", "teams_reply")
+        assert comment.arguments["issue_key"] == "OPS-123"
+        assert "Incident 01HZINC42 opened" in comment.arguments["body"]
+        assert reply.arguments["conversation_id"] == "19:ops@thread.tacv2;messageid=1700000000000"
+        assert reply.arguments["activity_id"] == "1700000000000"
+        assert "01HZINC42" in reply.arguments["text"]
+        assert comment.id != reply.id
+
+        messages = answered(messages, third, [{"id": "10001"}, {"id": "1700000000001"}])
+        last = await client.complete(model="triage", messages=messages, tools=[])
+        assert last.tool_calls == []
+        assert last.text is not None
+        assert "OPS-123" in last.text
+        assert "01HZINC42" in last.text
+        assert last.message == {"role": "assistant", "content": last.text}
+
+
+async def test_jira_key_follows_the_input() -> None:
+    async with standin() as server, model_client(server.settings()) as client:
+        one = await client.complete(model="triage", messages=user("look at OPS-1"), tools=[])
+        two = await client.complete(model="triage", messages=user("look at SUP-77 now"), tools=[])
+    assert one.tool_calls[0].arguments == {"issue_key": "OPS-1"}
+    assert two.tool_calls[0].arguments == {"issue_key": "SUP-77"}
+
+
+async def test_position_ids_are_only_positions() -> None:
+    async with standin(position_ids=True) as server, model_client(server.settings()) as client:
+        reply = await client.complete(model="writer", messages=user("deploy of OPS-9 done"), tools=[])
+    assert [c.id for c in reply.tool_calls] == ["call_0", "call_1", "call_2"]
+    assert [c.name for c in reply.tool_calls] == ["discord_send_message", "sqs_send_message", "webhook_post"]
+    assert reply.tool_calls[1].arguments == {
+        "message_body": "deploy of OPS-9 done",
+        "message_group_id": "OPS-9",
+    }
+
+
+async def test_default_ids_are_stable_for_equal_input_and_differ_otherwise() -> None:
+    async with standin() as server, model_client(server.settings()) as client:
+        first = await client.complete(model="writer", messages=user("OPS-5 is down"), tools=[])
+        again = await client.complete(model="writer", messages=user("OPS-5 is down"), tools=[])
+        other = await client.complete(model="writer", messages=user("OPS-6 is down"), tools=[])
+    ids = [c.id for c in first.tool_calls]
+    assert all(PROVIDER_ID.match(i) for i in ids)
+    assert len(set(ids)) == 3
+    assert [c.id for c in again.tool_calls] == ids
+    assert not set(ids) & {c.id for c in other.tool_calls}
+
+
+async def test_429_waits_as_long_as_retry_after_says() -> None:
+    async with standin() as server, model_client(server.settings(model_max_retries=2)) as client:
+        await server.arrange_faults("429", count=1, retry_after_s=1)
+        started = time.monotonic()
+        reply = await client.complete(model="reader", messages=user("OPS-2"), tools=[])
+        elapsed = time.monotonic() - started
+        assert await server.faults_remaining() == 0
+    assert reply.tool_calls[0].arguments == {"issue_key": "OPS-2"}
+    # Retry-After: 1 was honoured: not retried at once (backoff alone would wait 0.25 s at most).
+    assert elapsed >= 0.95
+    assert reply.model_seconds >= 0.95
+
+
+async def test_500s_are_retried_until_one_succeeds() -> None:
+    async with standin() as server, model_client(server.settings(model_max_retries=3)) as client:
+        await server.arrange_faults("500", count=2)
+        reply = await client.complete(model="reader", messages=user("OPS-3"), tools=[])
+        assert await server.faults_remaining() == 0
+    assert reply.tool_calls[0].name == "jira_get_issue"
+
+
+async def test_retries_exhausted_raise_model_error() -> None:
+    async with standin() as server, model_client(server.settings(model_max_retries=1)) as client:
+        await server.arrange_faults("500", count=5)
+        with pytest.raises(
+            ModelError, match=r"answered 500 for model 'reader' after 2 attempts: .*stand-in fault"
+        ):
+            await client.complete(model="reader", messages=user("OPS-3"), tools=[])
+        # One request and one retry, no more.
+        assert await server.faults_remaining() == 3
+
+
+async def test_a_400_is_not_retried_and_names_the_servers_reason() -> None:
+    dangling = [*user("OPS-4"), {"role": "tool", "tool_call_id": "call_nope", "content": "{}"}]
+    async with standin() as server, model_client(server.settings()) as client:
+        with pytest.raises(ModelError) as caught:
+            await client.complete(model="triage", messages=dangling, tools=[])
+    text = str(caught.value)
+    assert "answered 400 for model 'triage'" in text
+    assert "must be a response to a preceding message with 'tool_calls'" in text
+    assert "call_nope" in text
+    assert API_KEY not in "".join(traceback.format_exception(caught.value))
+
+
+async def test_unknown_model_is_a_404() -> None:
+    async with standin() as server, model_client(server.settings()) as client:
+        with pytest.raises(
+            ModelError, match=r"answered 404 for model 'nobody': The model `nobody` does not exist"
+        ):
+            await client.complete(model="nobody", messages=user("OPS-4"), tools=[])
+
+
+async def test_a_key_the_server_echoes_is_not_repeated() -> None:
+    async with standin() as server:
+        settings = server.settings(model_base_url=server.root + "/echo-key/v1")
+        async with model_client(settings) as client:
+            with pytest.raises(ModelError) as caught:
+                await client.complete(model="triage", messages=user("OPS-4"), tools=[])
+    assert "answered 401" in str(caught.value)
+    assert "Incorrect API key provided: ***" in str(caught.value)
+    assert API_KEY not in "".join(traceback.format_exception(caught.value))
+    assert API_KEY not in repr(caught.value)
+
+
+async def test_a_body_that_is_not_a_completion_is_a_model_error() -> None:
+    async with standin() as server:
+        settings = server.settings(model_base_url=server.root + "/text-body/v1")
+        async with model_client(settings) as client:
+            with pytest.raises(ModelError, match="answered a body that is not a chat completion"):
+                await client.complete(model="triage", messages=user("OPS-4"), tools=[])
+
+
+async def test_an_unreachable_endpoint_is_retried_then_fails() -> None:
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    settings = Settings(
+        model_base_url=f"http://127.0.0.1:{port}/v1", model_api_key=API_KEY, model_max_retries=1
+    )
+    async with model_client(settings) as client:
+        with pytest.raises(ModelError, match=r"could not be reached for model 'triage' after 2 attempts"):
+            await client.complete(model="triage", messages=user("OPS-4"), tools=[])
+
+
+async def test_a_slow_answer_times_out() -> None:
+    async with standin() as server, httpx.AsyncClient(headers={LATENCY_HEADER: "1000"}) as http:
+        settings = server.settings(model_timeout_s=0.2, model_max_retries=0)
+        async with model_client(settings, http=http) as client:
+            with pytest.raises(ModelError, match="timed out for model 'triage'"):
+                await client.complete(model="triage", messages=user("OPS-4"), tools=[])
+
+
+async def test_latency_applies_to_each_request() -> None:
+    async with standin(latency_ms=300) as server, model_client(server.settings()) as client:
+        reply = await client.complete(model="reader", messages=user("OPS-8"), tools=[])
+        assert reply.model_seconds >= 0.3
+        # The header overrides the router's latency for one request.
+        async with httpx.AsyncClient() as http:
+            started = time.monotonic()
+            answer = await http.post(
+                server.base_url + "/chat/completions",
+                json={"model": "reader", "messages": user("OPS-8")},
+                headers={LATENCY_HEADER: "700"},
+            )
+            assert answer.status_code == 200
+            assert time.monotonic() - started >= 0.7
+
+
+async def test_a_shared_httpx_client_is_used_and_left_open() -> None:
+    async with standin() as server, httpx.AsyncClient(headers={LATENCY_HEADER: "200"}) as http:
+        async with model_client(server.settings(), http=http) as client:
+            reply = await client.complete(model="reader", messages=user("OPS-10"), tools=[])
+        assert reply.model_seconds >= 0.2  # the header came from the shared client
+        assert not http.is_closed
+        listed = await http.get(server.base_url + "/models")
+    assert sorted(m["id"] for m in listed.json()["data"]) == ["delegator", "reader", "triage", "writer"]
+
+
+async def test_429_fault_body_and_header_look_like_openai() -> None:
+    async with standin() as server, httpx.AsyncClient() as http:
+        await server.arrange_faults("429", count=1, retry_after_s=2)
+        answer = await http.post(
+            server.base_url + "/chat/completions", json={"model": "reader", "messages": user("OPS-1")}
+        )
+    assert answer.status_code == 429
+    assert answer.headers["retry-after"] == "2"
+    assert answer.json()["error"]["code"] == "rate_limit_exceeded"
+
+
+# --- the retry decisions and reply parsing, no server -------------------------------------------
+
+NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def test_retry_after_in_seconds_milliseconds_and_http_dates() -> None:
+    assert parse_retry_after({"retry-after": "3"}, NOW) == 3.0
+    assert parse_retry_after({"retry-after": "0.5"}, NOW) == 0.5
+    assert parse_retry_after({"retry-after-ms": "250", "retry-after": "9"}, NOW) == 0.25
+    later = format_datetime(NOW + timedelta(seconds=7), usegmt=True)
+    assert parse_retry_after({"retry-after": later}, NOW) == 7.0
+    earlier = format_datetime(NOW - timedelta(seconds=7), usegmt=True)
+    assert parse_retry_after({"retry-after": earlier}, NOW) == 0.0
+    assert parse_retry_after({"retry-after": "soon"}, NOW) is None
+    assert parse_retry_after({"retry-after": "-4"}, NOW) == 0.0
+    assert parse_retry_after({}, NOW) is None
+
+
+@given(st.integers(min_value=0, max_value=30), st.floats(min_value=0, max_value=1, exclude_max=True))
+def test_backoff_grows_is_jittered_and_bounded(retries_taken: int, jitter: float) -> None:
+    wait = backoff_s(retries_taken, None, jitter)
+    assert wait is not None
+    ceiling = min(8.0, 0.25 * 2**retries_taken)
+    assert ceiling / 2 <= wait <= ceiling
+
+
+@given(
+    st.floats(min_value=0, max_value=RETRY_AFTER_MAX_S),
+    st.floats(min_value=0, max_value=1, exclude_max=True),
+)
+def test_retry_after_is_never_undercut(retry_after: float, jitter: float) -> None:
+    wait = backoff_s(0, retry_after, jitter)
+    assert wait is not None
+    assert retry_after <= wait <= retry_after * 1.1
+
+
+def test_a_retry_after_beyond_the_bound_is_not_waited_out() -> None:
+    assert backoff_s(0, RETRY_AFTER_MAX_S + 1, 0.5) is None
+
+
+def test_arguments_that_are_not_an_object_are_reported() -> None:
+    assert parse_arguments('{"issue_key": "OPS-1"}') == ({"issue_key": "OPS-1"}, None)
+    assert parse_arguments("") == ({}, None)
+    assert parse_arguments("[1, 2]") == ({}, "arguments are JSON list, not an object")
+    arguments, error = parse_arguments('{"issue_key": ')
+    assert arguments == {}
+    assert error is not None
+    assert error.startswith("arguments are not valid JSON")
+
+
+def test_a_reply_keeps_the_arguments_string_the_model_sent() -> None:
+    completion = ChatCompletion.model_validate(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "tool_calls",
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": "call_a",
+                                "type": "function",
+                                "function": {"name": "t", "arguments": "[1]"},
+                            }
+                        ],
+                    },
+                }
+            ],
+        }
+    )
+    reply = reply_from_completion(completion, 0.01)
+    [call] = reply.tool_calls
+    assert call.arguments == {}
+    assert call.arguments_error == "arguments are JSON list, not an object"
+    assert reply.message["tool_calls"][0]["function"]["arguments"] == "[1]"
+    assert (reply.prompt_tokens, reply.completion_tokens) == (0, 0)

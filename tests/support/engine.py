@@ -1,0 +1,152 @@
+"""An app process in the test's event loop, over real sockets: the scripted model stand-in, a probe
+vendor that records what reaches it (and can look at the database at that instant), and the engine."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from fastapi import FastAPI, Request
+
+from ticketiq.process import AppProcess
+from ticketiq.settings import Settings
+from ticketiq.standins.model import create_router
+from ticketiq.tools.base import CallContext, Outcome, ReadBack, Tool, ToolClass
+from tests.support.http import serving
+
+OBJECT = {"type": "object", "properties": {"note": {"type": "string"}}, "additionalProperties": False}
+
+
+@dataclass
+class Probe:
+    """A vendor for engine tests. Every request is recorded; `on_receive` runs before it answers;
+    `hold` (when set) keeps reads waiting until the test releases them."""
+
+    received: list[dict[str, Any]] = field(default_factory=list)
+    on_receive: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+    hold: asyncio.Event | None = None
+    in_flight: int = 0
+    max_in_flight: int = 0
+
+    def writes(self) -> list[dict[str, Any]]:
+        return [r for r in self.received if r["kind"] != "read"]
+
+    def app(self) -> FastAPI:
+        app = FastAPI()
+
+        @app.post("/probe/{kind}")
+        async def receive(kind: str, request: Request) -> dict[str, Any]:
+            body = await request.json()
+            record = {"kind": kind, "key": body.get("key"), "args": body.get("args"), "run_id": body.get("run_id")}
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            try:
+                self.received.append(record)
+                if self.on_receive is not None:
+                    await self.on_receive(record)
+                if self.hold is not None and kind == "read":
+                    await self.hold.wait()
+                return {"ok": True, "kind": kind, "key": body.get("key")}
+            finally:
+                self.in_flight -= 1
+
+        return app
+
+
+def probe_tools(base_url: str) -> list[Tool]:
+    def sender(kind: str) -> Callable[[CallContext], Awaitable[Outcome]]:
+        async def send(ctx: CallContext) -> Outcome:
+            ctx.before_send()
+            response = await ctx.http.post(f"{base_url}/probe/{kind}",
+                                           json={"key": ctx.key, "args": ctx.args, "run_id": ctx.run_id})
+            return Outcome(ok=response.status_code == 200, result=response.json())
+        return send
+
+    async def never_found(ctx: CallContext) -> ReadBack:
+        return ReadBack(found=None)
+
+    return [
+        Tool("probe_read", "read from the probe", OBJECT, ToolClass.READ, sender("read")),
+        Tool("probe_write", "write to the probe", OBJECT, ToolClass.WRITE, sender("write"), reader=never_found),
+        Tool("probe_keyed", "keyed write", OBJECT, ToolClass.KEYED_WRITE, sender("keyed"),
+             dedupe_window_s=float("inf")),
+    ]
+
+
+@dataclass
+class Harness:
+    process: AppProcess
+    probe: Probe
+    model_url: str
+    settings: Settings
+
+    @property
+    def engine(self) -> Any:
+        return self.process.engine
+
+    async def run(self, agent: str, text: str = "Look at OPS-1", **kw: Any) -> str:
+        catalog_agent = self.process.engine.deps.catalog.get(agent)
+        assert catalog_agent is not None
+        created = await self.process.engine.create_run(catalog_agent, text, **kw)
+        return str(created.id)
+
+    async def finish(self, run_id: str, timeout_s: float = 30.0) -> dict[str, Any]:
+        """Start the run and wait until its driver task ends; return the run's row."""
+        assert await self.process.engine.start(run_id)
+        task = self.process.engine.tasks.get(run_id)
+        if task is not None:
+            await asyncio.wait_for(asyncio.shield(task), timeout_s)
+        row = await self.process.db.fetch_one("runs.get", {"run_id": run_id})
+        assert row is not None
+        return row
+
+
+def agents_file(tmp: Path, agents: dict[str, dict[str, Any]], approval: list[str] | None = None) -> Path:
+    spec: dict[str, Any] = {"agents": {}, "approval_required": approval or []}
+    for name, extra in agents.items():
+        spec["agents"][name] = {"model": name, "system_prompt": f"You are {name}.", "owner": "tester",
+                                "tenant": "t1", "may_wait": True, **extra}
+    path = tmp / "agents.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+@contextlib.asynccontextmanager
+async def engine_under_test(
+    db_url: str, tmp: Path, scripts: dict[str, list[dict[str, Any]]], agents: dict[str, dict[str, Any]],
+    *, probe: Probe | None = None, latency_ms: int = 0, position_ids: bool = False,
+    approval: list[str] | None = None, **overrides: Any,
+) -> AsyncIterator[Harness]:
+    probe = probe or Probe()
+    folder = tmp / "scripts"
+    folder.mkdir(exist_ok=True)
+    for name, steps in scripts.items():
+        (folder / f"{name}.yaml").write_text(yaml.safe_dump({"steps": steps}))
+    model_app = FastAPI()
+    model_app.include_router(create_router(latency_ms, position_ids, scripts=folder))
+    async with serving(model_app) as model_url, serving(probe.app()) as probe_url:
+        settings = Settings(home=tmp, database_url=db_url, model_base_url=f"{model_url}/v1",
+                            seal_keys="test:engine-test-secret", agents=agents_file(tmp, agents, approval),
+                            **overrides)
+        process = await AppProcess.start(settings, extra_tools=probe_tools(probe_url))
+        try:
+            yield Harness(process, probe, model_url, settings)
+        finally:
+            await process.stop()
+
+
+async def read_rows(db_url: str, sql: str, *params: Any) -> list[dict[str, Any]]:
+    """A query on a connection of its own: what another process would see right now."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    async with await psycopg.AsyncConnection.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        cur = await conn.execute(sql, params)  # type: ignore[arg-type]
+        return await cur.fetchall() if cur.description else []
+
+

@@ -1,0 +1,92 @@
+"""The stand-in servers (model and vendors) in the test's event loop, on a real loopback socket.
+
+The `standins` fixture is for the root conftest's `pytest_plugins` (listed there, the module is
+imported before any test module and keeps pytest's assertion rewriting); `serve_standins(db_url, ...)`
+serves other options. Both always shut the server down, even when the test fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from ticketiq.settings import Settings
+from ticketiq.standins.app import StandinOptions, create_app
+from ticketiq.standins.server import listen, settings_env
+
+
+@dataclass
+class Standins:
+    base_url: str
+    # The settings that point an app process at these stand-ins (TICKETIQ_DATABASE_URL included).
+    settings_env: dict[str, str]
+    admin: httpx.AsyncClient
+
+    def settings(self, **overrides: Any) -> Settings:
+        return Settings.from_env(self.settings_env, **overrides)
+
+    async def writes(self, **filters: str) -> list[dict[str, Any]]:
+        """Writes the vendors received, oldest first; filters: vendor, operation, target, key, effect."""
+        response = await self.admin.get("/_standin/writes", params=filters)
+        response.raise_for_status()
+        rows: list[dict[str, Any]] = response.json()
+        return rows
+
+    async def fault(self, vendor: str, mode: str, **fields: Any) -> None:
+        """Arrange a fault: mode 429, 500, stall or 500_after_apply; fields count, retry_after_s,
+        stall_s, operation."""
+        response = await self.admin.post("/_standin/faults", json={"vendor": vendor, "mode": mode, **fields})
+        response.raise_for_status()
+
+    async def clear_faults(self) -> None:
+        (await self.admin.delete("/_standin/faults")).raise_for_status()
+
+    async def options(self, **changes: Any) -> dict[str, Any]:
+        response = await self.admin.post("/_standin/options", json=changes)
+        response.raise_for_status()
+        shown: dict[str, Any] = response.json()
+        return shown
+
+
+@contextlib.asynccontextmanager
+async def serve_standins(
+    db_url: str,
+    *,
+    model_latency_ms: int = 0,
+    position_ids: bool = False,
+    options: StandinOptions | None = None,
+) -> AsyncIterator[Standins]:
+    app = create_app(db_url, model_latency_ms=model_latency_ms, position_ids=position_ids, options=options)
+    sock = listen(0)
+    base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    config = uvicorn.Config(
+        app, log_config=None, access_log=False, ws="none", lifespan="on", timeout_graceful_shutdown=5
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            if task.done():
+                task.result()
+                raise RuntimeError("the stand-ins stopped before they started")
+            await asyncio.sleep(0.01)
+        async with httpx.AsyncClient(base_url=base_url, timeout=30) as admin:
+            yield Standins(base_url, settings_env(base_url, db_url), admin)
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(task, timeout=15)
+        sock.close()
+
+
+@pytest.fixture
+async def standins(db_url: str) -> AsyncIterator[Standins]:
+    async with serve_standins(db_url) as running:
+        yield running

@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import pytest
+
+from ticketiq.engine.settlement import RESUME_HORIZON_S, CallRow, Route, ToolNow, route
+from ticketiq.tools.base import ToolClass
+
+READER = ToolNow(exists=True, has_reader=True, dedupe_window_s=None)
+NO_READER = ToolNow(exists=True, has_reader=False, dedupe_window_s=None)
+LONG_KEYED = ToolNow(exists=True, has_reader=True, dedupe_window_s=float("inf"))
+SHORT_KEYED = ToolNow(exists=True, has_reader=False, dedupe_window_s=300.0)
+
+
+def doubt(cls: ToolClass, key: str | None = "tqkey") -> CallRow:
+    return CallRow(status="in_doubt", tool_class=cls, sent_key=key)
+
+
+def test_a_call_never_marked_is_made_now_through_the_gates() -> None:
+    assert route(None, READER) is Route.MAKE
+    assert route(CallRow("pending", ToolClass.WRITE, None), READER) is Route.MAKE
+
+
+def test_a_recorded_outcome_is_reused_never_made_again() -> None:
+    for status in ("done", "settled"):
+        assert route(CallRow(status, ToolClass.WRITE, "k", {"result": 1}), READER) is Route.REUSE
+
+
+def test_an_approval_decided_meanwhile_is_used_instead_of_filing_again() -> None:
+    for status in ("approved", "rejected"):
+        assert route(None, READER, status) is Route.APPROVAL_DECIDED
+    assert route(None, READER, "pending") is Route.MAKE  # filed again: coalesces with the waiting one
+
+
+def test_a_keyed_write_deduped_longer_than_a_resume_is_resent_with_its_key() -> None:
+    assert route(doubt(ToolClass.KEYED_WRITE), LONG_KEYED) is Route.RESEND_SAME_KEY
+    assert LONG_KEYED.dedupe_window_s is not None and LONG_KEYED.dedupe_window_s >= RESUME_HORIZON_S
+
+
+def test_a_short_dedupe_window_is_never_trusted_for_a_resend() -> None:
+    assert route(doubt(ToolClass.KEYED_WRITE), SHORT_KEYED) is Route.UNKNOWN
+
+
+def test_other_writes_are_read_back_where_a_reader_exists_else_unknown() -> None:
+    assert route(doubt(ToolClass.WRITE), READER) is Route.READ_BACK
+    assert route(doubt(ToolClass.WRITE), NO_READER) is Route.UNKNOWN
+    assert route(doubt(ToolClass.WRITE, key=None), READER) is Route.UNKNOWN
+
+
+@pytest.mark.parametrize("cls", [ToolClass.DELEGATION, ToolClass.SUBAGENT])
+def test_a_delegation_is_asked_again_by_its_key(cls: ToolClass) -> None:
+    assert route(doubt(cls), NO_READER) is Route.DELEGATION
+
+
+def test_a_marked_write_stays_a_write_when_its_tool_is_gone_or_reclassed() -> None:
+    # I10: the class it was marked with rules; a missing tool cannot be read back or resent.
+    assert route(doubt(ToolClass.KEYED_WRITE), ToolNow(False, False, None)) is Route.UNKNOWN
