@@ -1,6 +1,7 @@
 """Engine overhead per step, beside one committed single-row UPDATE of a checkpoint-sized row.
 
-    make bench        (or: .venv/bin/python bench/step_overhead.py [--steps 40] [--runs 5] [--concurrent 1000])
+    make bench
+    .venv/bin/python bench/step_overhead.py [--steps 40] [--runs 5] [--concurrent 1000]
 
 Part 1 runs a read-only agent and a writing agent against an in-process model and tools (clocked), and
 prints each step's overhead: the time from one model answer to the next model request, minus the time
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import itertools
 import resource
 import statistics
 import sys
@@ -29,23 +31,33 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from inprocess import Clock, InProcessModel, fast_tools  # noqa: E402
-
-from ticketiq.process import AppProcess  # noqa: E402
-from ticketiq.settings import Settings  # noqa: E402
-from ticketiq.storage import embedded  # noqa: E402
-from ticketiq.storage.migrate import migrate  # noqa: E402
+from inprocess import Clock, InProcessModel, fast_tools
+from ticketiq.process import AppProcess
+from ticketiq.settings import Settings
+from ticketiq.storage import embedded
+from ticketiq.storage.migrate import migrate
 
 
 def scripts(folder: Path, steps: int) -> None:
     read = {"calls": [{"tool": "bench_read", "arguments": {"note": "{jira_key}"}}]}
     write = {"calls": [{"tool": "bench_write", "arguments": {"note": "{jira_key}"}}]}
     done = {"text": "done"}
-    (folder / "reads.yaml").write_text(yaml.safe_dump({"steps": [read] * steps + [done]}))
-    (folder / "writes.yaml").write_text(yaml.safe_dump({"steps": [write] * steps + [done]}))
-    (folder / "waits.yaml").write_text(yaml.safe_dump({"steps": [read, done]}))
-    agents = {"agents": {name: {"model": name, "system_prompt": "bench", "owner": "bench", "may_wait": True,
-                                "tools": ["bench_read", "bench_write"]} for name in ("reads", "writes", "waits")}}
+    (folder / "scripts").mkdir()
+    (folder / "scripts" / "reads.yaml").write_text(yaml.safe_dump({"steps": [read] * steps + [done]}))
+    (folder / "scripts" / "writes.yaml").write_text(yaml.safe_dump({"steps": [write] * steps + [done]}))
+    (folder / "scripts" / "waits.yaml").write_text(yaml.safe_dump({"steps": [read, done]}))
+    agents = {
+        "agents": {
+            name: {
+                "model": name,
+                "system_prompt": "bench",
+                "owner": "bench",
+                "may_wait": True,
+                "tools": ["bench_read", "bench_write"],
+            }
+            for name in ("reads", "writes", "waits")
+        }
+    }
     (folder / "agents.yaml").write_text(yaml.safe_dump(agents))
 
 
@@ -53,7 +65,7 @@ def step_overheads(clock: Clock) -> list[float]:
     """For each model answer that led to another request: the gap to that request, minus tool time in it."""
     out = []
     calls = clock.model_calls
-    for (_, answered), (asked, _) in zip(calls, calls[1:], strict=False):
+    for (_, answered), (asked, _) in itertools.pairwise(calls):
         tools = sum(e - s for s, e in clock.tool_calls if s >= answered and e <= asked)
         out.append(asked - answered - tools)
     return out
@@ -79,7 +91,8 @@ async def statements(url: str) -> dict[str, int]:
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         cur = await conn.execute(
             "SELECT query, calls FROM pg_stat_statements WHERE dbid = "
-            "(SELECT oid FROM pg_database WHERE datname = current_database())")
+            "(SELECT oid FROM pg_database WHERE datname = current_database())"
+        )
         return {q: int(c) for q, c in await cur.fetchall()}
 
 
@@ -104,10 +117,15 @@ def writes_in(stats: dict[str, int]) -> tuple[int, int]:
 
 async def step_part(url: str, folder: Path, steps: int, runs: int) -> None:
     clock = Clock()
-    settings = Settings(home=folder, database_url=url, agents=folder / "agents.yaml",
-                        seal_keys="bench:bench-secret", lease_renew_s=3600)
+    settings = Settings(
+        home=folder,
+        database_url=url,
+        agents=folder / "agents.yaml",
+        seal_keys="bench:bench-secret",
+        lease_renew_s=3600,
+    )
     process = await AppProcess.start(settings, extra_tools=fast_tools(clock))
-    process.engine.deps.model = InProcessModel(folder, clock)
+    process.engine.deps.model = InProcessModel(folder / "scripts", clock)
     try:
         results: dict[str, Any] = {}
         for agent in ("reads", "writes"):
@@ -128,16 +146,25 @@ async def step_part(url: str, folder: Path, steps: int, runs: int) -> None:
                 per_step += step_overheads(clock)
                 stmt_per_step.append((total - renew - 2) / steps)  # less the run's acquire and end
             size = await checkpoint_size(url)
-            results[agent] = (statistics.median(per_step), statistics.quantiles(per_step, n=20)[18],
-                              statistics.mean(stmt_per_step), size)
+            results[agent] = (
+                statistics.median(per_step),
+                statistics.quantiles(per_step, n=20)[18],
+                statistics.mean(stmt_per_step),
+                size,
+            )
         update = await update_latency(url, results["reads"][3], 2000)
-        print(f"committed single-row UPDATE of a {results['reads'][3]:,}-byte row: {update * 1000:.3f} ms (median)")
+        size = results["reads"][3]
+        print(f"committed single-row UPDATE of a {size:,}-byte row: {update * 1000:.3f} ms (median)")
         for agent, label in (("reads", "read-only step"), ("writes", "write step (1 write)")):
             median, p95, stmts, _ = results[agent]
-            print(f"{label:<22} overhead median {median * 1000:.3f} ms  p95 {p95 * 1000:.3f} ms  "
-                  f"write statements/step {stmts:.2f}  ratio to UPDATE {median / update:.2f}x")
-        print(f"target: read-only step overhead <= 1.5x UPDATE -> "
-              f"{'met' if results['reads'][0] / update <= 1.5 else 'NOT met'}")
+            print(
+                f"{label:<22} overhead median {median * 1000:.3f} ms  p95 {p95 * 1000:.3f} ms  "
+                f"write statements/step {stmts:.2f}  ratio to UPDATE {median / update:.2f}x"
+            )
+        print(
+            f"target: read-only step overhead <= 1.5x UPDATE -> "
+            f"{'met' if results['reads'][0] / update <= 1.5 else 'NOT met'}"
+        )
     finally:
         await process.stop()
 
@@ -151,10 +178,15 @@ async def checkpoint_size(url: str) -> int:
 
 async def concurrency_part(url: str, folder: Path, n: int, model_s: float) -> None:
     clock = Clock()
-    settings = Settings(home=folder, database_url=url, agents=folder / "agents.yaml",
-                        seal_keys="bench:bench-secret", db_pool_max=20)
+    settings = Settings(
+        home=folder,
+        database_url=url,
+        agents=folder / "agents.yaml",
+        seal_keys="bench:bench-secret",
+        db_pool_max=20,
+    )
     process = await AppProcess.start(settings, extra_tools=fast_tools(clock))
-    process.engine.deps.model = InProcessModel(folder, clock, latency_s=model_s)
+    process.engine.deps.model = InProcessModel(folder / "scripts", clock, latency_s=model_s)
     keeper = process.engine.deps.keeper
     lapsed_seen = 0
     try:
@@ -179,19 +211,27 @@ async def concurrency_part(url: str, folder: Path, n: int, model_s: float) -> No
         _, renew = writes_in(await statements(url))
         intervals = elapsed / settings.lease_renew_s
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"{n} concurrent runs on a {model_s:.0f} s model: {statuses.count('succeeded')} succeeded in "
-              f"{elapsed:.1f} s")
-        print(f"lease lapses: {keeper.lapses} lost by the process, {lapsed_seen} lapsed leases seen in the "
-              f"database (target 0)")
-        print(f"renewal statements: {renew} over {intervals:.1f} intervals = {renew / intervals:.2f} per interval "
-              f"(target 1); keeper sent {keeper.renewals - renewals_before}")
+        print(
+            f"{n} concurrent runs on a {model_s:.0f} s model: {statuses.count('succeeded')} succeeded in "
+            f"{elapsed:.1f} s"
+        )
+        print(
+            f"lease lapses: {keeper.lapses} lost by the process, {lapsed_seen} lapsed leases seen in the "
+            f"database (target 0)"
+        )
+        print(
+            f"renewal statements: {renew} over {intervals:.1f} intervals = "
+            f"{renew / intervals:.2f} per interval (target 1); the keeper sent {keeper.renewals - renewals_before}"
+        )
         print(f"peak memory (max RSS of this process): {peak_mb:.0f} MiB")
     finally:
         await process.stop()
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--concurrent", type=int, default=1000)
@@ -205,8 +245,9 @@ async def main() -> None:
             with psycopg.connect(server.url(), autocommit=True) as conn:
                 conn.execute("CREATE DATABASE bench")
             url = server.url("bench")
-            async with await psycopg.AsyncConnection.connect(url, autocommit=True,
-                                                             row_factory=psycopg.rows.dict_row) as conn:
+            async with await psycopg.AsyncConnection.connect(
+                url, autocommit=True, row_factory=psycopg.rows.dict_row
+            ) as conn:
                 await migrate(conn)
                 await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
             print(f"Postgres: embedded, {server.url()}")

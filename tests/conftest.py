@@ -4,8 +4,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from ticketiq.storage.database import Database
 from tests.support import postgres
+from ticketiq.storage.database import Database
 
 
 @pytest.fixture(scope="session")

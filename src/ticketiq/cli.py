@@ -44,8 +44,14 @@ def serve(settings: Settings, host: str, port: int) -> int:
     from ticketiq.entries.api import create_app
 
     app = create_app(settings)
-    uvicorn.run(app, host=host, port=port, log_config=None, access_log=False,
-                timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 1)
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 1,
+    )
     return 0
 
 
@@ -84,8 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
     p_stand.add_argument("--model-latency-ms", type=int, default=0)
     p_stand.add_argument("--position-ids", action="store_true", help="answer with call_0, call_1 ids")
     p_db = sub.add_parser("db", help="the embedded Postgres of TICKETIQ_HOME")
-    p_db.add_argument("action", choices=["url", "stop"],
-                      help="url: print its URL, starting it if needed (it keeps running); stop: stop it")
+    p_db.add_argument(
+        "action",
+        choices=["url", "stop"],
+        help="url: print its URL, starting it if needed (it keeps running); stop: stop it",
+    )
     sub.add_parser("demo", help="run the triage agent end to end against the stand-ins")
     sub.add_parser("settings", help="print every TICKETIQ_* setting with its default")
     return parser

@@ -36,14 +36,16 @@ def describe(entry: dict[str, Any]) -> str | None:
         detail = f" {entry['tool']}" if what == "outcome" else detail
         return f"         wrote {what}{detail} (1 statement)"
     if kind == "call":
-        result = json.dumps(entry.get("result"), default=str)
-        return f"         {entry['tool']} -> {'ok' if entry['ok'] else 'failed'} ({entry['how']}): {result[:120]}"
+        result = json.dumps(entry.get("result"), default=str)[:120]
+        verdict = "ok" if entry["ok"] else "failed"
+        return f"         {entry['tool']} -> {verdict} ({entry['how']}): {result}"
     if kind == "answer":
         return f"answer   {entry['text']}"
     if kind == "error":
         return f"error    {entry['reason']}"
     if kind in ("approval", "waiting"):
-        return f"         {kind}: {json.dumps({k: v for k, v in entry.items() if k not in ('id', 'at', 'kind')})}"
+        detail = {k: v for k, v in entry.items() if k not in ("id", "at", "kind")}
+        return f"         {kind}: {json.dumps(detail)}"
     return None
 
 
@@ -84,8 +86,9 @@ def run_demo(settings: Settings) -> int:
         created.raise_for_status()
         run_id = created.json()["id"]
         run = follow(base, run_id)
-        writes = httpx.get(f"{standins.env['TICKETIQ_MODEL_BASE_URL'].removesuffix('/v1')}/_standin/writes",
-                           timeout=10.0).json()
+        writes = httpx.get(
+            f"{standins.env['TICKETIQ_MODEL_BASE_URL'].removesuffix('/v1')}/_standin/writes", timeout=10.0
+        ).json()
         print(f"vendor writes recorded by the stand-ins: {len(_rows(writes))}")
         print(f"run {run_id}: {run['status']}")
         return 0 if run["status"] == "succeeded" else 1

@@ -51,11 +51,17 @@ class Child:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+        self._close()
 
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(5)
+        self._close()
+
+    def _close(self) -> None:
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
     def log_tail(self, chars: int = 4000) -> str:
         try:
@@ -73,8 +79,9 @@ def start_standins(env: dict[str, str], log_dir: Path, *args: str, timeout_s: fl
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / "standins.log"
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen([*_cli(), "standins", "--port", "0", *args], env=env,
-                                stdout=subprocess.PIPE, stderr=log)
+        proc = subprocess.Popen(
+            [*_cli(), "standins", "--port", "0", *args], env=env, stdout=subprocess.PIPE, stderr=log
+        )
     child = Child("standins", proc, log_path)
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout_s
@@ -97,15 +104,17 @@ def start_standins(env: dict[str, str], log_dir: Path, *args: str, timeout_s: fl
     raise TicketIQError(f"the stand-ins printed no settings within {timeout_s:.0f} s:\n{child.log_tail()}")
 
 
-def start_serve(env: dict[str, str], log_dir: Path, port: int | None = None, name: str = "serve",
-                timeout_s: float = 60.0) -> tuple[Child, str]:
+def start_serve(
+    env: dict[str, str], log_dir: Path, port: int | None = None, name: str = "serve", timeout_s: float = 60.0
+) -> tuple[Child, str]:
     """Start an app process; return it and its base URL once /readyz answers."""
     port = port or free_port()
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen([*_cli(), "serve", "--port", str(port)], env=env,
-                                stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [*_cli(), "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
     child = Child(name, proc, log_path, env)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout_s

@@ -16,6 +16,7 @@ from ticketiq.engine.context import EngineDeps
 from ticketiq.engine.delegation import delegation_tool
 from ticketiq.engine.engine import Engine
 from ticketiq.engine.faults import Faults
+from ticketiq.engine.gate_watch import GateWatch
 from ticketiq.engine.leases import LeaseKeeper
 from ticketiq.engine.seal import load_keys
 from ticketiq.model.client import ModelClient
@@ -62,26 +63,36 @@ class AppProcess:
         for tool in extra_tools:
             registry.register(tool)
         holder = new_identity()
-        keeper = LeaseKeeper(target.url, holder, settings.lease_ttl_s, settings.lease_renew_s,
-                             settings.lease_margin_s)
+        keeper = LeaseKeeper(
+            target.url, holder, settings.lease_ttl_s, settings.lease_renew_s, settings.lease_margin_s
+        )
         model = ModelClient(settings)
         http = httpx.AsyncClient(timeout=settings.http_timeout_s)
         deps = EngineDeps(
-            db=db, settings=settings, registry=registry, catalog=agents.Catalog(agents={}), model=model,
-            keys=load_keys(settings), keeper=keeper, holder=holder, http=http,
-            faults=Faults(settings.fault_point, settings.fault_after),
+            db=db,
+            settings=settings,
+            registry=registry,
+            catalog=agents.Catalog(agents={}),
+            model=model,
+            keys=load_keys(settings),
+            keeper=keeper,
+            holder=holder,
+            http=http,
+            faults=Faults(settings.fault_point, settings.fault_after), gate_watch=GateWatch(target.url),
         )
         engine = Engine(deps)
         registry.register(delegation_tool(engine))
         deps.catalog = agents.load(settings.agents, known_tools=set(registry.tools))
         await seed_gates(db, deps.catalog)
         keeper.start()
+        deps.gate_watch.start()
         log.info("process %s ready", holder)
         return cls(settings, target, db, engine, keeper, model, http)
 
     async def stop(self) -> None:
         await self.engine.shutdown(self.settings.shutdown_grace_s)
         await self.keeper.stop()
+        await self.engine.deps.gate_watch.stop()
         await self.model.close()
         await self.http.aclose()
         await self.db.close()

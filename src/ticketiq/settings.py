@@ -46,7 +46,9 @@ class Settings:
     )
 
     lease_ttl_s: float = _setting(8.0, "Run lease time to live, judged by the database clock.")
-    lease_renew_s: float = _setting(2.0, "Interval of the one renewal statement for all of a process's leases.")
+    lease_renew_s: float = _setting(
+        2.0, "Interval of the one renewal statement for all of a process's leases."
+    )
     lease_margin_s: float = _setting(
         1.0, "No write is sent later than last renewal sent + TTL - this margin (local monotonic clock)."
     )
@@ -60,7 +62,9 @@ class Settings:
     jira_token: str = _setting("unset", "Jira API token (Bearer).", secret=True)
     teams_service_url: str = _setting("http://127.0.0.1:9000/teams", "Bot Framework serviceUrl for replies.")
     teams_token: str = _setting("unset", "Bot Framework bearer token.", secret=True)
-    graph_url: str = _setting("http://127.0.0.1:9000/graph/v1.0", "Microsoft Graph base URL (reply read-back).")
+    graph_url: str = _setting(
+        "http://127.0.0.1:9000/graph/v1.0", "Microsoft Graph base URL (reply read-back)."
+    )
     graph_token: str = _setting("unset", "Microsoft Graph bearer token.", secret=True)
     discord_url: str = _setting("http://127.0.0.1:9000/discord/api/v10", "Discord API base URL.")
     discord_token: str = _setting("unset", "Discord bot token.", secret=True)
@@ -72,7 +76,9 @@ class Settings:
     )
 
     delegation_wait_s: float = _setting(600.0, "How long a delegating call waits for its child run's answer.")
-    shutdown_grace_s: float = _setting(10.0, "On SIGTERM, how long runs in flight may finish before they stop.")
+    shutdown_grace_s: float = _setting(
+        10.0, "On SIGTERM, how long runs in flight may finish before they stop."
+    )
 
     fault_point: str | None = _setting(
         None,

@@ -18,8 +18,12 @@ from ticketiq.launch import Child, start_serve, start_standins
 
 @pytest.fixture
 def stack(db_url: str, tmp_path: Path) -> Iterator[tuple[str, Child, dict[str, str]]]:
-    env = {**os.environ, "TICKETIQ_DATABASE_URL": db_url, "TICKETIQ_HOME": str(tmp_path / "home"),
-           "TICKETIQ_SEAL_KEYS": "acc:acceptance-secret"}
+    env = {
+        **os.environ,
+        "TICKETIQ_DATABASE_URL": db_url,
+        "TICKETIQ_HOME": str(tmp_path / "home"),
+        "TICKETIQ_SEAL_KEYS": "acc:acceptance-secret",
+    }
     children: list[Child] = []
     try:
         standins = start_standins(env, tmp_path)
@@ -47,8 +51,12 @@ def test_concurrent_triage_runs_write_each_vendor_once_per_ticket(
 ) -> None:
     base, standins, _ = stack
     assert standins.env["TICKETIQ_MODEL_BASE_URL"].endswith("/v1")
-    ids = [httpx.post(f"{base}/v1/runs", json={"agent": "triage", "input": f"Triage OPS-{n}: it broke"}).json()["id"]
-           for n in (101, 102, 103)]
+    ids = [
+        httpx.post(f"{base}/v1/runs", json={"agent": "triage", "input": f"Triage OPS-{n}: it broke"}).json()[
+            "id"
+        ]
+        for n in (101, 102, 103)
+    ]
     runs = [wait_for(base, run_id) for run_id in ids]
     assert [r["status"] for r in runs] == ["succeeded"] * 3, runs
     assert all(r["steps"] == 3 for r in runs)
@@ -68,8 +76,13 @@ def test_concurrent_triage_runs_write_each_vendor_once_per_ticket(
 
 def test_the_cli_says_what_to_do_on_bad_settings(tmp_path: Path) -> None:
     env = {**os.environ, "TICKETIQ_LEASE_TTL_S": "soon", "TICKETIQ_HOME": str(tmp_path)}
-    result = subprocess.run([sys.executable, "-m", "ticketiq.cli", "db", "url"], env=env,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "ticketiq.cli", "db", "url"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert "TICKETIQ_LEASE_TTL_S='soon' is not valid" in result.stderr
     assert "Fix or unset it" in result.stderr
@@ -80,8 +93,12 @@ def test_db_url_starts_an_embedded_server_that_a_second_caller_reuses(tmp_path: 
     env["TICKETIQ_HOME"] = str(tmp_path / "home")
     cli = [sys.executable, "-m", "ticketiq.cli", "db"]
     try:
-        first = subprocess.run([*cli, "url"], env=env, capture_output=True, text=True, timeout=120, check=True)
-        second = subprocess.run([*cli, "url"], env=env, capture_output=True, text=True, timeout=120, check=True)
+        first = subprocess.run(
+            [*cli, "url"], env=env, capture_output=True, text=True, timeout=120, check=True
+        )
+        second = subprocess.run(
+            [*cli, "url"], env=env, capture_output=True, text=True, timeout=120, check=True
+        )
         assert first.stdout == second.stdout
         assert first.stdout.startswith("postgresql://")
         import psycopg

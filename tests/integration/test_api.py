@@ -10,9 +10,9 @@ from typing import Any
 
 import httpx
 
-from ticketiq.entries.api import create_app
 from tests.support.engine import Harness, engine_under_test, read_rows
 from tests.support.http import serving
+from ticketiq.entries.api import create_app
 
 READ = {"calls": [{"tool": "probe_read", "arguments": {"note": "{jira_key}"}}]}
 WRITE = {"calls": [{"tool": "probe_write", "arguments": {"note": "{jira_key}"}}]}
@@ -22,10 +22,12 @@ AGENTS = {"a": {"tools": ["probe_read", "probe_write"]}}
 
 @asynccontextmanager
 async def api(db_url: str, tmp: Path, **kw: Any) -> AsyncIterator[tuple[httpx.AsyncClient, Harness]]:
-    async with engine_under_test(db_url, tmp, SCRIPTS, AGENTS, **kw) as h:
-        async with serving(create_app(h.settings, h.process)) as base:
-            async with httpx.AsyncClient(base_url=base, timeout=30) as client:
-                yield client, h
+    async with (
+        engine_under_test(db_url, tmp, SCRIPTS, AGENTS, **kw) as h,
+        serving(create_app(h.settings, h.process)) as base,
+        httpx.AsyncClient(base_url=base, timeout=30) as client,
+    ):
+        yield client, h
 
 
 async def until(client: httpx.AsyncClient, run_id: str, *statuses: str) -> dict[str, Any]:
@@ -52,15 +54,18 @@ async def test_a_run_is_created_executed_and_readable(db_url: str, tmp_path: Pat
         assert (await client.get("/openapi.json")).json()["paths"]["/v1/runs"]
 
 
-async def test_idempotency_key_returns_the_same_run_and_refuses_another_body(db_url: str, tmp_path: Path) -> None:
+async def test_idempotency_key_returns_the_same_run_and_refuses_another_body(
+    db_url: str, tmp_path: Path
+) -> None:
     async with api(db_url, tmp_path) as (client, _):
         body = {"agent": "a", "input": "check OPS-8"}
         first = await client.post("/v1/runs", json=body, headers={"Idempotency-Key": "k-1"})
         again = await client.post("/v1/runs", json=body, headers={"Idempotency-Key": "k-1"})
         assert first.status_code == again.status_code == 201
         assert first.json()["id"] == again.json()["id"]
-        other = await client.post("/v1/runs", json={**body, "input": "check OPS-9"},
-                                  headers={"Idempotency-Key": "k-1"})
+        other = await client.post(
+            "/v1/runs", json={**body, "input": "check OPS-9"}, headers={"Idempotency-Key": "k-1"}
+        )
         assert other.status_code == 422
         assert other.json()["detail"][0]["loc"] == ["header", "Idempotency-Key"]
         await until(client, first.json()["id"], "succeeded")
@@ -72,9 +77,12 @@ async def test_bad_input_names_the_field_and_writes_nothing(db_url: str, tmp_pat
         unknown = await client.post("/v1/runs", json={"agent": "nobody", "input": "x"})
         assert unknown.status_code == 404
         assert unknown.json()["detail"][0]["loc"] == ["body", "agent"]
-        for body, field in [({"agent": "a"}, "input"), ({"agent": "a", "input": ""}, "input"),
-                            ({"agent": "a", "input": "x", "extra": 1}, "extra"),
-                            ({"agent": "a", "input": "x", "may_wait": "maybe"}, "may_wait")]:
+        for body, field in [
+            ({"agent": "a"}, "input"),
+            ({"agent": "a", "input": ""}, "input"),
+            ({"agent": "a", "input": "x", "extra": 1}, "extra"),
+            ({"agent": "a", "input": "x", "may_wait": "maybe"}, "may_wait"),
+        ]:
             response = await client.post("/v1/runs", json=body)
             assert response.status_code == 422, body
             assert response.json()["detail"][0]["loc"][-1] == field
@@ -83,14 +91,18 @@ async def test_bad_input_names_the_field_and_writes_nothing(db_url: str, tmp_pat
     assert await read_rows(db_url, "SELECT count(*) AS n FROM runs") == [{"n": 0}]
 
 
-async def test_an_approved_write_waits_then_goes_out_with_the_approval_key(db_url: str, tmp_path: Path) -> None:
+async def test_an_approved_write_waits_then_goes_out_with_the_approval_key(
+    db_url: str, tmp_path: Path
+) -> None:
     async with api(db_url, tmp_path, approval=["probe_write"]) as (client, h):
         run_id = (await client.post("/v1/runs", json={"agent": "a", "input": "check OPS-10"})).json()["id"]
         await until(client, run_id, "waiting")
         pending = (await client.get("/v1/approvals")).json()["approvals"]
         assert [p["tool"] for p in pending] == ["probe_write"]
         assert h.probe.writes() == []  # held, not sent
-        decided = await client.post(f"/v1/approvals/{pending[0]['id']}", json={"decision": "approve", "by": "bob"})
+        decided = await client.post(
+            f"/v1/approvals/{pending[0]['id']}", json={"decision": "approve", "by": "bob"}
+        )
         assert decided.status_code == 200 and decided.json()["status"] == "approved"
         run = await until(client, run_id, "succeeded")
         twice = await client.post(f"/v1/approvals/{pending[0]['id']}", json={"decision": "reject"})
@@ -111,12 +123,14 @@ async def test_a_rejected_write_is_refused_back_to_the_model(db_url: str, tmp_pa
         await client.post(f"/v1/approvals/{approval['id']}", json={"decision": "reject", "by": "carol"})
         await until(client, run_id, "succeeded")
     assert h.probe.writes() == []
-    state = await read_rows(db_url, "SELECT state FROM checkpoints WHERE run_id = %s", run_id)
+    state = await read_rows(db_url, "SELECT state::jsonb AS state FROM checkpoints WHERE run_id = %s", run_id)
     tool_messages = [m["content"] for m in state[0]["state"]["messages"] if m["role"] == "tool"]
     assert "approval rejected by carol" in tool_messages[-1]
 
 
-async def test_a_quarantined_agent_is_refused_and_the_reason_reaches_the_model(db_url: str, tmp_path: Path) -> None:
+async def test_a_quarantined_agent_is_refused_and_the_reason_reaches_the_model(
+    db_url: str, tmp_path: Path
+) -> None:
     async with api(db_url, tmp_path) as (client, h):
         response = await client.put("/v1/gates/quarantines/agent/a", json={"reason": "under review"})
         assert response.status_code == 200
@@ -139,7 +153,9 @@ async def test_a_revoked_tool_is_refused_with_the_reason_as_its_result(db_url: s
     assert refusals[0]["reason"] == "owner tester may not use tool probe_write"
 
 
-async def test_stop_ends_a_waiting_run_and_a_running_one_at_its_next_step(db_url: str, tmp_path: Path) -> None:
+async def test_stop_ends_a_waiting_run_and_a_running_one_at_its_next_step(
+    db_url: str, tmp_path: Path
+) -> None:
     async with api(db_url, tmp_path, approval=["probe_write"]) as (client, h):
         run_id = (await client.post("/v1/runs", json={"agent": "a", "input": "check OPS-14"})).json()["id"]
         await until(client, run_id, "waiting")
@@ -152,7 +168,7 @@ async def test_stop_ends_a_waiting_run_and_a_running_one_at_its_next_step(db_url
         run = await until(client, run_id, "failed")
     assert "stopped by erin" in run["error"]
     assert h.probe.writes() == []
-    audit = (await read_rows(db_url, "SELECT action FROM audit_log WHERE run_id = %s", run_id))
+    audit = await read_rows(db_url, "SELECT action FROM audit_log WHERE run_id = %s", run_id)
     assert "agent.run.stop_requested" in [a["action"] for a in audit]
 
 

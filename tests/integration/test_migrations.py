@@ -5,12 +5,23 @@ import asyncio
 import psycopg
 from psycopg.rows import dict_row
 
-from ticketiq.storage.migrate import discover, migrate
 from tests.support.postgres import SuitePostgres
+from ticketiq.storage.migrate import discover, migrate
 
 EXPECTED_TABLES = {
-    "runs", "checkpoints", "leases", "calls", "transcripts", "approvals", "audit_log",
-    "quarantines", "channels", "principals", "grants", "tool_policies", "schema_migrations",
+    "runs",
+    "checkpoints",
+    "leases",
+    "calls",
+    "transcripts",
+    "approvals",
+    "audit_log",
+    "quarantines",
+    "channels",
+    "principals",
+    "grants",
+    "tool_policies",
+    "schema_migrations",
 }
 
 

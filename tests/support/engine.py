@@ -13,11 +13,11 @@ from typing import Any
 import yaml
 from fastapi import FastAPI, Request
 
+from tests.support.http import serving
 from ticketiq.process import AppProcess
 from ticketiq.settings import Settings
 from ticketiq.standins.model import create_router
 from ticketiq.tools.base import CallContext, Outcome, ReadBack, Tool, ToolClass
-from tests.support.http import serving
 
 OBJECT = {"type": "object", "properties": {"note": {"type": "string"}}, "additionalProperties": False}
 
@@ -42,7 +42,12 @@ class Probe:
         @app.post("/probe/{kind}")
         async def receive(kind: str, request: Request) -> dict[str, Any]:
             body = await request.json()
-            record = {"kind": kind, "key": body.get("key"), "args": body.get("args"), "run_id": body.get("run_id")}
+            record = {
+                "kind": kind,
+                "key": body.get("key"),
+                "args": body.get("args"),
+                "run_id": body.get("run_id"),
+            }
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             try:
@@ -62,9 +67,11 @@ def probe_tools(base_url: str) -> list[Tool]:
     def sender(kind: str) -> Callable[[CallContext], Awaitable[Outcome]]:
         async def send(ctx: CallContext) -> Outcome:
             ctx.before_send()
-            response = await ctx.http.post(f"{base_url}/probe/{kind}",
-                                           json={"key": ctx.key, "args": ctx.args, "run_id": ctx.run_id})
+            response = await ctx.http.post(
+                f"{base_url}/probe/{kind}", json={"key": ctx.key, "args": ctx.args, "run_id": ctx.run_id}
+            )
             return Outcome(ok=response.status_code == 200, result=response.json())
+
         return send
 
     async def never_found(ctx: CallContext) -> ReadBack:
@@ -72,9 +79,17 @@ def probe_tools(base_url: str) -> list[Tool]:
 
     return [
         Tool("probe_read", "read from the probe", OBJECT, ToolClass.READ, sender("read")),
-        Tool("probe_write", "write to the probe", OBJECT, ToolClass.WRITE, sender("write"), reader=never_found),
-        Tool("probe_keyed", "keyed write", OBJECT, ToolClass.KEYED_WRITE, sender("keyed"),
-             dedupe_window_s=float("inf")),
+        Tool(
+            "probe_write", "write to the probe", OBJECT, ToolClass.WRITE, sender("write"), reader=never_found
+        ),
+        Tool(
+            "probe_keyed",
+            "keyed write",
+            OBJECT,
+            ToolClass.KEYED_WRITE,
+            sender("keyed"),
+            dedupe_window_s=float("inf"),
+        ),
     ]
 
 
@@ -109,8 +124,14 @@ class Harness:
 def agents_file(tmp: Path, agents: dict[str, dict[str, Any]], approval: list[str] | None = None) -> Path:
     spec: dict[str, Any] = {"agents": {}, "approval_required": approval or []}
     for name, extra in agents.items():
-        spec["agents"][name] = {"model": name, "system_prompt": f"You are {name}.", "owner": "tester",
-                                "tenant": "t1", "may_wait": True, **extra}
+        spec["agents"][name] = {
+            "model": name,
+            "system_prompt": f"You are {name}.",
+            "owner": "tester",
+            "tenant": "t1",
+            "may_wait": True,
+            **extra,
+        }
     path = tmp / "agents.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
@@ -118,9 +139,16 @@ def agents_file(tmp: Path, agents: dict[str, dict[str, Any]], approval: list[str
 
 @contextlib.asynccontextmanager
 async def engine_under_test(
-    db_url: str, tmp: Path, scripts: dict[str, list[dict[str, Any]]], agents: dict[str, dict[str, Any]],
-    *, probe: Probe | None = None, latency_ms: int = 0, position_ids: bool = False,
-    approval: list[str] | None = None, **overrides: Any,
+    db_url: str,
+    tmp: Path,
+    scripts: dict[str, list[dict[str, Any]]],
+    agents: dict[str, dict[str, Any]],
+    *,
+    probe: Probe | None = None,
+    latency_ms: int = 0,
+    position_ids: bool = False,
+    approval: list[str] | None = None,
+    **overrides: Any,
 ) -> AsyncIterator[Harness]:
     probe = probe or Probe()
     folder = tmp / "scripts"
@@ -130,9 +158,14 @@ async def engine_under_test(
     model_app = FastAPI()
     model_app.include_router(create_router(latency_ms, position_ids, scripts=folder))
     async with serving(model_app) as model_url, serving(probe.app()) as probe_url:
-        settings = Settings(home=tmp, database_url=db_url, model_base_url=f"{model_url}/v1",
-                            seal_keys="test:engine-test-secret", agents=agents_file(tmp, agents, approval),
-                            **overrides)
+        settings = Settings(
+            home=tmp,
+            database_url=db_url,
+            model_base_url=f"{model_url}/v1",
+            seal_keys="test:engine-test-secret",
+            agents=agents_file(tmp, agents, approval),
+            **overrides,
+        )
         process = await AppProcess.start(settings, extra_tools=probe_tools(probe_url))
         try:
             yield Harness(process, probe, model_url, settings)
@@ -148,5 +181,3 @@ async def read_rows(db_url: str, sql: str, *params: Any) -> list[dict[str, Any]]
     async with await psycopg.AsyncConnection.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
         cur = await conn.execute(sql, params)  # type: ignore[arg-type]
         return await cur.fetchall() if cur.description else []
-
-

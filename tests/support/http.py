@@ -21,8 +21,9 @@ def free_port() -> int:
 async def serving(app: Any) -> AsyncIterator[str]:
     """Yield the base URL while the app serves; always shut it down, even when the test fails."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None,
-                                           access_log=False, lifespan="on"))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False, lifespan="on")
+    )
     task = asyncio.create_task(server.serve())
     try:
         for _ in range(500):

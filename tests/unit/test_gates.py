@@ -7,8 +7,13 @@ import pytest
 from ticketiq.engine.gates import GateFacts, Verdict, call_gate, run_gate
 
 BASE = GateFacts(
-    agent="triage", tenant="acme", owner="ops-bot", channel="api", may_wait=True,
-    granted=frozenset({"jira_get_issue", "jira_add_comment"}), needs_approval=frozenset({"jira_add_comment"}),
+    agent="triage",
+    tenant="acme",
+    owner="ops-bot",
+    channel="api",
+    may_wait=True,
+    granted=frozenset({"jira_get_issue", "jira_add_comment"}),
+    needs_approval=frozenset({"jira_add_comment"}),
 )
 OFFERED = frozenset({"jira_get_issue", "jira_add_comment", "teams_reply"})
 

@@ -17,6 +17,11 @@ def test_a_name_defined_twice_is_refused() -> None:
 
 def test_every_run_statement_that_writes_is_fenced_by_the_attempt() -> None:
     # I3: statements a process makes about a running run carry the attempt.
-    for name in ("runs.write_checkpoint", "runs.end", "calls.mark_in_doubt", "calls.record_outcome",
-                 "approvals.file"):
+    for name in (
+        "runs.write_checkpoint",
+        "runs.end",
+        "calls.mark_in_doubt",
+        "calls.record_outcome",
+        "approvals.file",
+    ):
         assert "attempt = %(attempt)s" in QUERIES[name], name

@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ticketiq.engine.seal import load_keys, parse_keys, seal, verify
+from ticketiq.engine.seal import canonical, load_keys, parse_keys, seal, verify
 from ticketiq.errors import ConfigError, SealInvalid
 from ticketiq.settings import Settings
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=20),
+    st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=20,
 )
@@ -22,15 +22,16 @@ json_values = st.recursive(
 @given(json_values)
 def test_a_sealed_checkpoint_verifies(state: object) -> None:
     keys = parse_keys("k1:secret-one")
-    mac, key_id = seal(keys, "run-1", 3, state)
-    verify(keys, "run-1", 3, state, mac, key_id)
+    text = canonical(state).decode()
+    mac, key_id = seal(keys, "run-1", 3, text)
+    verify(keys, "run-1", 3, text, mac, key_id)
 
 
 def test_any_change_fails_verification() -> None:
     keys = parse_keys("k1:secret-one")
-    state = {"messages": [{"role": "user", "content": "hi"}], "step": 2}
+    state = canonical({"messages": [{"role": "user", "content": "hi"}], "step": 2}).decode()
     mac, key_id = seal(keys, "run-1", 2, state)
-    tampered = {"messages": [{"role": "user", "content": "hi!"}], "step": 2}
+    tampered = canonical({"messages": [{"role": "user", "content": "hi!"}], "step": 2}).decode()
     with pytest.raises(SealInvalid, match="does not match"):
         verify(keys, "run-1", 2, tampered, mac, key_id)
     with pytest.raises(SealInvalid):
@@ -42,11 +43,11 @@ def test_any_change_fails_verification() -> None:
 def test_the_first_key_signs_and_every_key_verifies() -> None:
     old = parse_keys("old:s1")
     rotated = parse_keys("new:s2,old:s1")
-    mac, key_id = seal(old, "r", 1, {"a": 1})
-    verify(rotated, "r", 1, {"a": 1}, mac, key_id)
-    assert seal(rotated, "r", 1, {"a": 1})[1] == "new"
+    mac, key_id = seal(old, "r", 1, '{"a":1}')
+    verify(rotated, "r", 1, '{"a":1}', mac, key_id)
+    assert seal(rotated, "r", 1, '{"a":1}')[1] == "new"
     with pytest.raises(SealInvalid, match="unknown key id"):
-        verify(parse_keys("other:s3"), "r", 1, {"a": 1}, mac, key_id)
+        verify(parse_keys("other:s3"), "r", 1, '{"a":1}', mac, key_id)
 
 
 @pytest.mark.parametrize("spec", ["", "nocolon", ":secret", "id:", "a:1,a:2"])

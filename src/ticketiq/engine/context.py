@@ -9,6 +9,7 @@ import httpx
 
 from ticketiq.agents.catalog import Catalog
 from ticketiq.engine.faults import Faults
+from ticketiq.engine.gate_watch import GateWatch
 from ticketiq.engine.leases import LeaseKeeper
 from ticketiq.engine.seal import SealKeys
 from ticketiq.model.client import ModelReply
@@ -35,3 +36,4 @@ class EngineDeps:
     holder: str  # this process start's identity (I4: fresh per start)
     http: httpx.AsyncClient
     faults: Faults
+    gate_watch: GateWatch

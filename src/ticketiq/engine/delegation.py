@@ -31,8 +31,12 @@ def delegation_tool(engine: Engine) -> Tool:
             return Outcome(ok=False, error=f"no agent named {ctx.args['agent']}")
         ctx.before_send()
         child = await engine.create_run(
-            agent, str(ctx.args["input"]), channel="delegation", parent_run_id=ctx.run_id,
-            delegation_key=ctx.key, actor=f"run:{ctx.run_id}",
+            agent,
+            str(ctx.args["input"]),
+            channel="delegation",
+            parent_run_id=ctx.run_id,
+            delegation_key=ctx.key,
+            actor=f"run:{ctx.run_id}",
         )
         if child.status in ("queued", "waiting"):
             await engine.start(child.id)  # False: another process already drives it
@@ -42,8 +46,11 @@ def delegation_tool(engine: Engine) -> Tool:
         if status == "succeeded":
             return Outcome(ok=True, result={"run_id": child.id, "status": status, "answer": answer})
         error = row["error"] if row else "child run is gone"
-        return Outcome(ok=False, result={"run_id": child.id, "status": status},
-                       error=f"delegated run {child.id} is {status}: {error or 'no answer yet'}")
+        return Outcome(
+            ok=False,
+            result={"run_id": child.id, "status": status},
+            error=f"delegated run {child.id} is {status}: {error or 'no answer yet'}",
+        )
 
     return Tool(
         name="delegate_to_agent",

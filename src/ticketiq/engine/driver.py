@@ -15,6 +15,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from ticketiq.engine import notes, seal
 from ticketiq.engine.context import EngineDeps
 from ticketiq.engine.gates import GateDecision, GateFacts, Verdict, call_gate, run_gate
@@ -23,8 +25,12 @@ from ticketiq.engine.state import PlannedCall, RunState
 from ticketiq.engine.step_keys import approval_key, fresh_key, run_call_key
 from ticketiq.errors import Fenced, LeaseLost, ModelError, SealInvalid
 from ticketiq.tools.base import CallContext, Tool, ToolClass
+from ticketiq.tools.schema import validate
 
 log = logging.getLogger(__name__)
+
+UNCERTAIN = "unknown: the vendor's answer leaves it open whether the write took effect; not sent again"
+Todo = tuple[PlannedCall, GateDecision, str | None]  # a call, its gate decision, a key it must carry
 
 
 @dataclass
@@ -32,29 +38,38 @@ class StepWork:
     """What one step's calls produced, gathered for the next statement."""
 
     results: dict[int, Any] = field(default_factory=dict)  # idx -> what goes back to the model
-    read_outcomes: list[dict[str, Any]] = field(default_factory=list)
+    finished: list[dict[str, Any]] = field(default_factory=list)  # reads and refusals: rows to land
     entries: list[dict[str, Any]] = field(default_factory=list)
     waiting: bool = False
 
+    def merge(self, other: StepWork) -> None:
+        self.results.update(other.results)
+        self.finished += other.finished
+        self.entries += other.entries
+        self.waiting = self.waiting or other.waiting
+
 
 class RunDriver:
-    def __init__(self, deps: EngineDeps, run_id: str, attempt: int, lease: HeldLease, checkpoint: dict[str, Any]):
+    def __init__(
+        self, deps: EngineDeps, run_id: str, attempt: int, lease: HeldLease, checkpoint: dict[str, Any]
+    ):
         self.deps = deps
         self.run_id = run_id
         self.attempt = attempt
         self.lease = lease
         self.checkpoint = checkpoint
         self.state: RunState | None = None
-        # Read outcomes and notes that ride on the next statement, so a read costs no write of its own.
-        self.carry_reads: list[dict[str, Any]] = []
-        self.carry_entries: list[dict[str, Any]] = []
+        # Finished reads and refusals and their notes ride on the next statement the run writes anyway.
+        self.carry = StepWork()
         self.statements = 0  # write statements this driver made, for benchmarks
         self.settled: list[dict[str, Any]] = []  # how each call a resumed step left was routed (I8)
+        self._facts: GateFacts | None = None
+        self._facts_generation: int | None = None
 
     # ----- the loop -------------------------------------------------------------------------------
 
     async def drive(self) -> str:
-        """Run to an end; return the status it ended in (or 'lost' when fenced off)."""
+        """Run to an end; return the status it ended in ('lost' when fenced off)."""
         try:
             return await self._drive()
         except (Fenced, LeaseLost) as exc:
@@ -72,64 +87,74 @@ class RunDriver:
         agent = self.deps.catalog.get(state.agent)
         if agent is None:
             return await self._end("failed", error=f"agent {state.agent} is no longer defined")
-        facts = await self._gate_facts()
-        blocked = run_gate(facts)
+        blocked = run_gate(await self.gate_facts(fresh=True))
         if not blocked.allowed:
             return await self._end("failed", error=f"refused by the {blocked.gate} gate: {blocked.reason}")
         if state.calls:
-            work = await self._route_left_calls(facts)
+            from ticketiq.engine.resume import route_left_calls
+
+            work = await route_left_calls(self, await self.gate_facts(fresh=True))
             if work.waiting:
                 return await self._suspend(work)
             self._absorb(work)
         tools = self.deps.registry.specs(list(agent.tools))
+        model = agent.model or self.deps.settings.model
         while True:
             self.lease.check()
             try:
-                reply = await self.deps.model.complete(model=agent.model or self.deps.settings.model, messages=state.messages, tools=tools)
+                reply = await self.deps.model.complete(model=model, messages=state.messages, tools=tools)
             except ModelError as exc:
                 return await self._end("failed", error=f"model step {state.step + 1} failed: {exc}")
             state.prompt_tokens += reply.prompt_tokens
             state.completion_tokens += reply.completion_tokens
+            state.messages.append(reply.message)
             if not reply.tool_calls:
-                state.messages.append(reply.message)
                 state.answer = reply.text or ""
                 state.calls = []
                 self.deps.faults.hit("before_answer")
                 return await self._end("succeeded", answer=state.answer)
             state.step += 1
-            state.messages.append(reply.message)
-            state.calls = [self._plan(i, tc.id, tc.name, tc.arguments, tc.arguments_error)
-                           for i, tc in enumerate(reply.tool_calls)]
+            state.calls = [
+                self._plan(i, tc.id, tc.name, tc.arguments, tc.arguments_error)
+                for i, tc in enumerate(reply.tool_calls)
+            ]
             state.history.append({"step": state.step, "calls": [c.tool for c in state.calls]})
-            facts = await self._gate_facts()
+            facts = await self.gate_facts()
             blocked = run_gate(facts)
             if not blocked.allowed:
-                return await self._end("failed", error=f"refused by the {blocked.gate} gate: {blocked.reason}")
-            decisions = [self._decide(facts, c) for c in state.calls]
+                return await self._end(
+                    "failed", error=f"refused by the {blocked.gate} gate: {blocked.reason}"
+                )
+            decisions = [self.decide(facts, c) for c in state.calls]
             tokens = reply.prompt_tokens + reply.completion_tokens
             entries = [notes.model_step(state.step, state.calls, reply.text, tokens)]
             entries += [notes.gate(state.step, c, d) for c, d in zip(state.calls, decisions, strict=True)]
             await self._write_checkpoint(entries)
             self.deps.faults.hit("after_checkpoint")
-            work = await self._make_calls([(c, d, None) for c, d in zip(state.calls, decisions, strict=True)])
+            work = await self.make_calls([(c, d, None) for c, d in zip(state.calls, decisions, strict=True)])
             if work.waiting:
                 return await self._suspend(work)
             self._absorb(work)
 
     def _absorb(self, work: StepWork) -> None:
-        """The step's results go back into the conversation; reads ride on the next statement."""
+        """The step's results go back into the conversation; its finished rows ride on the next statement."""
         assert self.state is not None
         for call in self.state.calls:
             result = work.results.get(call.idx, {"error": "no result"})
             self.state.messages.append(
-                {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result, default=str)}
+                {
+                    "role": "tool",
+                    "tool_call_id": call.id,
+                    "content": orjson.dumps(result, default=str).decode(),
+                }
             )
-        self.carry_reads += work.read_outcomes
-        self.carry_entries += work.entries
+        self.carry.merge(StepWork(finished=work.finished, entries=work.entries))
 
     # ----- planning and gates ------------------------------------------------------------------------
 
-    def _plan(self, idx: int, call_id: str, name: str, args: dict[str, Any], args_error: str | None) -> PlannedCall:
+    def _plan(
+        self, idx: int, call_id: str, name: str, args: dict[str, Any], args_error: str | None
+    ) -> PlannedCall:
         assert self.state is not None
         tool = self.deps.registry.get(name)
         return PlannedCall(
@@ -143,7 +168,7 @@ class RunDriver:
             args_error=args_error,
         )
 
-    def _decide(self, facts: GateFacts, call: PlannedCall, approved: bool = False) -> GateDecision:
+    def decide(self, facts: GateFacts, call: PlannedCall, approved: bool = False) -> GateDecision:
         assert self.state is not None
         agent = self.deps.catalog.get(self.state.agent)
         offered = frozenset(agent.tools) if agent else frozenset()
@@ -151,21 +176,35 @@ class RunDriver:
             return GateDecision(Verdict.REFUSE, "tools", f"no tool named {call.tool}")
         return call_gate(facts, call.tool, offered, approved=approved)
 
-    async def _gate_facts(self) -> GateFacts:
+    async def gate_facts(self, fresh: bool = False) -> GateFacts:
+        """The gates' facts for this run: cached until the gate listener reports a change."""
+        generation = self.deps.gate_watch.current()
+        cached = self._facts is not None and generation is not None and generation == self._facts_generation
+        if cached and not fresh and self._facts is not None:
+            return self._facts
         row = await self.deps.db.fetch_one("runs.gate_facts", {"run_id": self.run_id})
         if row is None:
-            raise Fenced(self.run_id, self.attempt, "reading gate facts (run is gone)")
-        return GateFacts(
-            agent=row["agent"], tenant=row["tenant"], owner=row["owner"], channel=row["channel"],
-            may_wait=row["may_wait"], agent_quarantine=row["agent_quarantine"],
-            tenant_quarantine=row["tenant_quarantine"], stopped_by=row["stopped_by"],
-            channel_enabled=row["channel_enabled"], owner_may_run=row["owner_may_run"],
-            granted=frozenset(row["granted"]), needs_approval=frozenset(row["needs_approval"]),
+            raise Fenced(self.run_id, self.attempt, "reading gate facts (the run is gone)")
+        self._facts = GateFacts(
+            agent=row["agent"],
+            tenant=row["tenant"],
+            owner=row["owner"],
+            channel=row["channel"],
+            may_wait=row["may_wait"],
+            agent_quarantine=row["agent_quarantine"],
+            tenant_quarantine=row["tenant_quarantine"],
+            stopped_by=row["stopped_by"],
+            channel_enabled=row["channel_enabled"],
+            owner_may_run=row["owner_may_run"],
+            granted=frozenset(row["granted"]),
+            needs_approval=frozenset(row["needs_approval"]),
         )
+        self._facts_generation = generation
+        return self._facts
 
     # ----- making calls --------------------------------------------------------------------------------
 
-    async def _make_calls(self, todo: list[tuple[PlannedCall, GateDecision, str | None]]) -> StepWork:
+    async def make_calls(self, todo: list[Todo]) -> StepWork:
         work = StepWork()
         limit = asyncio.Semaphore(self.deps.settings.call_concurrency)
 
@@ -179,92 +218,142 @@ class RunDriver:
                 group.create_task(one(call, decision, key))
         return work
 
-    async def _make_call(self, work: StepWork, call: PlannedCall, decision: GateDecision, key: str | None) -> None:
+    async def _make_call(
+        self, work: StepWork, call: PlannedCall, decision: GateDecision, key: str | None
+    ) -> None:
         assert self.state is not None
-        step = self.state.step
         if call.args_error:
-            work.results[call.idx] = {"error": f"arguments rejected: {call.args_error}"}
-            return
+            return self._finish(work, call, {"error": f"arguments rejected: {call.args_error}"}, "refused")
         if decision.verdict is Verdict.REFUSE:
-            work.results[call.idx] = {"refused": decision.reason, "gate": decision.gate}
-            return
+            return self._finish(work, call, {"refused": decision.reason, "gate": decision.gate}, "refused")
         if decision.verdict is Verdict.APPROVAL:
             decided = await self._file_approval(call)
             if decided is None:
                 work.waiting = True
-                return
+                return None
             status, approval_id, by = decided
             if status == "rejected":
-                work.results[call.idx] = {"refused": f"approval rejected by {by}", "gate": "approval"}
-                return
+                return self._finish(
+                    work, call, {"refused": f"approval rejected by {by}", "gate": "approval"}, "refused"
+                )
             key = approval_key(approval_id)  # I11: an approved call's key is the approval's
         tool = self.deps.registry.get(call.tool)
         assert tool is not None
-        problem = tool_args_problem(tool, call.args)
+        problem = validate(tool.parameters, call.args)
         if problem:
-            work.results[call.idx] = {"error": f"arguments rejected: {problem}"}
-            return
+            return self._finish(work, call, {"error": f"arguments rejected: {problem}"}, "refused")
         if not call.tool_class.changes:
-            outcome = await tool.executor(self._context(tool, call, key or call.step_key or fresh_key()))
+            outcome = await tool.executor(self.context(tool, call, key or call.step_key or fresh_key()))
             result = notes.scrub(outcome.for_model(), self.deps.settings.secrets())
-            work.results[call.idx] = result
-            work.read_outcomes.append({"step": step, "idx": call.idx, "outcome": result})
-            work.entries.append(notes.call_result(step, call, None, outcome.ok, result, "read"))
-            return
-        # A Stop or a quarantine may have landed since the step's gates were read: writes look again.
-        fresh = run_gate(await self._gate_facts())
-        if not fresh.allowed:
-            work.results[call.idx] = {"refused": fresh.reason, "gate": fresh.gate}
-            work.entries.append(notes.gate(step, call, fresh))
-            return
-        sent_key = key or call.step_key or fresh_key()
-        work.results[call.idx] = await self._send_write(call, tool, sent_key)
+            return self._finish(work, call, result, "read", ok=outcome.ok)
+        # A Stop or a quarantine may have landed since the step's gates were read: writes look afresh.
+        now = run_gate(await self.gate_facts(fresh=True))
+        if not now.allowed:
+            work.entries.append(notes.gate(self.state.step, call, now))
+            return self._finish(work, call, {"refused": now.reason, "gate": now.gate}, "refused")
+        work.results[call.idx] = await self.send_write(call, tool, key or call.step_key or fresh_key())
+        return None
 
-    async def _send_write(self, call: PlannedCall, tool: Tool, sent_key: str, how: str = "sent") -> Any:
+    def _finish(self, work: StepWork, call: PlannedCall, result: Any, how: str, ok: bool = False) -> None:
+        """A read or a refusal: its row and note land with the next statement, not one of their own."""
+        assert self.state is not None
+        work.results[call.idx] = result
+        work.finished.append(
+            {
+                "step": self.state.step,
+                "idx": call.idx,
+                "id": call.id,
+                "tool": call.tool,
+                "class": call.tool_class.value,
+                "step_key": call.step_key,
+                "args": call.args,
+                "gate": "allow" if how == "read" else "refuse",
+                "outcome": {"result": result},
+                "how": how,
+            }
+        )
+        work.entries.append(notes.call_result(self.state.step, call, None, ok or how == "read", result, how))
+
+    async def send_write(self, call: PlannedCall, tool: Tool, sent_key: str, how: str = "sent") -> Any:
         """Mark in doubt (I2), send (unless the lease deadline passed, I3), record the outcome (I2)."""
         assert self.state is not None
         step = self.state.step
         self.lease.check()
-        mark = notes.statement("in_doubt", step=step, idx=call.idx, tool=call.tool,
-                               cls=call.tool_class.value, key=sent_key)
-        await self._fenced("calls.mark_in_doubt", "marking a call in doubt", {
-            "step": step, "idx": call.idx, "sent_key": sent_key, "note": mark["body"],
-        })
+        mark = notes.statement(
+            "in_doubt", step=step, idx=call.idx, tool=call.tool, cls=call.tool_class.value, key=sent_key
+        )
+        await self._fenced(
+            "calls.mark_in_doubt",
+            "marking a call in doubt",
+            {
+                "step": step,
+                "idx": call.idx,
+                "provider_call_id": call.id,
+                "tool": call.tool,
+                "class": call.tool_class.value,
+                "step_key": call.step_key,
+                "sent_key": sent_key,
+                "args": call.args,
+                "entries": [mark],
+            },
+        )
         self.deps.faults.hit("after_mark")
-        outcome = await tool.executor(self._context(tool, call, sent_key))
+        outcome = await tool.executor(self.context(tool, call, sent_key))
         self.deps.faults.hit("after_send")
         result = notes.scrub(outcome.for_model(), self.deps.settings.secrets())
         if outcome.uncertain:
-            result = {"error": outcome.error, "outcome": "unknown: the vendor's answer leaves it open whether "
-                      "the write took effect; it was not sent again"}
-        await self._record(call, result, "done", how, sent_key, outcome.ok)
+            result = {"error": outcome.error, "outcome": UNCERTAIN}
+        await self.record(call, result, "done", how, sent_key, outcome.ok)
         return result
 
-    async def _record(self, call: PlannedCall, result: Any, status: str, how: str, key: str | None,
-                      ok: bool) -> None:
+    async def record(
+        self, call: PlannedCall, result: Any, status: str, how: str, key: str | None, ok: bool
+    ) -> None:
         assert self.state is not None
         entries = [
             notes.call_result(self.state.step, call, key, ok, result, how),
             notes.statement("outcome", step=self.state.step, idx=call.idx, tool=call.tool),
         ]
-        await self._fenced("calls.record_outcome", "recording a call's outcome", {
-            "step": self.state.step, "idx": call.idx, "status": status, "outcome": {"result": result},
-            "settlement": how, "entries": entries,
-        })
+        await self._fenced(
+            "calls.record_outcome",
+            "recording a call's outcome",
+            {
+                "step": self.state.step,
+                "idx": call.idx,
+                "status": status,
+                "outcome": {"result": result},
+                "settlement": how,
+                "entries": entries,
+            },
+        )
 
-    def _context(self, tool: Tool, call: PlannedCall, key: str) -> CallContext:
+    def context(self, tool: Tool, call: PlannedCall, key: str) -> CallContext:
         return CallContext(
-            run_id=self.run_id, tool=tool.name, args=call.args, key=key, http=self.deps.http,
-            settings=self.deps.settings, before_send=self.lease.check,
+            run_id=self.run_id,
+            tool=tool.name,
+            args=call.args,
+            key=key,
+            http=self.deps.http,
+            settings=self.deps.settings,
+            before_send=self.lease.check,
         )
 
     async def _file_approval(self, call: PlannedCall) -> tuple[str, str, str | None] | None:
         """File (or find) the approval request: None while it waits, else (status, id, decided_by)."""
         assert self.state is not None
-        row = await self.deps.db.fetch_one("approvals.file", {
-            "run_id": self.run_id, "attempt": self.attempt, "id": str(uuid.uuid4()), "step": self.state.step,
-            "idx": call.idx, "tool": call.tool, "args": call.args, "step_key": call.step_key,
-        })
+        row = await self.deps.db.fetch_one(
+            "approvals.file",
+            {
+                "run_id": self.run_id,
+                "attempt": self.attempt,
+                "id": str(uuid.uuid4()),
+                "step": self.state.step,
+                "idx": call.idx,
+                "tool": call.tool,
+                "args": call.args,
+                "step_key": call.step_key,
+            },
+        )
         if row is None:
             raise Fenced(self.run_id, self.attempt, "filing an approval")
         self.statements += 1
@@ -272,80 +361,88 @@ class RunDriver:
             return None
         return str(row["status"]), str(row["id"]), row["decided_by"]
 
-    # ----- resuming the calls a checkpoint left (I6, I9) -------------------------------------------------
-
-    async def _route_left_calls(self, facts: GateFacts) -> StepWork:
-        from ticketiq.engine.resume import route_left_calls
-
-        return await route_left_calls(self, facts)
-
     # ----- statements ---------------------------------------------------------------------------------
 
     def _verified_state(self) -> RunState:
         cp = self.checkpoint
         seal.verify(self.deps.keys, self.run_id, int(cp["step"]), cp["state"], cp["seal"], cp["key_id"])
-        return RunState.from_json(cp["state"])
+        return RunState.from_json(json.loads(cp["state"]))
 
     def _sealed(self) -> dict[str, Any]:
         assert self.state is not None
-        body = self.state.to_json()
-        mac, key_id = seal.seal(self.deps.keys, self.run_id, self.state.step, body)
-        return {"run_id": self.run_id, "attempt": self.attempt, "step": self.state.step, "state": body,
-                "seal": mac, "key_id": key_id}
+        text = seal.canonical(self.state.to_json()).decode()
+        mac, key_id = seal.seal(self.deps.keys, self.run_id, self.state.step, text)
+        return {
+            "run_id": self.run_id,
+            "attempt": self.attempt,
+            "step": self.state.step,
+            "state": text,
+            "seal": mac,
+            "key_id": key_id,
+        }
+
+    def _take_carry(self, entries: list[dict[str, Any]]) -> dict[str, Any]:
+        carried, self.carry = self.carry, StepWork()
+        return {"finished": carried.finished, "entries": [*carried.entries, *entries]}
 
     async def _write_checkpoint(self, entries: list[dict[str, Any]]) -> None:
         """I1: the sealed checkpoint in ONE statement before any call of the step is made."""
         assert self.state is not None
-        entries = [*self.carry_entries, *entries,
-                   notes.statement("checkpoint", step=self.state.step, calls=len(self.state.calls))]
-        params = {**self._sealed(), "read_outcomes": self.carry_reads, "entries": entries,
-                  "calls": [{"idx": c.idx, "id": c.id, "tool": c.tool, "class": c.tool_class.value,
-                             "step_key": c.step_key, "args": c.args, "gate": None} for c in self.state.calls]}
+        note = notes.statement("checkpoint", step=self.state.step, calls=len(self.state.calls))
+        params = {**self._sealed(), **self._take_carry([*entries, note])}
         if await self.deps.db.execute("runs.write_checkpoint", params) != 1:
             raise Fenced(self.run_id, self.attempt, "writing the checkpoint")  # I3
         self.statements += 1
-        self.carry_reads, self.carry_entries = [], []
 
-    async def _end(self, status: str, answer: str | None = None, error: str | None = None,
-                   extra: list[dict[str, Any]] | None = None) -> str:
+    async def _end(
+        self,
+        status: str,
+        answer: str | None = None,
+        error: str | None = None,
+        extra: list[dict[str, Any]] | None = None,
+    ) -> str:
         assert self.state is not None
-        entries = [*self.carry_entries, *(extra or [])]
+        entries = list(extra or [])
         if answer is not None:
             entries.append(notes.entry("answer", text=answer))
         if error is not None:
             entries.append(notes.entry("error", reason=error))
         entries.append(notes.statement("run_" + status, step=self.state.step))
-        params = {**self._sealed(), "read_outcomes": self.carry_reads, "entries": entries,
-                  "status": status, "answer": answer, "error": error,
-                  "action": f"agent.run.{status}", "actor": self.deps.holder,
-                  "audit": {"step": self.state.step, "attempt": self.attempt, "error": error}}
+        params = {
+            **self._sealed(),
+            **self._take_carry(entries),
+            "status": status,
+            "answer": answer,
+            "error": error,
+            "action": f"agent.run.{status}",
+            "actor": self.deps.holder,
+            "audit": {"step": self.state.step, "attempt": self.attempt, "error": error},
+        }
         if await self.deps.db.execute("runs.end", params) != 1:
             raise Fenced(self.run_id, self.attempt, f"ending the run as {status}")
         self.statements += 1
-        self.carry_reads, self.carry_entries = [], []
         return status
 
     async def _suspend(self, work: StepWork) -> str:
         """Wait for a person: what the step produced is recorded; the calls stay on the checkpoint."""
-        self.carry_reads += work.read_outcomes
-        self.carry_entries += work.entries
+        self.carry.merge(StepWork(finished=work.finished, entries=work.entries))
         return await self._end("waiting", extra=[notes.entry("waiting", reason="a call awaits approval")])
 
     async def _fail_unstarted(self, reason: str, action: str) -> None:
-        await self.deps.db.execute("runs.fail_unstarted", {
-            "run_id": self.run_id, "error": reason, "holder": self.deps.holder, "action": action,
-            "actor": self.deps.holder, "audit": {"reason": reason, "attempt": self.attempt},
-        })
+        await self.deps.db.execute(
+            "runs.fail_unstarted",
+            {
+                "run_id": self.run_id,
+                "error": reason,
+                "holder": self.deps.holder,
+                "action": action,
+                "actor": self.deps.holder,
+                "audit": {"reason": reason, "attempt": self.attempt},
+            },
+        )
 
     async def _fenced(self, name: str, what: str, params: dict[str, Any]) -> None:
         matched = await self.deps.db.execute(name, {"run_id": self.run_id, "attempt": self.attempt, **params})
         if matched != 1:
             raise Fenced(self.run_id, self.attempt, what)  # I3: zero rows means stop now
         self.statements += 1
-
-
-def tool_args_problem(tool: Tool, args: dict[str, Any]) -> str | None:
-    from ticketiq.tools.schema import validate
-
-    return validate(tool.parameters, args)
-

@@ -56,18 +56,34 @@ class Engine:
             correlation_id=run_id,
             messages=[{"role": "system", "content": agent.system_prompt}, {"role": "user", "content": text}],
         )
-        body = state.to_json()
+        body = seal.canonical(state.to_json()).decode()
         mac, key_id = seal.seal(self.deps.keys, run_id, 0, body)
-        row = await self.deps.db.fetch_one("runs.create", {
-            "id": run_id, "agent": agent.name, "input": text, "owner": agent.owner, "tenant": agent.tenant,
-            "channel": channel, "may_wait": agent.may_wait if may_wait is None else may_wait,
-            "correlation_id": run_id, "parent_run_id": parent_run_id, "delegation_key": delegation_key,
-            "idempotency_key": idempotency_key, "request_hash": request_hash, "state": body, "seal": mac,
-            "key_id": key_id, "actor": actor,
-            "audit": {"agent": agent.name, "channel": channel, "parent_run_id": parent_run_id},
-        })
+        row = await self.deps.db.fetch_one(
+            "runs.create",
+            {
+                "id": run_id,
+                "agent": agent.name,
+                "input": text,
+                "owner": agent.owner,
+                "tenant": agent.tenant,
+                "channel": channel,
+                "may_wait": agent.may_wait if may_wait is None else may_wait,
+                "correlation_id": run_id,
+                "parent_run_id": parent_run_id,
+                "delegation_key": delegation_key,
+                "idempotency_key": idempotency_key,
+                "request_hash": request_hash,
+                "state": body,
+                "seal": mac,
+                "key_id": key_id,
+                "actor": actor,
+                "audit": {"agent": agent.name, "channel": channel, "parent_run_id": parent_run_id},
+            },
+        )
         if row is not None:
-            return Created(id=str(row["id"]), status=str(row["status"]), created=True, request_hash=request_hash)
+            return Created(
+                id=str(row["id"]), status=str(row["status"]), created=True, request_hash=request_hash
+            )
         if idempotency_key is not None:
             found = await self.deps.db.fetch_one("runs.by_idempotency_key", {"key": idempotency_key})
             if found is not None:
@@ -81,9 +97,14 @@ class Engine:
     async def start(self, run_id: str) -> bool:
         """Take a queued or waiting run and drive it here. False when another process has it."""
         sent_at = time.monotonic()
-        row = await self.deps.db.fetch_one("runs.acquire", {
-            "run_id": run_id, "holder": self.deps.holder, "ttl": self.deps.settings.lease_ttl_s,
-        })
+        row = await self.deps.db.fetch_one(
+            "runs.acquire",
+            {
+                "run_id": run_id,
+                "holder": self.deps.holder,
+                "ttl": self.deps.settings.lease_ttl_s,
+            },
+        )
         if row is None:
             return False
         lease = self.deps.keeper.hold(run_id, sent_at)

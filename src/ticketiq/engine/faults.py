@@ -12,12 +12,14 @@ import signal
 
 log = logging.getLogger(__name__)
 
-POINTS = frozenset({
-    "after_checkpoint",  # the checkpoint is written, no call made yet
-    "after_mark",  # a write is marked in doubt, not yet sent
-    "after_send",  # the vendor answered, the outcome not yet recorded
-    "before_answer",  # the last step is done, the answer not yet handed on
-})
+POINTS = frozenset(
+    {
+        "after_checkpoint",  # the checkpoint is written, no call made yet
+        "after_mark",  # a write is marked in doubt, not yet sent
+        "after_send",  # the vendor answered, the outcome not yet recorded
+        "before_answer",  # the last step is done, the answer not yet handed on
+    }
+)
 
 
 class Faults:

@@ -48,11 +48,17 @@ class GateDecision:
 def run_gate(facts: GateFacts) -> GateDecision:
     """Gates that hold for the whole run, whatever the call: checked at every step and on resume."""
     if facts.agent_quarantine is not None:
-        return GateDecision(Verdict.REFUSE, "containment", f"agent {facts.agent} is quarantined: "
-                            f"{facts.agent_quarantine or 'no reason given'}")
+        return GateDecision(
+            Verdict.REFUSE,
+            "containment",
+            f"agent {facts.agent} is quarantined: {facts.agent_quarantine or 'no reason given'}",
+        )
     if facts.tenant_quarantine is not None:
-        return GateDecision(Verdict.REFUSE, "containment", f"tenant {facts.tenant} is quarantined: "
-                            f"{facts.tenant_quarantine or 'no reason given'}")
+        return GateDecision(
+            Verdict.REFUSE,
+            "containment",
+            f"tenant {facts.tenant} is quarantined: {facts.tenant_quarantine or 'no reason given'}",
+        )
     if facts.stopped_by is not None:
         return GateDecision(Verdict.REFUSE, "stop", f"the run was stopped by {facts.stopped_by}")
     if not facts.channel_enabled:

@@ -3,8 +3,9 @@ describe (so an entry saying "checkpoint written" lands only if the checkpoint d
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+import orjson
 
 from ticketiq.engine.gates import GateDecision
 from ticketiq.engine.state import PlannedCall
@@ -28,8 +29,13 @@ def model_step(step: int, calls: list[PlannedCall], text: str | None, tokens: in
 
 def gate(step: int, call: PlannedCall, decision: GateDecision) -> dict[str, Any]:
     return entry(
-        "gate", step=step, idx=call.idx, tool=call.tool, verdict=decision.verdict.value,
-        gate=decision.gate, reason=decision.reason,
+        "gate",
+        step=step,
+        idx=call.idx,
+        tool=call.tool,
+        verdict=decision.verdict.value,
+        gate=decision.gate,
+        reason=decision.reason,
     )
 
 
@@ -37,19 +43,29 @@ def statement(what: str, **detail: Any) -> dict[str, Any]:
     return entry("statement", what=what, statements=1, **detail)
 
 
-def call_result(step: int, call: PlannedCall, key: str | None, ok: bool, result: Any, how: str) -> dict[str, Any]:
+def call_result(
+    step: int, call: PlannedCall, key: str | None, ok: bool, result: Any, how: str
+) -> dict[str, Any]:
     return entry(
-        "call", step=step, idx=call.idx, tool=call.tool, cls=call.tool_class.value, key=key, ok=ok,
-        how=how, result=clip(result),
+        "call",
+        step=step,
+        idx=call.idx,
+        tool=call.tool,
+        cls=call.tool_class.value,
+        key=key,
+        ok=ok,
+        how=how,
+        result=clip(result),
     )
 
 
 def clip(value: Any) -> Any:
     """Keep transcripts readable: a long result is cut, with a note saying so."""
-    text = json.dumps(value, default=str)
+    text = orjson.dumps(value, default=str)
     if len(text) <= _MAX_RESULT_CHARS:
         return value
-    return {"truncated": True, "chars": len(text), "head": text[:_MAX_RESULT_CHARS]}
+    head = text.decode(errors="replace")[:_MAX_RESULT_CHARS]
+    return {"truncated": True, "chars": len(text), "head": head}
 
 
 def scrub(value: Any, secrets: list[str]) -> Any:

@@ -11,14 +11,14 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ticketiq.engine import notes
-from ticketiq.engine.gates import GateDecision, GateFacts, Verdict
+from ticketiq.engine.gates import GateFacts, Verdict
 from ticketiq.engine.settlement import UNKNOWN_FOR_MODEL, CallRow, Route, ToolNow, route
 from ticketiq.engine.state import PlannedCall
 from ticketiq.engine.step_keys import approval_key
-from ticketiq.tools.base import CallContext, ToolClass
+from ticketiq.tools.base import ToolClass
 
 if TYPE_CHECKING:
-    from ticketiq.engine.driver import RunDriver, StepWork
+    from ticketiq.engine.driver import RunDriver, StepWork, Todo
 
 log = logging.getLogger(__name__)
 
@@ -28,45 +28,64 @@ async def route_left_calls(driver: RunDriver, facts: GateFacts) -> StepWork:
 
     state = driver.state
     assert state is not None
-    rows = {int(r["idx"]): r for r in await driver.deps.db.fetch_all(
-        "calls.for_step", {"run_id": driver.run_id, "step": state.step})}
-    approvals = {int(a["idx"]): a for a in await driver.deps.db.fetch_all(
-        "approvals.for_step", {"run_id": driver.run_id, "step": state.step})}
+    rows = {
+        int(r["idx"]): r
+        for r in await driver.deps.db.fetch_all(
+            "calls.for_step", {"run_id": driver.run_id, "step": state.step}
+        )
+    }
+    approvals = {
+        int(a["idx"]): a
+        for a in await driver.deps.db.fetch_all(
+            "approvals.for_step", {"run_id": driver.run_id, "step": state.step}
+        )
+    }
     work = StepWork()
-    todo: list[tuple[PlannedCall, GateDecision, str | None]] = []
+    todo: list[Todo] = []
     settled: list[dict[str, Any]] = []
     for call in state.calls:
         row = rows.get(call.idx)
         approval = approvals.get(call.idx)
         call = _effective(driver, call, row)
         tool = driver.deps.registry.get(call.tool)
-        call_row = None if row is None else CallRow(
-            status=row["status"], tool_class=ToolClass(row["class"]), sent_key=row["sent_key"],
-            outcome=row["outcome"])
-        tool_now = ToolNow(exists=tool is not None, has_reader=bool(tool and tool.reader),
-                           dedupe_window_s=tool.dedupe_window_s if tool else None)
+        call_row = (
+            None
+            if row is None
+            else CallRow(
+                status=row["status"],
+                tool_class=ToolClass(row["class"]),
+                sent_key=row["sent_key"],
+                outcome=row["outcome"],
+            )
+        )
+        tool_now = ToolNow(
+            exists=tool is not None,
+            has_reader=bool(tool and tool.reader),
+            dedupe_window_s=tool.dedupe_window_s if tool else None,
+        )
         decision = route(call_row, tool_now, approval["status"] if approval else None)
         settled.append({"tool": call.tool, "class": call.tool_class.value, "settled": decision.value})
         if decision is Route.REUSE:
-            work.results[call.idx] = (row or {}).get("outcome", {}).get("result") if row else None
+            assert row is not None
+            work.results[call.idx] = (row["outcome"] or {}).get("result")
         elif decision is Route.MAKE:
-            todo.append((call, driver._decide(facts, call), None))
+            todo.append((call, driver.decide(facts, call), None))
         elif decision is Route.APPROVAL_DECIDED:
             assert approval is not None
             if approval["status"] == "rejected":
-                work.results[call.idx] = {"refused": f"approval rejected by {approval['decided_by']}",
-                                          "gate": "approval"}
+                work.results[call.idx] = {
+                    "refused": f"approval rejected by {approval['decided_by']}",
+                    "gate": "approval",
+                }
             else:
-                todo.append((call, driver._decide(facts, call, approved=True), approval_key(str(approval["id"]))))
+                todo.append(
+                    (call, driver.decide(facts, call, approved=True), approval_key(str(approval["id"])))
+                )
         else:
             assert row is not None
             work.results[call.idx] = await _settle_in_doubt(driver, facts, call, row, decision)
     driver.settled = settled
-    made = await driver._make_calls(todo)
-    work.results.update(made.results)
-    work.read_outcomes += made.read_outcomes
-    work.entries += made.entries
-    work.waiting = made.waiting
+    work.merge(await driver.make_calls(todo))
     return work
 
 
@@ -88,43 +107,52 @@ def _with_class(call: PlannedCall, cls: ToolClass) -> PlannedCall:
     return PlannedCall(call.idx, call.id, call.tool, cls, call.args, call.step_key, call.args_error)
 
 
-async def _settle_in_doubt(driver: RunDriver, facts: GateFacts, call: PlannedCall, row: dict[str, Any],
-                           decision: Route) -> Any:
+async def _settle_in_doubt(
+    driver: RunDriver, facts: GateFacts, call: PlannedCall, row: dict[str, Any], decision: Route
+) -> Any:
     """A call in doubt: it may or may not have reached its vendor. Never blindly sent again (I9)."""
     tool = driver.deps.registry.get(call.tool)
     key = row["sent_key"]
-    gate = driver._decide(facts, call, approved=True)
+    gate = driver.decide(facts, call, approved=True)
     if decision is Route.RESEND_SAME_KEY and tool is not None:
         if gate.verdict is not Verdict.ALLOW:
             return await _unknown(driver, call, key, f"not sent again: {gate.reason}")
         # The vendor dedupes on the key for longer than a resume takes: resending applies it once.
-        return await driver._send_write(call, tool, key, how=decision.value)
+        return await driver.send_write(call, tool, key, how=decision.value)
     if decision is Route.READ_BACK and tool is not None and tool.reader is not None:
-        found = await tool.reader(CallContext(
-            run_id=driver.run_id, tool=tool.name, args=call.args, key=key, http=driver.deps.http,
-            settings=driver.deps.settings, before_send=driver.lease.check))
+        found = await tool.reader(driver.context(tool, call, key))
         if found.found is True and found.outcome is not None:
             result = notes.scrub(found.outcome.for_model(), driver.deps.settings.secrets())
-            await driver._record(call, result, "settled", "read_back_found", key, True)
+            await driver.record(call, result, "settled", "read_back_found", key, True)
             return result
         if found.found is False and gate.verdict is Verdict.ALLOW:
             # Read back and not there: it never landed, so sending it now applies it once.
-            return await driver._send_write(call, tool, key, how="read_back_absent_sent")
+            return await driver.send_write(call, tool, key, how="read_back_absent_sent")
         return await _unknown(driver, call, key, "the vendor could not say whether it landed")
     if decision is Route.DELEGATION and tool is not None:
         if gate.verdict is not Verdict.ALLOW:
             return await _unknown(driver, call, key, f"not asked again: {gate.reason}")
         # Asking again by the same delegation key finds the child run, its answer or its lease.
-        return await driver._send_write(call, tool, key, how=decision.value)
+        return await driver.send_write(call, tool, key, how=decision.value)
     return await _unknown(driver, call, key, None)
 
 
 async def _unknown(driver: RunDriver, call: PlannedCall, key: str | None, why: str | None) -> Any:
     result = {"outcome": "unknown", "message": UNKNOWN_FOR_MODEL + (f" ({why})" if why else "")}
-    await driver._record(call, result, "settled", Route.UNKNOWN.value, key, False)
-    await driver.deps.db.execute("audit.append", {
-        "action": "agent.call.settled_unknown", "run_id": driver.run_id, "actor": driver.deps.holder,
-        "detail": {"tool": call.tool, "class": call.tool_class.value, "key": key, "step": driver.state.step
-                   if driver.state else None, "why": why},
-    })
+    await driver.record(call, result, "settled", Route.UNKNOWN.value, key, False)
+    await driver.deps.db.execute(
+        "audit.append",
+        {
+            "action": "agent.call.settled_unknown",
+            "run_id": driver.run_id,
+            "actor": driver.deps.holder,
+            "detail": {
+                "tool": call.tool,
+                "class": call.tool_class.value,
+                "key": key,
+                "step": driver.state.step if driver.state else None,
+                "why": why,
+            },
+        },
+    )
     return result

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
 import secrets
-
-from ticketiq.engine.seal import canonical
 
 KEY_LENGTH = 25
 # A provider id that is only a position is no identity: two different steps both send `call_0`.
@@ -23,7 +22,9 @@ def is_position_only(provider_call_id: str) -> bool:
 
 
 def _derive(prefix: str, parts: list[object]) -> str:
-    digest = hashlib.sha256(canonical([prefix, *parts])).digest()
+    # The standard library, not orjson: a key must come out the same in every process and version.
+    text = json.dumps([prefix, *parts], separators=(",", ":"), ensure_ascii=False)
+    digest = hashlib.sha256(text.encode()).digest()
     return prefix + base64.b32encode(digest).decode().lower()[: KEY_LENGTH - len(prefix)]
 
 

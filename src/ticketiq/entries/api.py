@@ -89,12 +89,17 @@ def create_app(settings: Settings, process: AppProcess | None = None) -> FastAPI
             raise field_error(404, "body.agent", f"no agent named {body.agent!r}")
         digest = hashlib.sha256(canonical(body.model_dump())).hexdigest() if idempotency_key else None
         created = await p.engine.create_run(
-            agent, body.input, may_wait=body.may_wait, channel="api", idempotency_key=idempotency_key,
+            agent,
+            body.input,
+            may_wait=body.may_wait,
+            channel="api",
+            idempotency_key=idempotency_key,
             request_hash=digest,
         )
         if not created.created and created.request_hash != digest:
-            raise field_error(422, "header.Idempotency-Key",
-                              "this Idempotency-Key was used with a different request body")
+            raise field_error(
+                422, "header.Idempotency-Key", "this Idempotency-Key was used with a different request body"
+            )
         if created.created:
             await p.engine.start(created.id)
         row = await p.db.fetch_one("runs.status", {"run_id": created.id})
@@ -106,29 +111,47 @@ def create_app(settings: Settings, process: AppProcess | None = None) -> FastAPI
         if row is None:
             raise field_error(404, "path.run_id", f"no run {run_id}")
         return {
-            "id": str(row["id"]), "agent": row["agent"], "status": row["status"], "answer": row["answer"],
-            "error": row["error"], "steps": row["step"], "attempt": row["attempt"], "losses": row["losses"],
-            "owner": row["owner"], "channel": row["channel"], "may_wait": row["may_wait"],
+            "id": str(row["id"]),
+            "agent": row["agent"],
+            "status": row["status"],
+            "answer": row["answer"],
+            "error": row["error"],
+            "steps": row["step"],
+            "attempt": row["attempt"],
+            "losses": row["losses"],
+            "owner": row["owner"],
+            "channel": row["channel"],
+            "may_wait": row["may_wait"],
             "parent_run_id": str(row["parent_run_id"]) if row["parent_run_id"] else None,
-            "stop_requested_at": row["stop_requested_at"], "created_at": row["created_at"],
-            "started_at": row["started_at"], "finished_at": row["finished_at"],
+            "stop_requested_at": row["stop_requested_at"],
+            "created_at": row["created_at"],
+            "started_at": row["started_at"],
+            "finished_at": row["finished_at"],
             "checkpoint_at": row["checkpoint_at"],
         }
 
     @app.get("/v1/runs/{run_id}/transcript")
     async def transcript(
-        run_id: uuid.UUID, request: Request, after: Annotated[int, Query(ge=0)] = 0,
+        run_id: uuid.UUID,
+        request: Request,
+        after: Annotated[int, Query(ge=0)] = 0,
         limit: Annotated[int, Query(ge=1, le=1000)] = 500,
     ) -> dict[str, Any]:
         p = proc(request)
         if await p.db.fetch_one("runs.status", {"run_id": str(run_id)}) is None:
             raise field_error(404, "path.run_id", f"no run {run_id}")
-        rows = await p.db.fetch_all("transcripts.for_run", {"run_id": str(run_id), "after": after, "limit": limit})
-        return {"run_id": str(run_id), "entries": [
-            {"id": r["id"], "at": r["at"], "kind": r["kind"], **r["body"]} for r in rows]}
+        rows = await p.db.fetch_all(
+            "transcripts.for_run", {"run_id": str(run_id), "after": after, "limit": limit}
+        )
+        return {
+            "run_id": str(run_id),
+            "entries": [entry for r in rows for entry in _expand(r)],
+        }
 
     @app.post("/v1/runs/{run_id}/stop", status_code=202)
-    async def stop_run(run_id: uuid.UUID, request: Request, body: StopRequest | None = None) -> dict[str, Any]:
+    async def stop_run(
+        run_id: uuid.UUID, request: Request, body: StopRequest | None = None
+    ) -> dict[str, Any]:
         p = proc(request)
         by = (body or StopRequest()).by
         row = await p.db.fetch_one("runs.request_stop", {"run_id": str(run_id), "by": by})
@@ -140,7 +163,8 @@ def create_app(settings: Settings, process: AppProcess | None = None) -> FastAPI
 
     @app.get("/v1/approvals")
     async def approvals(
-        request: Request, status: Literal["pending", "approved", "rejected"] | None = "pending",
+        request: Request,
+        status: Literal["pending", "approved", "rejected"] | None = "pending",
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> dict[str, Any]:
         rows = await proc(request).db.fetch_all("approvals.list", {"status": status, "limit": limit})
@@ -153,10 +177,14 @@ def create_app(settings: Settings, process: AppProcess | None = None) -> FastAPI
         if existing is None:
             raise field_error(404, "path.approval_id", f"no approval {approval_id}")
         status = "approved" if body.decision == "approve" else "rejected"
-        row = await p.db.fetch_one("approvals.decide", {
-            "id": str(approval_id), "status": status, "by": body.by, "reason": body.reason or None})
+        row = await p.db.fetch_one(
+            "approvals.decide",
+            {"id": str(approval_id), "status": status, "by": body.by, "reason": body.reason or None},
+        )
         if row is None:
-            raise field_error(409, "path.approval_id", f"approval {approval_id} was already {existing['status']}")
+            raise field_error(
+                409, "path.approval_id", f"approval {approval_id} was already {existing['status']}"
+            )
         # The waiting run goes on here; if another call of its step still waits, it suspends again.
         await p.engine.start(str(row["run_id"]))
         decided = await p.db.fetch_one("approvals.get", {"id": str(approval_id)})
@@ -164,11 +192,16 @@ def create_app(settings: Settings, process: AppProcess | None = None) -> FastAPI
 
     @app.get("/v1/audit")
     async def audit(
-        request: Request, run_id: uuid.UUID | None = None, action: str | None = None,
-        after: Annotated[int, Query(ge=0)] = 0, limit: Annotated[int, Query(ge=1, le=1000)] = 500,
+        request: Request,
+        run_id: uuid.UUID | None = None,
+        action: str | None = None,
+        after: Annotated[int, Query(ge=0)] = 0,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 500,
     ) -> dict[str, Any]:
-        rows = await proc(request).db.fetch_all("audit.list", {
-            "run_id": str(run_id) if run_id else None, "action": action, "after": after, "limit": limit})
+        rows = await proc(request).db.fetch_all(
+            "audit.list",
+            {"run_id": str(run_id) if run_id else None, "action": action, "after": after, "limit": limit},
+        )
         return {"entries": [{**r, "run_id": str(r["run_id"]) if r["run_id"] else None} for r in rows]}
 
     @app.get("/healthz")
@@ -185,6 +218,15 @@ def create_app(settings: Settings, process: AppProcess | None = None) -> FastAPI
 
     gates_api.add_routes(app, proc)
     return app
+
+
+def _expand(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """A transcript row holds one entry, or (kind `entries`) the several one statement wrote."""
+    if row["kind"] == "entries":
+        return [
+            {"id": row["id"], "at": row["at"], "kind": e["kind"], **e["body"]} for e in row["body"]["entries"]
+        ]
+    return [{"id": row["id"], "at": row["at"], "kind": row["kind"], **row["body"]}]
 
 
 def _approval(row: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ticketiq.process import AppProcess
 
+
 class Change(BaseModel):
     model_config = ConfigDict(extra="forbid")
     by: str = Field(default="api", min_length=1, max_length=200)
@@ -36,8 +37,13 @@ class NeedsApproval(Change):
 
 
 def add_routes(app: FastAPI, proc: Callable[[Request], AppProcess]) -> None:
-    async def change(request: Request, query: str, params: dict[str, Any], by: str,
-                     before: tuple[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    async def change(
+        request: Request,
+        query: str,
+        params: dict[str, Any],
+        by: str,
+        before: tuple[str, dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
         async with proc(request).db.transaction() as tx:
             if before is not None:
                 await tx.execute(*before)
@@ -51,10 +57,12 @@ def add_routes(app: FastAPI, proc: Callable[[Request], AppProcess]) -> None:
         return dict(row or {})
 
     @app.put("/v1/gates/quarantines/{kind}/{name}")
-    async def quarantine(kind: Literal["agent", "tenant"], name: str, body: Quarantine,
-                         request: Request) -> dict[str, Any]:
-        return await change(request, "gates.quarantine", {"kind": kind, "name": name, "reason": body.reason},
-                            body.by)
+    async def quarantine(
+        kind: Literal["agent", "tenant"], name: str, body: Quarantine, request: Request
+    ) -> dict[str, Any]:
+        return await change(
+            request, "gates.quarantine", {"kind": kind, "name": name, "reason": body.reason}, body.by
+        )
 
     @app.delete("/v1/gates/quarantines/{kind}/{name}")
     async def release(kind: Literal["agent", "tenant"], name: str, request: Request) -> dict[str, Any]:
@@ -66,9 +74,13 @@ def add_routes(app: FastAPI, proc: Callable[[Request], AppProcess]) -> None:
 
     @app.put("/v1/gates/grants/{principal}/{tool}")
     async def grant(principal: str, tool: str, body: Granted, request: Request) -> dict[str, Any]:
-        return await change(request, "gates.set_grant",
-                            {"principal": principal, "tool": tool, "granted": body.granted}, body.by,
-                            before=("gates.seed_principal", {"name": principal}))
+        return await change(
+            request,
+            "gates.set_grant",
+            {"principal": principal, "tool": tool, "granted": body.granted},
+            body.by,
+            before=("gates.seed_principal", {"name": principal}),
+        )
 
     @app.put("/v1/gates/principals/{name}")
     async def principal(name: str, body: MayRun, request: Request) -> dict[str, Any]:
@@ -76,5 +88,6 @@ def add_routes(app: FastAPI, proc: Callable[[Request], AppProcess]) -> None:
 
     @app.put("/v1/gates/policies/{tool}")
     async def policy(tool: str, body: NeedsApproval, request: Request) -> dict[str, Any]:
-        return await change(request, "gates.set_policy", {"tool": tool, "needs_approval": body.needs_approval},
-                            body.by)
+        return await change(
+            request, "gates.set_policy", {"tool": tool, "needs_approval": body.needs_approval}, body.by
+        )

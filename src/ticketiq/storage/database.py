@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import psycopg
 from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Jsonb, set_json_dumps
 from psycopg_pool import AsyncConnectionPool
 
 from ticketiq.errors import StorageError
@@ -25,6 +26,14 @@ from ticketiq.storage import embedded
 from ticketiq.storage.queries import QUERIES
 
 log = logging.getLogger(__name__)
+
+
+def _dumps(value: Any) -> bytes:
+    return orjson.dumps(value, default=str)
+
+
+# jsonb parameters are serialized by orjson: several per step, on the hot path.
+set_json_dumps(_dumps)
 
 Row = dict[str, Any]
 Connection = psycopg.AsyncConnection[Row]
@@ -143,6 +152,16 @@ async def run_on(conn: Connection, name: str, params: Mapping[str, Any] | None =
     """Run a named statement on a dedicated connection and return its rows (empty if none)."""
     cur = await _cursor(conn, name, params)
     return await cur.fetchall() if cur.description else []
+
+
+async def listen(conn: Connection, channel: str) -> None:
+    """LISTEN on a dedicated connection; the channel is one of ours, never user input."""
+    if not channel.replace("_", "").isalnum():
+        raise StorageError(f"not a channel name: {channel!r}")
+    try:
+        await conn.execute(f"LISTEN {channel}")
+    except psycopg.Error as exc:
+        raise _translate(exc) from exc
 
 
 async def _execute(conn: Connection, name: str, params: Mapping[str, Any] | None) -> int:

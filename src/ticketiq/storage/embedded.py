@@ -80,7 +80,9 @@ def _run(args: list[str], user: str | None, timeout: float = 60) -> None:
     try:
         subprocess.run(args, check=True, user=user, timeout=timeout, capture_output=True, text=True)
     except subprocess.CalledProcessError as exc:
-        raise StorageError(f"{Path(args[0]).name} failed: {exc.stderr.strip() or exc.stdout.strip()}") from exc
+        raise StorageError(
+            f"{Path(args[0]).name} failed: {exc.stderr.strip() or exc.stdout.strip()}"
+        ) from exc
 
 
 def _free_port() -> int:
@@ -160,8 +162,19 @@ def acquire(home: Path, keep: bool = False) -> EmbeddedServer:
             port = _free_port()
             logfile = pgdata / "server.log"
             _run(
-                [str(_bin("pg_ctl")), "-D", str(pgdata), "-w", "-t", "60", "-l", str(logfile),
-                 "-o", f"-p {port}", "start"],
+                [
+                    str(_bin("pg_ctl")),
+                    "-D",
+                    str(pgdata),
+                    "-w",
+                    "-t",
+                    "60",
+                    "-l",
+                    str(logfile),
+                    "-o",
+                    f"-p {port}",
+                    "start",
+                ],
                 user,
                 timeout=90,
             )

@@ -34,15 +34,16 @@ CREATE TABLE checkpoints (
     attempt    integer NOT NULL,
     step       integer NOT NULL DEFAULT 0,
     losses     integer NOT NULL DEFAULT 0,
-    state      jsonb NOT NULL,
+    state      text NOT NULL,
     seal       text NOT NULL,
     key_id     text NOT NULL,
     written_at timestamptz NOT NULL DEFAULT now()
 );
 COMMENT ON TABLE checkpoints IS
     'The run''s durable state, one row per run, rewritten in one statement after each model step (I1). '
-    '`attempt` is the fencing token (I3): every statement about the run matches it. `seal` is '
-    'HMAC-SHA256 over the canonical JSON of the run id, attempt-free state and step, signed with key `key_id`.';
+    '`attempt` is the fencing token (I3): every statement about the run matches it. `state` is the '
+    'canonical JSON text exactly as sealed (cast to jsonb to query it); `seal` is HMAC-SHA256 over the '
+    'run id, the step and that text, signed with key `key_id`.';
 
 CREATE TABLE leases (
     name        text PRIMARY KEY,
@@ -78,8 +79,10 @@ CREATE TABLE calls (
     PRIMARY KEY (run_id, step, idx)
 );
 COMMENT ON TABLE calls IS
-    'One row per tool call of a step, written with its checkpoint. A changing call is marked in_doubt '
-    'just before it is sent (I2) and done when its outcome is recorded; `class` is fixed at the mark (I10). '
+    'One row per tool call of a step. A changing call''s row is inserted in_doubt by the one statement '
+    'that marks it just before it is sent (I2) and set done when its outcome is recorded; `class` is '
+    'fixed at the mark (I10). Reads and refused calls land done, with their outcome, in the next '
+    'statement the run writes anyway, so they cost no statement of their own. '
     '`step_key` is derived (I11); `sent_key` is what was actually sent (the step key, an approval key, or '
     'a fresh key where none derives). `settled` rows were decided by a resume (I9).';
 
@@ -92,7 +95,8 @@ CREATE TABLE transcripts (
 );
 COMMENT ON TABLE transcripts IS
     'What a person reads of a run, in order: model steps, calls with class and key, gate decisions, '
-    'statements written, outcomes, the answer. Never holds secrets.';
+    'statements written, outcomes, the answer. A row of kind `entries` carries several entries that one '
+    'statement wrote ({"entries": [...]}). Never holds secrets.';
 CREATE INDEX transcripts_run ON transcripts (run_id, id);
 
 CREATE TABLE approvals (
@@ -174,3 +178,24 @@ CREATE TABLE tool_policies (
 );
 COMMENT ON TABLE tool_policies IS
     'Approval gate: tools whose calls are held for a person''s decision before they are sent.';
+
+-- Gate changes wake every process: each keeps the gate facts of its runs cached and drops them when
+-- told, so a step does not read them again unless something changed (LISTEN ticketiq_gates).
+CREATE FUNCTION notify_gates() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('ticketiq_gates', TG_TABLE_NAME);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER quarantines_changed AFTER INSERT OR UPDATE OR DELETE ON quarantines
+    FOR EACH STATEMENT EXECUTE FUNCTION notify_gates();
+CREATE TRIGGER channels_changed AFTER INSERT OR UPDATE OR DELETE ON channels
+    FOR EACH STATEMENT EXECUTE FUNCTION notify_gates();
+CREATE TRIGGER principals_changed AFTER INSERT OR UPDATE OR DELETE ON principals
+    FOR EACH STATEMENT EXECUTE FUNCTION notify_gates();
+CREATE TRIGGER grants_changed AFTER INSERT OR UPDATE OR DELETE ON grants
+    FOR EACH STATEMENT EXECUTE FUNCTION notify_gates();
+CREATE TRIGGER tool_policies_changed AFTER INSERT OR UPDATE OR DELETE ON tool_policies
+    FOR EACH STATEMENT EXECUTE FUNCTION notify_gates();
+CREATE TRIGGER runs_stop_requested AFTER UPDATE OF stop_requested_at ON runs
+    FOR EACH STATEMENT EXECUTE FUNCTION notify_gates();

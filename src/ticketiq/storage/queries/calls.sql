@@ -2,17 +2,23 @@
 -- checkpoint row's attempt (I3): FOR SHARE waits for a concurrent takeover and then sees its attempt.
 
 -- name: mark_in_doubt
+-- Inserts the call's row in doubt (or marks it again when a resume resends it with the same key). The
+-- class written at the first mark stays (I10).
 WITH fence AS (
     SELECT run_id FROM checkpoints WHERE run_id = %(run_id)s AND attempt = %(attempt)s FOR SHARE
 ), mark AS (
-    UPDATE calls c
-       SET status = 'in_doubt', attempt = %(attempt)s, sent_key = %(sent_key)s, updated_at = now()
+    INSERT INTO calls (run_id, step, idx, attempt, provider_call_id, tool, class, step_key, sent_key, args,
+                       gate, status)
+    SELECT fence.run_id, %(step)s, %(idx)s, %(attempt)s, %(provider_call_id)s, %(tool)s, %(class)s,
+           %(step_key)s, %(sent_key)s, %(args)s, 'allow', 'in_doubt'
       FROM fence
-     WHERE c.run_id = fence.run_id AND c.step = %(step)s AND c.idx = %(idx)s
-       AND c.status IN ('pending', 'in_doubt')
-    RETURNING c.run_id
+    ON CONFLICT (run_id, step, idx) DO UPDATE
+       SET status = 'in_doubt', attempt = EXCLUDED.attempt, sent_key = EXCLUDED.sent_key, updated_at = now()
+     WHERE calls.status IN ('pending', 'in_doubt')
+    RETURNING run_id
 ), note AS (
-    INSERT INTO transcripts (run_id, kind, body) SELECT mark.run_id, 'statement', %(note)s FROM mark
+    INSERT INTO transcripts (run_id, kind, body)
+    SELECT mark.run_id, 'entries', jsonb_build_object('entries', %(entries)s::jsonb) FROM mark
 )
 SELECT run_id FROM mark
 
@@ -27,9 +33,7 @@ WITH fence AS (
     RETURNING c.run_id
 ), notes AS (
     INSERT INTO transcripts (run_id, kind, body)
-    SELECT done.run_id, e.value ->> 'kind', e.value -> 'body'
-      FROM done, jsonb_array_elements(%(entries)s) WITH ORDINALITY AS e (value, n)
-     ORDER BY e.n
+    SELECT done.run_id, 'entries', jsonb_build_object('entries', %(entries)s::jsonb) FROM done
 )
 SELECT run_id FROM done
 

@@ -65,44 +65,45 @@ SELECT run_id, attempt, step, losses, state, seal, key_id FROM checkpoint
 
 -- name: write_checkpoint
 -- I1: the sealed checkpoint in ONE statement, before any call of the step is made. The same statement
--- records the previous step's read outcomes, this step's calls and the transcript entries, so a
--- read-only step costs exactly this one write.
+-- lands the previous step's reads and refused calls (done, with their outcomes) and the transcript
+-- entries, so a read-only step costs exactly this one write.
 WITH checkpoint AS (
     UPDATE checkpoints
        SET step = %(step)s, state = %(state)s, seal = %(seal)s, key_id = %(key_id)s, written_at = now()
      WHERE run_id = %(run_id)s AND attempt = %(attempt)s
     RETURNING run_id
-), reads AS (
-    UPDATE calls c SET status = 'done', outcome = o.outcome, updated_at = now()
-      FROM checkpoint, jsonb_to_recordset(%(read_outcomes)s) AS o (step int, idx int, outcome jsonb)
-     WHERE c.run_id = checkpoint.run_id AND c.step = o.step AND c.idx = o.idx AND c.status = 'pending'
-), new_calls AS (
-    INSERT INTO calls (run_id, step, idx, attempt, provider_call_id, tool, class, step_key, args, gate)
-    SELECT checkpoint.run_id, %(step)s, n.idx, %(attempt)s, n.id, n.tool, n.class, n.step_key, n.args, n.gate
+), finished AS (
+    INSERT INTO calls (run_id, step, idx, attempt, provider_call_id, tool, class, step_key, args, gate,
+                       status, outcome, settlement)
+    SELECT checkpoint.run_id, f.step, f.idx, %(attempt)s, f.id, f.tool, f.class, f.step_key, f.args, f.gate,
+           'done', f.outcome, f.how
       FROM checkpoint,
-           jsonb_to_recordset(%(calls)s) AS n (idx int, id text, tool text, class text, step_key text,
-                                               args jsonb, gate text)
+           jsonb_to_recordset(%(finished)s) AS f (step int, idx int, id text, tool text, class text,
+                                                  step_key text, args jsonb, gate text, outcome jsonb, how text)
     ON CONFLICT (run_id, step, idx) DO NOTHING
 ), notes AS (
     INSERT INTO transcripts (run_id, kind, body)
-    SELECT checkpoint.run_id, e.value ->> 'kind', e.value -> 'body'
-      FROM checkpoint, jsonb_array_elements(%(entries)s) WITH ORDINALITY AS e (value, n)
-     ORDER BY e.n
+    SELECT checkpoint.run_id, 'entries', jsonb_build_object('entries', %(entries)s::jsonb) FROM checkpoint
 )
 SELECT run_id FROM checkpoint
 
 -- name: end
 -- The run ends (succeeded, failed) or suspends (waiting): final checkpoint, status, lease released,
--- transcript and audit, in one fenced statement.
+-- the last finished calls, transcript and audit, in one fenced statement.
 WITH checkpoint AS (
     UPDATE checkpoints
        SET step = %(step)s, state = %(state)s, seal = %(seal)s, key_id = %(key_id)s, written_at = now()
      WHERE run_id = %(run_id)s AND attempt = %(attempt)s
     RETURNING run_id
-), reads AS (
-    UPDATE calls c SET status = 'done', outcome = o.outcome, updated_at = now()
-      FROM checkpoint, jsonb_to_recordset(%(read_outcomes)s) AS o (step int, idx int, outcome jsonb)
-     WHERE c.run_id = checkpoint.run_id AND c.step = o.step AND c.idx = o.idx AND c.status = 'pending'
+), finished AS (
+    INSERT INTO calls (run_id, step, idx, attempt, provider_call_id, tool, class, step_key, args, gate,
+                       status, outcome, settlement)
+    SELECT checkpoint.run_id, f.step, f.idx, %(attempt)s, f.id, f.tool, f.class, f.step_key, f.args, f.gate,
+           'done', f.outcome, f.how
+      FROM checkpoint,
+           jsonb_to_recordset(%(finished)s) AS f (step int, idx int, id text, tool text, class text,
+                                                  step_key text, args jsonb, gate text, outcome jsonb, how text)
+    ON CONFLICT (run_id, step, idx) DO NOTHING
 ), run AS (
     UPDATE runs
        SET status = %(status)s, answer = %(answer)s, error = %(error)s,
@@ -112,9 +113,7 @@ WITH checkpoint AS (
     DELETE FROM leases USING checkpoint WHERE leases.name = 'checkpoint:' || checkpoint.run_id::text
 ), notes AS (
     INSERT INTO transcripts (run_id, kind, body)
-    SELECT checkpoint.run_id, e.value ->> 'kind', e.value -> 'body'
-      FROM checkpoint, jsonb_array_elements(%(entries)s) WITH ORDINALITY AS e (value, n)
-     ORDER BY e.n
+    SELECT checkpoint.run_id, 'entries', jsonb_build_object('entries', %(entries)s::jsonb) FROM checkpoint
 ), audit AS (
     INSERT INTO audit_log (action, run_id, actor, detail)
     SELECT %(action)s, checkpoint.run_id, %(actor)s, %(audit)s FROM checkpoint
