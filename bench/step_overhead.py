@@ -221,7 +221,8 @@ async def concurrency_part(url: str, folder: Path, n: int, model_s: float) -> No
         )
         print(
             f"renewal statements: {renew} over {intervals:.1f} intervals = "
-            f"{renew / intervals:.2f} per interval (target 1); the keeper sent {keeper.renewals - renewals_before}"
+            f"{renew / intervals:.2f} per interval (target 1); "
+            f"the keeper sent {keeper.renewals - renewals_before}"
         )
         print(f"peak memory (max RSS of this process): {peak_mb:.0f} MiB")
     finally:

@@ -44,8 +44,8 @@ def describe(entry: dict[str, Any]) -> str | None:
     if kind == "error":
         return f"error    {entry['reason']}"
     if kind in ("approval", "waiting"):
-        detail = {k: v for k, v in entry.items() if k not in ("id", "at", "kind")}
-        return f"         {kind}: {json.dumps(detail)}"
+        shown = {k: v for k, v in entry.items() if k not in ("id", "at", "kind")}
+        return f"         {kind}: {json.dumps(shown)}"
     return None
 
 

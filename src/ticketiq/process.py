@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
@@ -19,6 +20,10 @@ from ticketiq.engine.faults import Faults
 from ticketiq.engine.gate_watch import GateWatch
 from ticketiq.engine.leases import LeaseKeeper
 from ticketiq.engine.seal import load_keys
+from ticketiq.errors import StorageError
+from ticketiq.leader.election import Elector
+from ticketiq.leader.liveness import Liveness
+from ticketiq.metrics import Metrics
 from ticketiq.model.client import ModelClient
 from ticketiq.settings import Settings
 from ticketiq.storage import database
@@ -44,6 +49,8 @@ class AppProcess:
     keeper: LeaseKeeper
     model: ModelClient
     http: httpx.AsyncClient
+    liveness: Liveness
+    elector: Elector
 
     @classmethod
     async def start(cls, settings: Settings, extra_tools: Sequence[Tool] = ()) -> AppProcess:
@@ -63,35 +70,69 @@ class AppProcess:
         for tool in extra_tools:
             registry.register(tool)
         holder = new_identity()
-        keeper = LeaseKeeper(
-            target.url, holder, settings.lease_ttl_s, settings.lease_renew_s, settings.lease_margin_s
-        )
+        keeper = LeaseKeeper(target.url, holder, settings.lease_ttl_s, settings.lease_renew_s,
+                             settings.lease_margin_s)  # fmt: skip
         model = ModelClient(settings)
         http = httpx.AsyncClient(timeout=settings.http_timeout_s)
         deps = EngineDeps(
-            db=db,
-            settings=settings,
-            registry=registry,
-            catalog=agents.Catalog(agents={}),
-            model=model,
-            keys=load_keys(settings),
-            keeper=keeper,
-            holder=holder,
-            http=http,
+            db=db, settings=settings, registry=registry, catalog=agents.Catalog(agents={}), model=model,
+            keys=load_keys(settings), keeper=keeper, holder=holder, http=http,
             faults=Faults(settings.fault_point, settings.fault_after), gate_watch=GateWatch(target.url),
-        )
+            metrics=Metrics(),
+        )  # fmt: skip
         engine = Engine(deps)
         registry.register(delegation_tool(engine))
         deps.catalog = agents.load(settings.agents, known_tools=set(registry.tools))
         await seed_gates(db, deps.catalog)
+        liveness = Liveness(target.url, settings.liveness_poll_s, on_lost=lambda why: None)
+        await liveness.register(holder)
+        process = cls(
+            settings, target, db, engine, keeper, model, http, liveness, Elector(engine, target.url)
+        )
+        liveness.on_lost = process._liveness_lost
+        keeper.on_lost.append(lambda name, why: setattr(deps.metrics, "lease_lapses", keeper.lapses))
+        liveness.start()
         keeper.start()
         deps.gate_watch.start()
+        if settings.lead:
+            process.elector.start()
         log.info("process %s ready", holder)
-        return cls(settings, target, db, engine, keeper, model, http)
+        return process
+
+    def _liveness_lost(self, why: str) -> None:
+        """Our mark may be free: another process may take our runs at any moment. Send nothing more
+        under this identity, and come back as a new one (I4: a fresh identity holds nothing)."""
+        self.keeper.lose_all(why)
+        self._reincarnation = asyncio.create_task(self._reincarnate(), name="reincarnate")
+
+    async def _reincarnate(self) -> None:
+        while True:
+            holder = new_identity()
+            try:
+                await self.liveness.register(holder)
+            except Exception as exc:
+                log.error("cannot take a liveness mark yet (%s); trying again", exc)
+                await asyncio.sleep(1.0)
+                continue
+            self.keeper.holder = holder
+            self.engine.deps.holder = holder
+            self.liveness.start()
+            log.warning("process continues as %s", holder)
+            return
 
     async def stop(self) -> None:
+        """Stop cleanly: step down, let runs finish for the grace period, hand the rest back (they go
+        on elsewhere without counting a loss), say we ended, free the liveness mark."""
+        await self.elector.stop()
         await self.engine.shutdown(self.settings.shutdown_grace_s)
         await self.keeper.stop()
+        try:
+            handed = await self.db.fetch_all("leader.hand_back", {"holder": self.engine.deps.holder})
+            if handed:
+                log.info("handed back %d runs", len(handed))
+        except StorageError as exc:
+            log.error("could not hand runs back (%s); their leases will lapse and be swept", exc)
+        await self.liveness.stop(self.db)
         await self.engine.deps.gate_watch.stop()
         await self.model.close()
         await self.http.aclose()

@@ -75,6 +75,16 @@ class Settings:
         0.0, "How long the webhook target says it honours Idempotency-Key; 0: not at all."
     )
 
+    sweep_interval_s: float = _setting(3.0, "How often the leader looks for lapsed run leases (I5).")
+    liveness_poll_s: float = _setting(
+        0.25,
+        "How often the leader looks for processes whose liveness mark is free (and each process at its own).",
+    )
+    max_losses: int = _setting(2, "A run lost more often than this is failed with the reason (I7).")
+    queued_grace_s: float = _setting(
+        5.0, "A queued run no process took within this long is taken by the sweep."
+    )
+    lead: bool = _setting(True, "Whether this process stands for leader (sweeps); any process executes runs.")
     delegation_wait_s: float = _setting(600.0, "How long a delegating call waits for its child run's answer.")
     shutdown_grace_s: float = _setting(
         10.0, "On SIGTERM, how long runs in flight may finish before they stop."

@@ -14,8 +14,8 @@ from tests.support.engine import Harness, engine_under_test, read_rows
 from tests.support.http import serving
 from ticketiq.entries.api import create_app
 
-READ = {"calls": [{"tool": "probe_read", "arguments": {"note": "{jira_key}"}}]}
-WRITE = {"calls": [{"tool": "probe_write", "arguments": {"note": "{jira_key}"}}]}
+READ: dict[str, Any] = {"calls": [{"tool": "probe_read", "arguments": {"note": "{jira_key}"}}]}
+WRITE: dict[str, Any] = {"calls": [{"tool": "probe_write", "arguments": {"note": "{jira_key}"}}]}
 SCRIPTS = {"a": [READ, WRITE, {"text": "answered {jira_key}"}]}
 AGENTS = {"a": {"tools": ["probe_read", "probe_write"]}}
 

@@ -22,6 +22,7 @@ EXPECTED_TABLES = {
     "grants",
     "tool_policies",
     "schema_migrations",
+    "processes",
 }
 
 

@@ -179,5 +179,5 @@ async def read_rows(db_url: str, sql: str, *params: Any) -> list[dict[str, Any]]
     from psycopg.rows import dict_row
 
     async with await psycopg.AsyncConnection.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
-        cur = await conn.execute(sql, params)  # type: ignore[arg-type]
+        cur = await conn.execute(sql, params)
         return await cur.fetchall() if cur.description else []

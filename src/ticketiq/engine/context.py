@@ -12,6 +12,7 @@ from ticketiq.engine.faults import Faults
 from ticketiq.engine.gate_watch import GateWatch
 from ticketiq.engine.leases import LeaseKeeper
 from ticketiq.engine.seal import SealKeys
+from ticketiq.metrics import Metrics
 from ticketiq.model.client import ModelReply
 from ticketiq.settings import Settings
 from ticketiq.storage.database import Database
@@ -37,3 +38,4 @@ class EngineDeps:
     http: httpx.AsyncClient
     faults: Faults
     gate_watch: GateWatch
+    metrics: Metrics

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,9 +52,12 @@ class StepWork:
 
 class RunDriver:
     def __init__(
-        self, deps: EngineDeps, run_id: str, attempt: int, lease: HeldLease, checkpoint: dict[str, Any]
-    ):
+        self, deps: EngineDeps, run_id: str, attempt: int, lease: HeldLease, checkpoint: dict[str, Any],
+        claimed_at: float | None = None,
+    ):  # fmt: skip
         self.deps = deps
+        self.claimed_at = claimed_at  # set when this attempt took the run over from a lost one
+        self.losses = int(checkpoint.get("losses", 0))
         self.run_id = run_id
         self.attempt = attempt
         self.lease = lease
@@ -84,19 +88,32 @@ class RunDriver:
             await self._fail_unstarted(str(exc), "agent.run.checkpoint_rejected")
             return "failed"
         state = self.state
+        limit = self.deps.settings.max_losses
+        if self.claimed_at is not None and self.losses > limit:
+            # I7: lost more often than the limit: failed with the reason, and the transcript is told.
+            self.deps.metrics.runs_lost += 1
+            return await self._end("failed", error=f"the run was lost {self.losses} times, more than the "
+                                   f"limit of {limit}; it is not resumed again")  # fmt: skip
         agent = self.deps.catalog.get(state.agent)
         if agent is None:
             return await self._end("failed", error=f"agent {state.agent} is no longer defined")
+        # I6: containment, Stop, channel and run-as (the owner may still run it) pass again.
         blocked = run_gate(await self.gate_facts(fresh=True))
         if not blocked.allowed:
             return await self._end("failed", error=f"refused by the {blocked.gate} gate: {blocked.reason}")
+        if self.claimed_at is not None:
+            self.deps.metrics.recovery.observe(time.monotonic() - self.claimed_at)
         if state.calls:
             from ticketiq.engine.resume import route_left_calls
 
             work = await route_left_calls(self, await self.gate_facts(fresh=True))
+            if self.claimed_at is not None:
+                await self._audit_resumed()
             if work.waiting:
                 return await self._suspend(work)
             self._absorb(work)
+        elif self.claimed_at is not None:
+            await self._audit_resumed()
         tools = self.deps.registry.specs(list(agent.tools))
         model = agent.model or self.deps.settings.model
         while True:
@@ -440,6 +457,21 @@ class RunDriver:
                 "audit": {"reason": reason, "attempt": self.attempt},
             },
         )
+
+    async def _audit_resumed(self) -> None:
+        """I8: every resume is audited with the step, the losses, and how each call left was settled."""
+        assert self.state is not None
+        self.deps.metrics.runs_resumed += 1
+        for item in self.settled:
+            self.deps.metrics.settled(item["settled"])
+        await self.audit("agent.run.crash_resumed", {
+            "step": self.state.step, "losses": self.losses, "attempt": self.attempt, "calls": self.settled,
+        })  # fmt: skip
+
+    async def audit(self, action: str, detail: dict[str, Any]) -> None:
+        await self._fenced("runs.audit", f"auditing {action}", {
+            "action": action, "actor": self.deps.holder, "detail": detail,
+        })  # fmt: skip
 
     async def _fenced(self, name: str, what: str, params: dict[str, Any]) -> None:
         matched = await self.deps.db.execute(name, {"run_id": self.run_id, "attempt": self.attempt, **params})

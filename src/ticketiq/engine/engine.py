@@ -8,6 +8,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from ticketiq.agents.catalog import Agent
 from ticketiq.engine import seal
@@ -110,6 +111,12 @@ class Engine:
         lease = self.deps.keeper.hold(run_id, sent_at)
         self.launch(RunDriver(self.deps, run_id, int(row["attempt"]), lease, row))
         return True
+
+    def launch_claimed(self, row: dict[str, Any], sent_at: float) -> None:
+        """Execute a run this process just claimed from a lost one (I5, I6): under its new attempt."""
+        run_id = str(row["run_id"])
+        lease = self.deps.keeper.hold(run_id, sent_at)
+        self.launch(RunDriver(self.deps, run_id, int(row["attempt"]), lease, row, claimed_at=sent_at))
 
     def launch(self, driver: RunDriver) -> None:
         self.drivers[driver.run_id] = driver

@@ -65,7 +65,7 @@ class LeaseKeeper:
         self.ttl_s = ttl_s
         self.interval_s = interval_s
         self.margin_s = margin_s
-        self.held: dict[str, HeldLease] = {}
+        self.held: dict[str, HeldLease] = {}  # by lease name
         self.renewals = 0  # statements sent, for benchmarks and metrics
         self.lapses = 0  # leases found lost
         self.on_lost: list[Callable[[str, str], None]] = []
@@ -73,47 +73,55 @@ class LeaseKeeper:
         self._task: asyncio.Task[None] | None = None
 
     def hold(self, run_id: str, acquired_sent_at: float) -> HeldLease:
-        """Register a lease just acquired by a statement sent at `acquired_sent_at`."""
+        """Register a run's lease just acquired by a statement sent at `acquired_sent_at`."""
+        return self.hold_lease(lease_name(run_id), acquired_sent_at, run_id)
+
+    def hold_lease(self, name: str, acquired_sent_at: float, run_id: str = "") -> HeldLease:
         lease = HeldLease(
-            run_id=run_id,
+            run_id=run_id or name,
             deadline=deadline_after(acquired_sent_at, self.ttl_s, self.margin_s),
             since=acquired_sent_at,
         )
-        self.held[run_id] = lease
+        self.held[name] = lease
         return lease
 
     def drop(self, run_id: str) -> None:
-        self.held.pop(run_id, None)
+        self.held.pop(lease_name(run_id), None)
+
+    def drop_lease(self, name: str) -> None:
+        self.held.pop(name, None)
 
     def lose_all(self, why: str) -> None:
-        for run_id in list(self.held):
-            self._lose(run_id, why)
+        for name in list(self.held):
+            self._lose(name, why)
 
-    def _lose(self, run_id: str, why: str) -> None:
-        lease = self.held.pop(run_id, None)
+    def _lose(self, name: str, why: str) -> None:
+        lease = self.held.pop(name, None)
         if lease is None:
             return
         self.lapses += 1
         lease.lose(why)
-        log.warning("run %s: lease lost (%s)", run_id, why)
+        log.warning("lease %s lost (%s)", name, why)
         for callback in self.on_lost:
-            callback(run_id, why)
+            callback(name, why)
 
     async def renew_once(self) -> None:
         if self._conn is None or self._conn.closed:
             self._conn = await database.connect(self.url)
         sent_at = time.monotonic()
-        held_since = {lease_name(r): lease.since for r, lease in self.held.items()}
+        held_since = {name: lease.since for name, lease in self.held.items()}
+        if not held_since:
+            return  # nothing to renew: no statement
         rows = await database.run_on(
             self._conn, "leases.renew", {"holder": self.holder, "ttl": self.ttl_s, "names": list(held_since)}
         )
         self.renewals += 1
         renewed = {str(row["name"]) for row in rows}
         for name in lost_leases(held_since, renewed, sent_at):
-            self._lose(name.removeprefix("checkpoint:"), "not renewed: another process holds it")
+            self._lose(name, "not renewed: another process holds it")
         deadline = deadline_after(sent_at, self.ttl_s, self.margin_s)
-        for run_id, lease in self.held.items():
-            if lease_name(run_id) in renewed:
+        for name, lease in self.held.items():
+            if name in renewed:
                 lease.deadline = max(lease.deadline, deadline)
 
     async def run(self) -> None:

@@ -140,19 +140,8 @@ async def _settle_in_doubt(
 async def _unknown(driver: RunDriver, call: PlannedCall, key: str | None, why: str | None) -> Any:
     result = {"outcome": "unknown", "message": UNKNOWN_FOR_MODEL + (f" ({why})" if why else "")}
     await driver.record(call, result, "settled", Route.UNKNOWN.value, key, False)
-    await driver.deps.db.execute(
-        "audit.append",
-        {
-            "action": "agent.call.settled_unknown",
-            "run_id": driver.run_id,
-            "actor": driver.deps.holder,
-            "detail": {
-                "tool": call.tool,
-                "class": call.tool_class.value,
-                "key": key,
-                "step": driver.state.step if driver.state else None,
-                "why": why,
-            },
-        },
-    )
+    await driver.audit("agent.call.settled_unknown", {
+        "tool": call.tool, "class": call.tool_class.value, "key": key,
+        "step": driver.state.step if driver.state else None, "why": why,
+    })  # fmt: skip
     return result

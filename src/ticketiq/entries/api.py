@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Header, HTTPException, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ticketiq.engine.seal import canonical
@@ -203,6 +203,12 @@ def create_app(settings: Settings, process: AppProcess | None = None) -> FastAPI
             {"run_id": str(run_id) if run_id else None, "action": action, "after": after, "limit": limit},
         )
         return {"entries": [{**r, "run_id": str(r["run_id"]) if r["run_id"] else None} for r in rows]}
+
+    @app.get("/metrics")
+    async def metrics(request: Request) -> PlainTextResponse:
+        p = proc(request)
+        p.engine.deps.metrics.lease_lapses = p.keeper.lapses
+        return PlainTextResponse(p.engine.deps.metrics.render(), media_type="text/plain; version=0.0.4")
 
     @app.get("/healthz")
     async def healthz() -> dict[str, bool]:

@@ -175,3 +175,12 @@ SELECT id FROM run
 
 -- name: ping
 SELECT 1 AS ok
+
+-- name: audit
+-- An audit row about a run, fenced like every statement a process makes about it (I3).
+WITH fence AS (
+    SELECT run_id FROM checkpoints WHERE run_id = %(run_id)s AND attempt = %(attempt)s FOR SHARE
+)
+INSERT INTO audit_log (action, run_id, actor, detail)
+SELECT %(action)s, fence.run_id, %(actor)s, %(detail)s FROM fence
+RETURNING id

@@ -1,0 +1,81 @@
+"""One leader among the app processes, by the `leader` lease (TTL 8 s, renewed with the process's
+other leases in one statement). When it dies another process leads within the TTL, or at once when
+the leader's liveness mark is found free. Only the leader sweeps; any process executes runs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from ticketiq.engine.engine import Engine
+from ticketiq.leader.sweep import Sweeper
+
+log = logging.getLogger(__name__)
+
+LEADER = "leader"
+
+
+class Elector:
+    def __init__(self, engine: Engine, url: str, retry_s: float = 1.0) -> None:
+        self.engine = engine
+        self.sweeper = Sweeper(engine, url)
+        self.retry_s = retry_s
+        self.leading = False
+        self._task: asyncio.Task[None] | None = None
+
+    async def try_lead(self) -> bool:
+        deps = self.engine.deps
+        sent_at = time.monotonic()
+        row = await deps.db.fetch_one(
+            "leader.lead", {"holder": deps.holder, "ttl": deps.settings.lease_ttl_s}
+        )
+        if row is None:
+            return False
+        deps.keeper.hold_lease(LEADER, sent_at)
+        return True
+
+    async def lead(self) -> None:
+        """Sweep while the leader lease is ours: until the renewal loses it or its deadline passes."""
+        lease = self.engine.deps.keeper.held[LEADER]
+        self.leading = True
+        log.info("process %s leads", self.engine.deps.holder)
+        sweeping = asyncio.create_task(self.sweeper.run(), name="sweeper")
+        try:
+            while not lease.lost.is_set() and time.monotonic() < lease.deadline:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(0.25):
+                        await lease.lost.wait()
+        finally:
+            sweeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeping
+            self.leading = False
+            self.engine.deps.keeper.drop_lease(LEADER)
+            log.warning("process %s no longer leads", self.engine.deps.holder)
+
+    async def run(self) -> None:
+        while True:
+            try:
+                if await self.try_lead():
+                    await self.lead()
+                    continue
+            except Exception:
+                log.exception("leader election failed; trying again")
+            await asyncio.sleep(self.retry_s)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self.run(), name="elector")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self.leading or LEADER in self.engine.deps.keeper.held:
+            self.engine.deps.keeper.drop_lease(LEADER)
+        # Step down at once so another process leads without waiting out the TTL.
+        with contextlib.suppress(Exception):
+            await self.engine.deps.db.execute("leader.step_down", {"holder": self.engine.deps.holder})

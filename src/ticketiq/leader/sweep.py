@@ -1,0 +1,91 @@
+"""The leader's sweeps: claim lapsed checkpoint leases (I5) and the leases of dead processes, and take
+queued runs no one started. Each claimed run is executed here, under its new attempt."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from ticketiq.storage import database
+
+if TYPE_CHECKING:
+    from ticketiq.engine.engine import Engine
+
+log = logging.getLogger(__name__)
+
+CLAIM_BATCH = 100
+
+
+class Sweeper:
+    def __init__(self, engine: Engine, url: str) -> None:
+        self.engine = engine
+        self.url = url
+        self.sweeps = 0
+
+    @property
+    def settings(self) -> Any:
+        return self.engine.deps.settings
+
+    async def claim(self, query: str) -> int:
+        """Run one claim statement and execute what it took; return how many runs it took."""
+        deps = self.engine.deps
+        sent_at = time.monotonic()
+        rows = await deps.db.fetch_all(query, {
+            "holder": deps.holder, "ttl": self.settings.lease_ttl_s, "limit": CLAIM_BATCH,
+        })  # fmt: skip
+        for row in rows:
+            deps.metrics.claimed(str(row["why"]))
+            log.warning("claimed run %s (%s), attempt %s, losses %s", row["run_id"], row["why"],
+                        row["attempt"], row["losses"])  # fmt: skip
+            self.engine.launch_claimed(row, sent_at)
+        return len(rows)
+
+    async def sweep_once(self, lapsed: bool) -> None:
+        await self.claim("leader.claim_dead")
+        if not lapsed:
+            return
+        self.sweeps += 1
+        while await self.claim("leader.claim_lapsed") == CLAIM_BATCH:
+            pass
+        rows = await self.engine.deps.db.fetch_all(
+            "leader.orphaned_queued", {"grace": self.settings.queued_grace_s, "limit": CLAIM_BATCH}
+        )
+        for row in rows:
+            await self.engine.start(str(row["id"]))
+
+    async def run(self) -> None:
+        """Dead processes every liveness poll (or at once when a process announces itself), lapsed
+        leases every sweep interval."""
+        listener: database.Connection | None = None
+        next_sweep = 0.0
+        try:
+            while True:
+                now = time.monotonic()
+                try:
+                    await self.sweep_once(lapsed=now >= next_sweep)
+                    if now >= next_sweep:
+                        next_sweep = now + self.settings.sweep_interval_s
+                    if listener is None or listener.closed:
+                        listener = await database.connect(self.url)
+                        await database.listen(listener, "ticketiq_processes")
+                except Exception:
+                    log.exception("sweep failed; trying again")
+                    listener = None
+                await self._wait(listener)
+        finally:
+            if listener is not None:
+                with contextlib.suppress(Exception):
+                    await listener.close()
+
+    async def _wait(self, listener: database.Connection | None) -> None:
+        timeout = self.settings.liveness_poll_s
+        if listener is None:
+            await asyncio.sleep(timeout)
+            return
+        with contextlib.suppress(TimeoutError, Exception):
+            async with asyncio.timeout(timeout):
+                async for _ in listener.notifies():
+                    return

@@ -1,0 +1,120 @@
+-- Leadership, liveness and sweeps. Every claim is ONE conditional statement that takes the lease,
+-- raises the attempt and counts one loss (I5): of two sweeps racing, the row lock makes one win and
+-- the other re-check its condition against the winner's row and match nothing.
+
+-- name: register
+-- The liveness lock is taken inside the statement that inserts the row, so no one ever sees the
+-- row of a live process without its lock.
+WITH key AS (
+    SELECT nextval('process_lock_keys')::int AS lock_key
+), locked AS (
+    SELECT key.lock_key, pg_advisory_lock(7117, key.lock_key) AS taken FROM key
+), announce AS (
+    SELECT pg_notify('ticketiq_processes', %(id)s)
+)
+INSERT INTO processes (id, lock_key, pid, host)
+SELECT %(id)s, locked.lock_key, %(pid)s, %(host)s FROM locked, announce
+RETURNING lock_key
+
+-- name: heartbeat
+SELECT 1 AS alive
+
+-- name: end_process
+WITH ended AS (
+    UPDATE processes SET ended_at = now() WHERE id = %(id)s AND ended_at IS NULL RETURNING id
+)
+SELECT pg_notify('ticketiq_processes', %(id)s) FROM ended
+
+-- name: lead
+-- Take or keep the leader lease: ours already, lapsed, or its holder's liveness mark is free.
+INSERT INTO leases (name, holder, expires_at)
+VALUES ('leader', %(holder)s, now() + make_interval(secs => %(ttl)s))
+ON CONFLICT (name) DO UPDATE
+   SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at,
+       acquired_at = CASE WHEN leases.holder = EXCLUDED.holder THEN leases.acquired_at ELSE now() END
+ WHERE leases.holder = EXCLUDED.holder OR leases.expires_at < now() OR NOT process_alive(leases.holder)
+RETURNING holder
+
+-- name: leader
+SELECT holder, expires_at, expires_at < now() AS lapsed FROM leases WHERE name = 'leader'
+
+-- name: claim_lapsed
+-- I5: checkpoint leases whose TTL ran out (the database clock decides), each claimed once.
+WITH lapsed AS (
+    SELECT name FROM leases
+     WHERE expires_at < now() AND name LIKE 'checkpoint:%%'
+     ORDER BY expires_at
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+), taken AS (
+    UPDATE leases l
+       SET holder = %(holder)s, expires_at = now() + make_interval(secs => %(ttl)s), acquired_at = now()
+      FROM lapsed
+     WHERE l.name = lapsed.name AND l.expires_at < now()
+    RETURNING l.name
+), claimed AS (
+    UPDATE checkpoints c SET attempt = c.attempt + 1, losses = c.losses + 1
+      FROM taken
+     WHERE c.run_id = substr(taken.name, 12)::uuid
+    RETURNING c.run_id, c.attempt, c.step, c.losses, c.state, c.seal, c.key_id
+)
+SELECT run_id, attempt, step, losses, state, seal, key_id, 'lapsed' AS why FROM claimed
+
+-- name: claim_dead
+-- Processes whose liveness mark is free are ended, and their checkpoint leases claimed at once,
+-- without waiting out the TTL. Fencing (I3) keeps this safe if one was alive after all.
+WITH dead AS (
+    UPDATE processes SET ended_at = now()
+     WHERE ended_at IS NULL AND id <> %(holder)s AND NOT process_alive(id)
+    RETURNING id
+), taken AS (
+    UPDATE leases l
+       SET holder = %(holder)s, expires_at = now() + make_interval(secs => %(ttl)s), acquired_at = now()
+      FROM dead
+     WHERE l.holder = dead.id AND l.name LIKE 'checkpoint:%%'
+    RETURNING l.name
+), claimed AS (
+    UPDATE checkpoints c SET attempt = c.attempt + 1, losses = c.losses + 1
+      FROM taken
+     WHERE c.run_id = substr(taken.name, 12)::uuid
+    RETURNING c.run_id, c.attempt, c.step, c.losses, c.state, c.seal, c.key_id
+)
+SELECT run_id, attempt, step, losses, state, seal, key_id, 'dead' AS why FROM claimed
+
+-- name: claim_one
+-- Take over one lapsed lease (a delegation's child): the same rule as the sweep, for one run.
+WITH taken AS (
+    UPDATE leases l
+       SET holder = %(holder)s, expires_at = now() + make_interval(secs => %(ttl)s), acquired_at = now()
+     WHERE l.name = 'checkpoint:' || %(run_id)s::text
+       AND (l.expires_at < now() OR NOT process_alive(l.holder))
+    RETURNING l.name
+), claimed AS (
+    UPDATE checkpoints c SET attempt = c.attempt + 1, losses = c.losses + 1
+      FROM taken
+     WHERE c.run_id = substr(taken.name, 12)::uuid
+    RETURNING c.run_id, c.attempt, c.step, c.losses, c.state, c.seal, c.key_id
+)
+SELECT run_id, attempt, step, losses, state, seal, key_id, 'lapsed' AS why FROM claimed
+
+-- name: orphaned_queued
+-- Runs queued (or handed back) with no lease, whose creator did not start them in time.
+SELECT r.id FROM runs r
+ WHERE r.status = 'queued' AND r.created_at < now() - make_interval(secs => %(grace)s)
+   AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.name = 'checkpoint:' || r.id::text)
+ ORDER BY r.created_at
+ LIMIT %(limit)s
+
+-- name: hand_back
+-- A process stopping cleanly hands its runs back: their leases go, they are queued again, and the
+-- sweep gives them to another process under a new attempt without counting a loss.
+WITH mine AS (
+    DELETE FROM leases WHERE holder = %(holder)s RETURNING name
+)
+UPDATE runs SET status = 'queued'
+  FROM mine
+ WHERE mine.name LIKE 'checkpoint:%%' AND runs.id = substr(mine.name, 12)::uuid AND runs.status = 'running'
+RETURNING runs.id
+
+-- name: step_down
+DELETE FROM leases WHERE name = 'leader' AND holder = %(holder)s
