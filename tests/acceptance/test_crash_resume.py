@@ -1,0 +1,113 @@
+"""Crash resume with real `ticketiq serve` processes over one Postgres (I5-I9, fast death detection).
+
+A victim process is killed (SIGKILL, by its own fault injection at a named point) while a run is in
+flight; the survivor leads, finds the victim's liveness mark free, claims the run once and finishes
+it. The stand-ins' records show every write applied once, or settled as unknown and never twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.cluster import Cluster
+
+TRIAGE = "Triage OPS-{n}: checkout is failing"
+
+
+@pytest.fixture
+def cluster(db_url: str, tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(db_url, tmp_path).start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def applied(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in rows if r["effect"] == "applied"]
+
+
+def settled(cluster: Cluster, run_id: str) -> list[dict[str, Any]]:
+    resumed = cluster.audit(run_id, "agent.run.crash_resumed")
+    assert len(resumed) == 1, cluster.audit(run_id)
+    calls: list[dict[str, Any]] = resumed[0]["detail"]["calls"]
+    return calls
+
+
+def triage_writes_once(cluster: Cluster, n: int) -> None:
+    """One incident, one Jira comment and one Teams reply for the ticket, each applied once."""
+    incidents = applied(cluster.writes(vendor="incidentio"))
+    assert len([w for w in incidents if f"OPS-{n}" in str(w["body"])]) == 1, incidents
+    assert len(applied(cluster.writes(vendor="jira", target=f"OPS-{n}"))) == 1
+    assert len(applied(cluster.writes(vendor="teams"))) == 1
+
+
+@pytest.mark.parametrize(
+    ("point", "after", "expect"),
+    [
+        # Killed with step 2's checkpoint written, the incident not yet created: made on resume.
+        ("after_checkpoint", 2, {"incidentio_create_incident": "made"}),
+        # The incident create marked in doubt, not sent: resent with the same key, applied once.
+        ("after_mark", 1, {"incidentio_create_incident": "resent_same_key"}),
+        # The incident created, its outcome not recorded: resent with the same key, deduped.
+        ("after_send", 1, {"incidentio_create_incident": "resent_same_key"}),
+        # The Jira comment marked, not sent: read back, not there, sent once.
+        ("after_mark", 2, {"jira_add_comment": "read_back", "teams_reply": "made"}),
+        # The Jira comment sent, not recorded: read back and found, not sent again.
+        ("after_send", 2, {"jira_add_comment": "read_back", "teams_reply": "made"}),
+        # The Teams reply sent, not recorded: found again through Graph.
+        ("after_send", 3, {"jira_add_comment": "reused", "teams_reply": "read_back"}),
+    ],
+)
+def test_a_run_killed_at_a_named_point_ends_on_the_survivor_with_every_write_once(
+    cluster: Cluster, point: str, after: int, expect: dict[str, str]
+) -> None:
+    survivor = cluster.app("survivor", lead=True)
+    victim = cluster.app("victim", lead=False, fault_point=point, fault_after=after, call_concurrency=1)
+    run_id = cluster.post_run(victim, "triage", TRIAGE.format(n=500 + after))
+    victim.child.proc.wait(60)  # it SIGKILLs itself at the point
+    run = cluster.wait_run(run_id)
+    assert run["status"] == "succeeded", (run, cluster.logs())
+    assert run["losses"] == 1
+    triage_writes_once(cluster, 500 + after)
+    routes = {c["tool"]: c["settled"] for c in settled(cluster, run_id)}
+    for tool, how in expect.items():
+        assert routes[tool] == how, routes
+    assert survivor.child.alive()
+
+
+def test_a_run_killed_before_its_answer_was_handed_on_is_answered_once(cluster: Cluster) -> None:
+    cluster.app("survivor", lead=True)
+    victim = cluster.app("victim", lead=False, fault_point="before_answer")
+    run_id = cluster.post_run(victim, "triage", TRIAGE.format(n=600))
+    victim.child.proc.wait(60)
+    run = cluster.wait_run(run_id)
+    assert run["status"] == "succeeded"
+    assert "OPS-600" in run["answer"]
+    triage_writes_once(cluster, 600)
+    # Every call of the last step was recorded: none is made again.
+    assert {c["settled"] for c in settled(cluster, run_id)} == {"reused"}
+
+
+@pytest.mark.parametrize("point", ["after_mark", "after_send"])
+def test_writes_to_vendors_without_a_reader_are_settled_unknown_never_twice(cluster: Cluster, point: str) -> None:
+    cluster.app("survivor", lead=True)
+    victim = cluster.app("victim", lead=False, fault_point=point, call_concurrency=1)
+    run_id = cluster.post_run(victim, "writer", "Announce OPS-700")
+    victim.child.proc.wait(60)
+    run = cluster.wait_run(run_id)
+    assert run["status"] == "succeeded", cluster.logs()
+    routes = {c["tool"]: c["settled"] for c in settled(cluster, run_id)}
+    assert routes["discord_send_message"] == "unknown_not_sent"
+    assert routes["sqs_send_message"] == "made"
+    discord = cluster.writes(vendor="discord")
+    assert len(discord) == (1 if point == "after_send" else 0)  # never sent twice
+    unknown = cluster.audit(run_id, "agent.call.settled_unknown")
+    assert [u["detail"]["tool"] for u in unknown] == ["discord_send_message"]
+    state = cluster.rows("SELECT state::jsonb AS s FROM checkpoints WHERE run_id = %s", run_id)[0]["s"]
+    told = [m["content"] for m in state["messages"] if m["role"] == "tool"]
+    assert any("outcome unknown" in t and "not sent again" in t for t in told)

@@ -1,0 +1,120 @@
+"""Real `ticketiq serve` processes and the stand-ins as subprocesses over one Postgres, for crash
+tests: start them, kill them (SIGKILL, SIGSTOP) by pid, and judge from the database and the stand-ins'
+records."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+from psycopg.rows import dict_row
+
+from ticketiq.launch import Child, start_serve, start_standins
+
+TERMINAL = ("succeeded", "failed", "interrupted")
+
+
+@dataclass
+class App:
+    child: Child
+    base: str
+
+    @property
+    def pid(self) -> int:
+        return self.child.pid
+
+
+@dataclass
+class Cluster:
+    db_url: str
+    tmp: Path
+    standin_args: tuple[str, ...] = ()
+    standins: Child | None = None
+    apps: list[App] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+
+    def start(self) -> Cluster:
+        base = {k: v for k, v in os.environ.items() if not k.startswith("TICKETIQ_")}
+        base.update({
+            "TICKETIQ_DATABASE_URL": self.db_url, "TICKETIQ_HOME": str(self.tmp / "home"),
+            "TICKETIQ_SEAL_KEYS": "crash:crash-test-secret", "TICKETIQ_LOG_LEVEL": "INFO",
+        })  # fmt: skip
+        self.standins = start_standins(base, self.tmp, *self.standin_args)
+        self.env = {**base, **self.standins.env}
+        return self
+
+    def app(self, name: str, **settings: Any) -> App:
+        env = dict(self.env)
+        for key, value in settings.items():
+            env[f"TICKETIQ_{key.upper()}"] = str(value).lower() if isinstance(value, bool) else str(value)
+        child, base = start_serve(env, self.tmp, name=name)
+        app = App(child, base)
+        self.apps.append(app)
+        return app
+
+    def stop(self) -> None:
+        for app in self.apps:
+            if app.child.alive():
+                os.kill(app.pid, signal.SIGCONT)  # a stopped process cannot act on SIGTERM
+            app.child.stop()
+        if self.standins is not None:
+            self.standins.stop()
+
+    @property
+    def standin_url(self) -> str:
+        assert self.standins is not None
+        return self.standins.env["TICKETIQ_MODEL_BASE_URL"].removesuffix("/v1")
+
+    # ----- acting ----------------------------------------------------------------------------------
+
+    def post_run(self, app: App, agent: str, text: str) -> str:
+        response = httpx.post(f"{app.base}/v1/runs", json={"agent": agent, "input": text}, timeout=30)
+        response.raise_for_status()
+        return str(response.json()["id"])
+
+    # ----- judging, from the database and the stand-ins -------------------------------------------
+
+    def rows(self, sql: str, *params: Any) -> list[dict[str, Any]]:
+        with psycopg.connect(self.db_url, autocommit=True, row_factory=dict_row) as conn:
+            cur = conn.execute(sql, params)  # type: ignore[arg-type]
+            return cur.fetchall() if cur.description else []
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        rows = self.rows(
+            "SELECT r.*, c.attempt, c.losses, c.step FROM runs r JOIN checkpoints c ON c.run_id = r.id "
+            "WHERE r.id = %s",
+            run_id,
+        )
+        return rows[0]
+
+    def wait_until(self, check: Callable[[], bool], timeout_s: float, what: str) -> float:
+        started = time.monotonic()
+        while time.monotonic() - started < timeout_s:
+            if check():
+                return time.monotonic() - started
+            time.sleep(0.05)
+        raise AssertionError(f"{what} did not happen within {timeout_s} s; logs:\n{self.logs()}")
+
+    def wait_run(self, run_id: str, timeout_s: float = 60.0) -> dict[str, Any]:
+        self.wait_until(lambda: self.run(run_id)["status"] in TERMINAL, timeout_s, f"run {run_id} ending")
+        return self.run(run_id)
+
+    def writes(self, **filters: str) -> list[dict[str, Any]]:
+        response = httpx.get(f"{self.standin_url}/_standin/writes", params=filters, timeout=30)
+        response.raise_for_status()
+        rows: list[dict[str, Any]] = response.json()
+        return rows
+
+    def audit(self, run_id: str, action: str | None = None) -> list[dict[str, Any]]:
+        rows = self.rows("SELECT action, detail FROM audit_log WHERE run_id = %s ORDER BY id", run_id)
+        return [r for r in rows if action is None or r["action"] == action]
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {a.child.name} (pid {a.pid}) ---\n{a.child.log_tail(3000)}" for a in self.apps)
