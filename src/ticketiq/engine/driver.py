@@ -407,6 +407,7 @@ class RunDriver:
         assert self.state is not None
         note = notes.statement("checkpoint", step=self.state.step, calls=len(self.state.calls))
         params = {**self._sealed(), **self._take_carry([*entries, note])}
+        self.lease.check()  # I3: a process that stalled past its deadline writes nothing more
         if await self.deps.db.execute("runs.write_checkpoint", params) != 1:
             raise Fenced(self.run_id, self.attempt, "writing the checkpoint")  # I3
         self.statements += 1
@@ -435,6 +436,7 @@ class RunDriver:
             "actor": self.deps.holder,
             "audit": {"step": self.state.step, "attempt": self.attempt, "error": error},
         }
+        self.lease.check()
         if await self.deps.db.execute("runs.end", params) != 1:
             raise Fenced(self.run_id, self.attempt, f"ending the run as {status}")
         self.statements += 1
@@ -474,6 +476,7 @@ class RunDriver:
         })  # fmt: skip
 
     async def _fenced(self, name: str, what: str, params: dict[str, Any]) -> None:
+        self.lease.check()
         matched = await self.deps.db.execute(name, {"run_id": self.run_id, "attempt": self.attempt, **params})
         if matched != 1:
             raise Fenced(self.run_id, self.attempt, what)  # I3: zero rows means stop now
