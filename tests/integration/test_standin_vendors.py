@@ -345,11 +345,13 @@ async def test_server_prints_its_settings_first_then_serves_until_sigterm(db_url
             health = await c.get(f"{base}/_standin/health")
             models = await c.get(printed["TICKETIQ_MODEL_BASE_URL"] + "/models")
         proc.send_signal(signal.SIGTERM)
-        code = await asyncio.wait_for(proc.wait(), 30)
+        # communicate() reads both pipes to their end, so their transports close before the test ends.
+        await asyncio.wait_for(proc.communicate(), 30)
+        code = proc.returncode
     finally:
         if proc.returncode is None:
             proc.kill()
-            await proc.wait()
+            await proc.communicate()
     assert list(printed) == [
         "TICKETIQ_MODEL_BASE_URL",
         "TICKETIQ_INCIDENTIO_URL",

@@ -1,0 +1,97 @@
+"""Resume rules that need a precise crash: an approval filed just before the process died, and a
+process whose liveness connection drops."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.support.engine import Probe, engine_under_test, read_rows
+from ticketiq.engine.step_keys import approval_key
+from ticketiq.leader.sweep import Sweeper
+
+READ: dict[str, Any] = {"calls": [{"tool": "probe_read", "arguments": {"note": "{jira_key}"}}]}
+WRITE: dict[str, Any] = {"calls": [{"tool": "probe_write", "arguments": {"note": "{jira_key}"}}]}
+DONE: dict[str, Any] = {"text": "done with {jira_key}"}
+TOOLS = {"tools": ["probe_read", "probe_write"]}
+
+
+async def crash_while_waiting(db_url: str, run_id: str) -> None:
+    """As if the process died after filing the approval and before it suspended the run: the run is
+    still running and its lease, held by a dead process, has lapsed."""
+    await read_rows(db_url, "UPDATE runs SET status = 'running' WHERE id = %s", run_id)
+    await read_rows(
+        db_url,
+        "INSERT INTO leases (name, holder, expires_at) VALUES ('checkpoint:' || %s, 'dead', now() - interval '1 s')",
+        run_id,
+    )
+
+
+async def test_an_approval_decided_while_the_run_was_lost_is_used_not_filed_again(
+    db_url: str, tmp_path: Path
+) -> None:
+    async with engine_under_test(db_url, tmp_path, {"a": [WRITE, DONE]}, {"a": TOOLS}, approval=["probe_write"],
+                                 lead=False) as h:  # fmt: skip
+        run = await h.finish(await h.run("a"))
+        assert run["status"] == "waiting"
+        run_id = str(run["id"])
+        await crash_while_waiting(db_url, run_id)
+        approval = (await read_rows(db_url, "SELECT id FROM approvals WHERE run_id = %s", run_id))[0]["id"]
+        await read_rows(
+            db_url, "UPDATE approvals SET status = 'approved', decided_by = 'bob' WHERE id = %s", approval
+        )
+        assert await Sweeper(h.engine, db_url).claim("leader.claim_lapsed") == 1
+        assert await asyncio.wait_for(h.engine.tasks[run_id], 30) == "succeeded"
+    assert [w["key"] for w in h.probe.writes()] == [approval_key(str(approval))]
+    assert len(await read_rows(db_url, "SELECT id FROM approvals WHERE run_id = %s", run_id)) == 1
+    audit = await read_rows(
+        db_url,
+        "SELECT detail FROM audit_log WHERE run_id = %s AND action = 'agent.run.crash_resumed'",
+        run_id,
+    )
+    assert audit[0]["detail"]["calls"] == [
+        {"tool": "probe_write", "class": "write", "settled": "approval_decided"}
+    ]
+
+
+async def test_a_write_still_held_for_approval_is_coalesced_with_the_waiting_request(
+    db_url: str, tmp_path: Path
+) -> None:
+    async with engine_under_test(db_url, tmp_path, {"a": [WRITE, DONE]}, {"a": TOOLS}, approval=["probe_write"],
+                                 lead=False) as h:  # fmt: skip
+        run_id = str((await h.finish(await h.run("a")))["id"])
+        await crash_while_waiting(db_url, run_id)
+        assert await Sweeper(h.engine, db_url).claim("leader.claim_lapsed") == 1
+        assert await asyncio.wait_for(h.engine.tasks[run_id], 30) == "waiting"
+    assert h.probe.writes() == []
+    assert len(await read_rows(db_url, "SELECT id FROM approvals WHERE run_id = %s", run_id)) == 1
+
+
+async def test_a_process_whose_liveness_connection_drops_sends_nothing_more(
+    db_url: str, tmp_path: Path
+) -> None:
+    probe = Probe(hold=asyncio.Event())
+    async with engine_under_test(db_url, tmp_path, {"l": [READ, WRITE, DONE]}, {"l": TOOLS}, probe=probe,
+                                 lead=False) as h:  # fmt: skip
+        run_id = await h.run("l")
+        assert await h.engine.start(run_id)
+        while not probe.received:
+            await asyncio.sleep(0.01)
+        old_holder = h.engine.deps.holder
+        liveness = h.process.liveness
+        assert liveness._conn is not None
+        backend = liveness._conn.info.backend_pid
+        await read_rows(db_url, "SELECT pg_terminate_backend(%s)", backend)
+        deadline = time.monotonic() + 10
+        while h.engine.deps.holder == old_holder and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert probe.hold is not None
+        probe.hold.set()
+        status = await asyncio.wait_for(h.engine.tasks[run_id], 30)
+        assert h.engine.deps.holder != old_holder  # back under a fresh identity
+    assert status == "lost"
+    assert probe.writes() == []
+    ended = await read_rows(db_url, "SELECT id FROM processes WHERE id = %s AND ended_at IS NULL", old_holder)
+    assert ended == [{"id": old_holder}]  # its mark is free: the leader will find it dead
