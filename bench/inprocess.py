@@ -34,9 +34,7 @@ class InProcessModel:
         self.clock = clock
         self.latency_s = latency_s
 
-    async def complete(
-        self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
-    ) -> ModelReply:
+    async def complete(self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
         started = time.perf_counter()
         if self.latency_s:
             await asyncio.sleep(self.latency_s)

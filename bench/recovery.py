@@ -32,7 +32,7 @@ from ticketiq.storage.database import APP_DATABASE
 
 def rows(url: str, sql: str, *params: Any) -> list[dict[str, Any]]:
     with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
-        cur = conn.execute(sql, params)  # type: ignore[arg-type]
+        cur = conn.execute(sql, params)
         return cur.fetchall() if cur.description else []
 
 
@@ -50,9 +50,7 @@ def trial(url: str, env: dict[str, str], logs: Path, n: int, sig: signal.Signals
     try:
         run_id = httpx.post(f"{base}/v1/runs", json={"agent": "triage", "input": f"Triage OPS-{n}"},
                             timeout=30).json()["id"]  # fmt: skip
-        started = wait(
-            lambda: rows(url, "SELECT step FROM checkpoints WHERE run_id = %s", run_id)[0]["step"] >= 1, 30
-        )
+        started = wait(lambda: rows(url, "SELECT step FROM checkpoints WHERE run_id = %s", run_id)[0]["step"] >= 1, 30)
         if not started:
             return None
         os.kill(victim.pid, sig)
@@ -66,9 +64,7 @@ def trial(url: str, env: dict[str, str], logs: Path, n: int, sig: signal.Signals
 
         if not wait(found, 60):
             return None
-        wait(
-            lambda: rows(url, "SELECT status FROM runs WHERE id = %s", run_id)[0]["status"] == "succeeded", 60
-        )
+        wait(lambda: rows(url, "SELECT status FROM runs WHERE id = %s", run_id)[0]["status"] == "succeeded", 60)
         return float((resumed[0]["at"] - signalled).total_seconds())
     finally:
         if sig is signal.SIGSTOP and victim.alive():
@@ -87,9 +83,7 @@ def report(label: str, samples: list[float], target: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--stalls", type=int, default=5)
     parser.add_argument("--model-latency-ms", type=int, default=500)
@@ -111,15 +105,11 @@ def main() -> None:
             survivor, _ = start_serve({**env, "TICKETIQ_LEAD": "true"}, folder, name="survivor")
             children.append(survivor)
             kills = [
-                t
-                for n in range(args.kills)
-                if (t := trial(url, env, folder, 2000 + n, signal.SIGKILL)) is not None
+                t for n in range(args.kills) if (t := trial(url, env, folder, 2000 + n, signal.SIGKILL)) is not None
             ]
             report("SIGKILL recovery", kills, "p50 <= 2 s, p99 <= 5 s")
             stalls = [
-                t
-                for n in range(args.stalls)
-                if (t := trial(url, env, folder, 3000 + n, signal.SIGSTOP)) is not None
+                t for n in range(args.stalls) if (t := trial(url, env, folder, 3000 + n, signal.SIGSTOP)) is not None
             ]
             report("SIGSTOP recovery", stalls, "<= 11 s")
         finally:

@@ -230,9 +230,7 @@ async def concurrency_part(url: str, folder: Path, n: int, model_s: float) -> No
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--concurrent", type=int, default=1000)

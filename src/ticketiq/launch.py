@@ -112,9 +112,7 @@ def start_serve(
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            [*_cli(), "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT
-        )
+        proc = subprocess.Popen([*_cli(), "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
     child = Child(name, proc, log_path, env)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout_s

@@ -86,9 +86,7 @@ class AppProcess:
         await seed_gates(db, deps.catalog)
         liveness = Liveness(target.url, settings.liveness_poll_s, on_lost=lambda why: None)
         await liveness.register(holder)
-        process = cls(
-            settings, target, db, engine, keeper, model, http, liveness, Elector(engine, target.url)
-        )
+        process = cls(settings, target, db, engine, keeper, model, http, liveness, Elector(engine, target.url))
         liveness.on_lost = process._liveness_lost
         keeper.on_lost.append(lambda name, why: setattr(deps.metrics, "lease_lapses", keeper.lapses))
         liveness.start()

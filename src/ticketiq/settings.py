@@ -46,9 +46,7 @@ class Settings:
     )
 
     lease_ttl_s: float = _setting(8.0, "Run lease time to live, judged by the database clock.")
-    lease_renew_s: float = _setting(
-        2.0, "Interval of the one renewal statement for all of a process's leases."
-    )
+    lease_renew_s: float = _setting(2.0, "Interval of the one renewal statement for all of a process's leases.")
     lease_margin_s: float = _setting(
         1.0, "No write is sent later than last renewal sent + TTL - this margin (local monotonic clock)."
     )
@@ -62,9 +60,7 @@ class Settings:
     jira_token: str = _setting("unset", "Jira API token (Bearer).", secret=True)
     teams_service_url: str = _setting("http://127.0.0.1:9000/teams", "Bot Framework serviceUrl for replies.")
     teams_token: str = _setting("unset", "Bot Framework bearer token.", secret=True)
-    graph_url: str = _setting(
-        "http://127.0.0.1:9000/graph/v1.0", "Microsoft Graph base URL (reply read-back)."
-    )
+    graph_url: str = _setting("http://127.0.0.1:9000/graph/v1.0", "Microsoft Graph base URL (reply read-back).")
     graph_token: str = _setting("unset", "Microsoft Graph bearer token.", secret=True)
     discord_url: str = _setting("http://127.0.0.1:9000/discord/api/v10", "Discord API base URL.")
     discord_token: str = _setting("unset", "Discord bot token.", secret=True)
@@ -81,14 +77,10 @@ class Settings:
         "How often the leader looks for processes whose liveness mark is free (and each process at its own).",
     )
     max_losses: int = _setting(2, "A run lost more often than this is failed with the reason (I7).")
-    queued_grace_s: float = _setting(
-        5.0, "A queued run no process took within this long is taken by the sweep."
-    )
+    queued_grace_s: float = _setting(5.0, "A queued run no process took within this long is taken by the sweep.")
     lead: bool = _setting(True, "Whether this process stands for leader (sweeps); any process executes runs.")
     delegation_wait_s: float = _setting(600.0, "How long a delegating call waits for its child run's answer.")
-    shutdown_grace_s: float = _setting(
-        10.0, "On SIGTERM, how long runs in flight may finish before they stop."
-    )
+    shutdown_grace_s: float = _setting(10.0, "On SIGTERM, how long runs in flight may finish before they stop.")
 
     fault_point: str | None = _setting(
         None,

@@ -52,9 +52,7 @@ def test_concurrent_triage_runs_write_each_vendor_once_per_ticket(
     base, standins, _ = stack
     assert standins.env["TICKETIQ_MODEL_BASE_URL"].endswith("/v1")
     ids = [
-        httpx.post(f"{base}/v1/runs", json={"agent": "triage", "input": f"Triage OPS-{n}: it broke"}).json()[
-            "id"
-        ]
+        httpx.post(f"{base}/v1/runs", json={"agent": "triage", "input": f"Triage OPS-{n}: it broke"}).json()["id"]
         for n in (101, 102, 103)
     ]
     runs = [wait_for(base, run_id) for run_id in ids]
@@ -93,12 +91,8 @@ def test_db_url_starts_an_embedded_server_that_a_second_caller_reuses(tmp_path: 
     env["TICKETIQ_HOME"] = str(tmp_path / "home")
     cli = [sys.executable, "-m", "ticketiq.cli", "db"]
     try:
-        first = subprocess.run(
-            [*cli, "url"], env=env, capture_output=True, text=True, timeout=120, check=True
-        )
-        second = subprocess.run(
-            [*cli, "url"], env=env, capture_output=True, text=True, timeout=120, check=True
-        )
+        first = subprocess.run([*cli, "url"], env=env, capture_output=True, text=True, timeout=120, check=True)
+        second = subprocess.run([*cli, "url"], env=env, capture_output=True, text=True, timeout=120, check=True)
         assert first.stdout == second.stdout
         assert first.stdout.startswith("postgresql://")
         import psycopg

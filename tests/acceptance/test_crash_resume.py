@@ -94,9 +94,7 @@ def test_a_run_killed_before_its_answer_was_handed_on_is_answered_once(cluster: 
 
 
 @pytest.mark.parametrize("point", ["after_mark", "after_send"])
-def test_writes_to_vendors_without_a_reader_are_settled_unknown_never_twice(
-    cluster: Cluster, point: str
-) -> None:
+def test_writes_to_vendors_without_a_reader_are_settled_unknown_never_twice(cluster: Cluster, point: str) -> None:
     cluster.app("survivor", lead=True)
     victim = cluster.app("victim", lead=False, fault_point=point, call_concurrency=1)
     run_id = cluster.post_run(victim, "writer", "Announce OPS-700")

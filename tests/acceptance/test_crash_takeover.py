@@ -87,9 +87,7 @@ def test_a_tampered_checkpoint_is_refused_on_resume_and_audited(cluster: Cluster
     victim = cluster.app("victim", lead=False, fault_point="after_checkpoint", fault_after=2)
     run_id = cluster.post_run(victim, "triage", "Triage OPS-803: tampered")
     victim.child.proc.wait(60)
-    cluster.rows(
-        "UPDATE checkpoints SET state = replace(state, 'OPS-803', 'OPS-999') WHERE run_id = %s", run_id
-    )
+    cluster.rows("UPDATE checkpoints SET state = replace(state, 'OPS-803', 'OPS-999') WHERE run_id = %s", run_id)
     cluster.app("survivor", lead=True)
     run = cluster.wait_run(run_id)
     assert run["status"] == "failed"
@@ -114,16 +112,12 @@ def test_a_tool_revoked_while_the_run_was_lost_is_refused_on_resume(cluster: Clu
     victim = cluster.app("victim", lead=False, fault_point="after_checkpoint", fault_after=2)
     run_id = cluster.post_run(victim, "triage", "Triage OPS-805: revoked")
     victim.child.proc.wait(60)
-    cluster.rows(
-        "UPDATE grants SET revoked = true WHERE principal = 'ops-bot' AND tool = 'incidentio_create_incident'"
-    )
+    cluster.rows("UPDATE grants SET revoked = true WHERE principal = 'ops-bot' AND tool = 'incidentio_create_incident'")
     cluster.app("survivor", lead=True)
     run = cluster.wait_run(run_id)
     assert run["status"] == "succeeded"  # the model was told and went on
     assert cluster.writes(vendor="incidentio") == []
-    calls = cluster.rows(
-        "SELECT tool, gate, outcome::text AS o FROM calls WHERE run_id = %s AND step = 2", run_id
-    )
+    calls = cluster.rows("SELECT tool, gate, outcome::text AS o FROM calls WHERE run_id = %s AND step = 2", run_id)
     assert calls[0]["gate"] == "refuse"
     assert "ops-bot may not use tool incidentio_create_incident" in calls[0]["o"]
 
@@ -149,9 +143,7 @@ def test_a_lost_delegation_is_asked_again_by_its_key_and_finds_one_child(
 
 def test_when_the_leader_dies_another_process_leads_and_sweeps(cluster: Cluster) -> None:
     first = cluster.app("a", lead=True)
-    cluster.wait_until(
-        lambda: bool(cluster.rows("SELECT 1 FROM leases WHERE name = 'leader'")), 30, "a leader"
-    )
+    cluster.wait_until(lambda: bool(cluster.rows("SELECT 1 FROM leases WHERE name = 'leader'")), 30, "a leader")
     second = cluster.app("b", lead=True)
     leader = cluster.rows("SELECT holder FROM leases WHERE name = 'leader'")[0]["holder"]
     dying, other = (first, second) if f":{first.pid}:" in leader else (second, first)

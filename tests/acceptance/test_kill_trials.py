@@ -55,9 +55,7 @@ def test_random_kills_lose_nothing_and_double_nothing(cluster: Cluster) -> None:
             if run["losses"]:
                 recovery.append(time.monotonic() - killed)
             # Judged per ticket: one incident, one comment, one reply applied.
-            incidents = [
-                w for w in applied(cluster.writes(vendor="incidentio")) if f"OPS-{n}:" in str(w["body"])
-            ]
+            incidents = [w for w in applied(cluster.writes(vendor="incidentio")) if f"OPS-{n}:" in str(w["body"])]
             assert len(incidents) == 1, (f"seed {SEED}", n, incidents)
             assert len(applied(cluster.writes(vendor="jira", target=f"OPS-{n}"))) == 1, f"seed {SEED}"
         replies = applied(cluster.writes(vendor="teams"))

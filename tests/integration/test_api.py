@@ -54,18 +54,14 @@ async def test_a_run_is_created_executed_and_readable(db_url: str, tmp_path: Pat
         assert (await client.get("/openapi.json")).json()["paths"]["/v1/runs"]
 
 
-async def test_idempotency_key_returns_the_same_run_and_refuses_another_body(
-    db_url: str, tmp_path: Path
-) -> None:
+async def test_idempotency_key_returns_the_same_run_and_refuses_another_body(db_url: str, tmp_path: Path) -> None:
     async with api(db_url, tmp_path) as (client, _):
         body = {"agent": "a", "input": "check OPS-8"}
         first = await client.post("/v1/runs", json=body, headers={"Idempotency-Key": "k-1"})
         again = await client.post("/v1/runs", json=body, headers={"Idempotency-Key": "k-1"})
         assert first.status_code == again.status_code == 201
         assert first.json()["id"] == again.json()["id"]
-        other = await client.post(
-            "/v1/runs", json={**body, "input": "check OPS-9"}, headers={"Idempotency-Key": "k-1"}
-        )
+        other = await client.post("/v1/runs", json={**body, "input": "check OPS-9"}, headers={"Idempotency-Key": "k-1"})
         assert other.status_code == 422
         assert other.json()["detail"][0]["loc"] == ["header", "Idempotency-Key"]
         await until(client, first.json()["id"], "succeeded")
@@ -91,18 +87,14 @@ async def test_bad_input_names_the_field_and_writes_nothing(db_url: str, tmp_pat
     assert await read_rows(db_url, "SELECT count(*) AS n FROM runs") == [{"n": 0}]
 
 
-async def test_an_approved_write_waits_then_goes_out_with_the_approval_key(
-    db_url: str, tmp_path: Path
-) -> None:
+async def test_an_approved_write_waits_then_goes_out_with_the_approval_key(db_url: str, tmp_path: Path) -> None:
     async with api(db_url, tmp_path, approval=["probe_write"]) as (client, h):
         run_id = (await client.post("/v1/runs", json={"agent": "a", "input": "check OPS-10"})).json()["id"]
         await until(client, run_id, "waiting")
         pending = (await client.get("/v1/approvals")).json()["approvals"]
         assert [p["tool"] for p in pending] == ["probe_write"]
         assert h.probe.writes() == []  # held, not sent
-        decided = await client.post(
-            f"/v1/approvals/{pending[0]['id']}", json={"decision": "approve", "by": "bob"}
-        )
+        decided = await client.post(f"/v1/approvals/{pending[0]['id']}", json={"decision": "approve", "by": "bob"})
         assert decided.status_code == 200 and decided.json()["status"] == "approved"
         run = await until(client, run_id, "succeeded")
         twice = await client.post(f"/v1/approvals/{pending[0]['id']}", json={"decision": "reject"})
@@ -128,9 +120,7 @@ async def test_a_rejected_write_is_refused_back_to_the_model(db_url: str, tmp_pa
     assert "approval rejected by carol" in tool_messages[-1]
 
 
-async def test_a_quarantined_agent_is_refused_and_the_reason_reaches_the_model(
-    db_url: str, tmp_path: Path
-) -> None:
+async def test_a_quarantined_agent_is_refused_and_the_reason_reaches_the_model(db_url: str, tmp_path: Path) -> None:
     async with api(db_url, tmp_path) as (client, h):
         response = await client.put("/v1/gates/quarantines/agent/a", json={"reason": "under review"})
         assert response.status_code == 200
@@ -153,9 +143,7 @@ async def test_a_revoked_tool_is_refused_with_the_reason_as_its_result(db_url: s
     assert refusals[0]["reason"] == "owner tester may not use tool probe_write"
 
 
-async def test_stop_ends_a_waiting_run_and_a_running_one_at_its_next_step(
-    db_url: str, tmp_path: Path
-) -> None:
+async def test_stop_ends_a_waiting_run_and_a_running_one_at_its_next_step(db_url: str, tmp_path: Path) -> None:
     async with api(db_url, tmp_path, approval=["probe_write"]) as (client, h):
         run_id = (await client.post("/v1/runs", json={"agent": "a", "input": "check OPS-14"})).json()["id"]
         await until(client, run_id, "waiting")

@@ -32,24 +32,18 @@ async def test_a_read_only_step_costs_exactly_one_write_statement(db_url: str, t
     scripts = {"reads": [READ, READ, READ, DONE]}
     # Renewals and sweeps are writes of the process, not of a step: this process neither leads nor
     # renews within the test, and the count is taken before it stops.
-    async with engine_under_test(
-        db_url, tmp_path, scripts, {"reads": TOOLS}, lease_renew_s=600, lead=False
-    ) as h:
+    async with engine_under_test(db_url, tmp_path, scripts, {"reads": TOOLS}, lease_renew_s=600, lead=False) as h:
         run_id = await h.run("reads")
         await read_rows(db_url, "SELECT pg_stat_statements_reset()")
         run = await h.finish(run_id)
         writes = {
-            q: n
-            for q, n in (await write_statement_calls(db_url)).items()
-            if "UPDATE leases SET expires_at" not in q
+            q: n for q, n in (await write_statement_calls(db_url)).items() if "UPDATE leases SET expires_at" not in q
         }
     assert run["status"] == "succeeded"
     assert run["step"] == 3
     assert len(h.probe.received) == 3
     step_checkpoints = sum(
-        n
-        for q, n in writes.items()
-        if "UPDATE checkpoints" in q and "UPDATE runs" not in q and "+ 1" not in q
+        n for q, n in writes.items() if "UPDATE checkpoints" in q and "UPDATE runs" not in q and "+ 1" not in q
     )
     # One checkpoint statement per read-only step, and besides them only the run's acquire and end.
     assert step_checkpoints == 3
@@ -58,9 +52,7 @@ async def test_a_read_only_step_costs_exactly_one_write_statement(db_url: str, t
     assert [c["status"] for c in calls] == ["done"] * 3  # read outcomes rode on the next statement
 
 
-async def test_the_in_doubt_mark_is_committed_before_the_vendor_receives_the_write(
-    db_url: str, tmp_path: Path
-) -> None:
+async def test_the_in_doubt_mark_is_committed_before_the_vendor_receives_the_write(db_url: str, tmp_path: Path) -> None:
     seen: list[list[dict[str, Any]]] = []
 
     async def look(record: dict[str, Any]) -> None:
@@ -74,9 +66,7 @@ async def test_the_in_doubt_mark_is_committed_before_the_vendor_receives_the_wri
         )
 
     probe = Probe(on_receive=look)
-    async with engine_under_test(
-        db_url, tmp_path, {"w": [READ, WRITE, DONE]}, {"w": TOOLS}, probe=probe
-    ) as h:
+    async with engine_under_test(db_url, tmp_path, {"w": [READ, WRITE, DONE]}, {"w": TOOLS}, probe=probe) as h:
         run_id = await h.run("w")
         run = await h.finish(run_id)
     assert run["status"] == "succeeded"
@@ -94,9 +84,7 @@ async def test_a_process_whose_attempt_is_raised_underneath_it_sends_and_writes_
     db_url: str, tmp_path: Path
 ) -> None:
     probe = Probe(hold=asyncio.Event())
-    async with engine_under_test(
-        db_url, tmp_path, {"f": [READ, WRITE, DONE]}, {"f": TOOLS}, probe=probe
-    ) as h:
+    async with engine_under_test(db_url, tmp_path, {"f": [READ, WRITE, DONE]}, {"f": TOOLS}, probe=probe) as h:
         run_id = await h.run("f")
         assert await h.engine.start(run_id)
         for _ in range(500):  # wait until the read is in flight at the vendor
@@ -165,9 +153,7 @@ async def test_a_lease_missing_from_the_renewal_answer_stops_its_run(db_url: str
         while not probe.received:
             await asyncio.sleep(0.01)
         # Another process takes the lease (as a sweep would): the next renewal does not name it.
-        await read_rows(
-            db_url, "UPDATE leases SET holder = 'someone-else' WHERE name = %s", f"checkpoint:{run_id}"
-        )
+        await read_rows(db_url, "UPDATE leases SET holder = 'someone-else' WHERE name = %s", f"checkpoint:{run_id}")
         lease = h.engine.deps.keeper
         for _ in range(200):
             if f"checkpoint:{run_id}" not in lease.held:
@@ -217,9 +203,7 @@ async def test_calls_of_one_step_run_concurrently_up_to_the_bound(db_url: str, t
 
 
 async def test_position_only_call_ids_yield_no_step_key(db_url: str, tmp_path: Path) -> None:
-    async with engine_under_test(
-        db_url, tmp_path, {"p": [WRITE, DONE]}, {"p": TOOLS}, position_ids=True
-    ) as h:
+    async with engine_under_test(db_url, tmp_path, {"p": [WRITE, DONE]}, {"p": TOOLS}, position_ids=True) as h:
         run = await h.finish(await h.run("p"))
     assert run["status"] == "succeeded"
     rows = await read_rows(db_url, "SELECT provider_call_id, step_key, sent_key FROM calls")

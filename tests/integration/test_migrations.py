@@ -33,9 +33,7 @@ async def test_two_processes_migrating_together_apply_each_migration_once(pg: Su
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {name}")
     target = pg.url(name)
-    conns = [
-        await psycopg.AsyncConnection.connect(target, autocommit=True, row_factory=dict_row) for _ in range(2)
-    ]
+    conns = [await psycopg.AsyncConnection.connect(target, autocommit=True, row_factory=dict_row) for _ in range(2)]
     try:
         applied = await asyncio.gather(*(migrate(c) for c in conns))
         versions = [m.version for m in discover()]

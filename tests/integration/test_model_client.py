@@ -114,9 +114,7 @@ async def standin(latency_ms: int = 0, position_ids: bool = False) -> AsyncItera
 
 
 @asynccontextmanager
-async def model_client(
-    settings: Settings, http: httpx.AsyncClient | None = None
-) -> AsyncIterator[ModelClient]:
+async def model_client(settings: Settings, http: httpx.AsyncClient | None = None) -> AsyncIterator[ModelClient]:
     client = ModelClient(settings, http=http)
     try:
         yield client
@@ -244,9 +242,7 @@ async def test_500s_are_retried_until_one_succeeds() -> None:
 async def test_retries_exhausted_raise_model_error() -> None:
     async with standin() as server, model_client(server.settings(model_max_retries=1)) as client:
         await server.arrange_faults("500", count=5)
-        with pytest.raises(
-            ModelError, match=r"answered 500 for model 'reader' after 2 attempts: .*stand-in fault"
-        ):
+        with pytest.raises(ModelError, match=r"answered 500 for model 'reader' after 2 attempts: .*stand-in fault"):
             await client.complete(model="reader", messages=user("OPS-3"), tools=[])
         # One request and one retry, no more.
         assert await server.faults_remaining() == 3
@@ -266,9 +262,7 @@ async def test_a_400_is_not_retried_and_names_the_servers_reason() -> None:
 
 async def test_unknown_model_is_a_404() -> None:
     async with standin() as server, model_client(server.settings()) as client:
-        with pytest.raises(
-            ModelError, match=r"answered 404 for model 'nobody': The model `nobody` does not exist"
-        ):
+        with pytest.raises(ModelError, match=r"answered 404 for model 'nobody': The model `nobody` does not exist"):
             await client.complete(model="nobody", messages=user("OPS-4"), tools=[])
 
 
@@ -296,9 +290,7 @@ async def test_an_unreachable_endpoint_is_retried_then_fails() -> None:
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    settings = Settings(
-        model_base_url=f"http://127.0.0.1:{port}/v1", model_api_key=API_KEY, model_max_retries=1
-    )
+    settings = Settings(model_base_url=f"http://127.0.0.1:{port}/v1", model_api_key=API_KEY, model_max_retries=1)
     async with model_client(settings) as client:
         with pytest.raises(ModelError, match=r"could not be reached for model 'triage' after 2 attempts"):
             await client.complete(model="triage", messages=user("OPS-4"), tools=[])

@@ -29,9 +29,7 @@ async def crash_while_waiting(db_url: str, run_id: str) -> None:
     )
 
 
-async def test_an_approval_decided_while_the_run_was_lost_is_used_not_filed_again(
-    db_url: str, tmp_path: Path
-) -> None:
+async def test_an_approval_decided_while_the_run_was_lost_is_used_not_filed_again(db_url: str, tmp_path: Path) -> None:
     async with engine_under_test(db_url, tmp_path, {"a": [WRITE, DONE]}, {"a": TOOLS}, approval=["probe_write"],
                                  lead=False) as h:  # fmt: skip
         run = await h.finish(await h.run("a"))
@@ -39,9 +37,7 @@ async def test_an_approval_decided_while_the_run_was_lost_is_used_not_filed_agai
         run_id = str(run["id"])
         await crash_while_waiting(db_url, run_id)
         approval = (await read_rows(db_url, "SELECT id FROM approvals WHERE run_id = %s", run_id))[0]["id"]
-        await read_rows(
-            db_url, "UPDATE approvals SET status = 'approved', decided_by = 'bob' WHERE id = %s", approval
-        )
+        await read_rows(db_url, "UPDATE approvals SET status = 'approved', decided_by = 'bob' WHERE id = %s", approval)
         assert await Sweeper(h.engine, db_url).claim("leader.claim_lapsed") == 1
         assert await asyncio.wait_for(h.engine.tasks[run_id], 30) == "succeeded"
     assert [w["key"] for w in h.probe.writes()] == [approval_key(str(approval))]
@@ -51,9 +47,7 @@ async def test_an_approval_decided_while_the_run_was_lost_is_used_not_filed_agai
         "SELECT detail FROM audit_log WHERE run_id = %s AND action = 'agent.run.crash_resumed'",
         run_id,
     )
-    assert audit[0]["detail"]["calls"] == [
-        {"tool": "probe_write", "class": "write", "settled": "approval_decided"}
-    ]
+    assert audit[0]["detail"]["calls"] == [{"tool": "probe_write", "class": "write", "settled": "approval_decided"}]
 
 
 async def test_a_write_still_held_for_approval_is_coalesced_with_the_waiting_request(
@@ -69,9 +63,7 @@ async def test_a_write_still_held_for_approval_is_coalesced_with_the_waiting_req
     assert len(await read_rows(db_url, "SELECT id FROM approvals WHERE run_id = %s", run_id)) == 1
 
 
-async def test_a_process_whose_liveness_connection_drops_sends_nothing_more(
-    db_url: str, tmp_path: Path
-) -> None:
+async def test_a_process_whose_liveness_connection_drops_sends_nothing_more(db_url: str, tmp_path: Path) -> None:
     probe = Probe(hold=asyncio.Event())
     async with engine_under_test(db_url, tmp_path, {"l": [READ, WRITE, DONE]}, {"l": TOOLS}, probe=probe,
                                  lead=False) as h:  # fmt: skip

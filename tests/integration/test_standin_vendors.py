@@ -91,9 +91,7 @@ async def test_incidentio_list_hides_test_incidents_and_filters_by_creation(stan
         real = (await c.post("/v2/incidents", json=incident("k1"))).json()["incident"]
         await c.post("/v2/incidents", json=incident("k2", mode="test"))
         default = (await c.get("/v2/incidents")).json()["incidents"]
-        both = (await c.get("/v2/incidents", params={"mode[one_of]": ["standard", "test"]})).json()[
-            "incidents"
-        ]
+        both = (await c.get("/v2/incidents", params={"mode[one_of]": ["standard", "test"]})).json()["incidents"]
         since = {"created_at[gte]": real["created_at"]}
         from_then = (await c.get("/v2/incidents", params=since)).json()["incidents"]
         later = {"created_at[gte]": "2999-01-01T00:00:00Z"}
@@ -139,13 +137,9 @@ async def test_jira_comment_properties_come_back_only_through_comment_list(stand
             body = {"body": doc, "properties": [{"key": "ticketiq.step_key", "value": f"key-{n}"}]}
             assert (await c.post("/rest/api/3/issue/OPS-1/comment", json=body)).status_code == 201
         page1 = (await c.get("/rest/api/3/issue/OPS-1/comment", params={"maxResults": 2})).json()
-        page2 = (
-            await c.get("/rest/api/3/issue/OPS-1/comment", params={"startAt": 2, "maxResults": 2})
-        ).json()
+        page2 = (await c.get("/rest/api/3/issue/OPS-1/comment", params={"startAt": 2, "maxResults": 2})).json()
         ids = [int(x["id"]) for x in page1["comments"] + page2["comments"]]
-        expanded = await c.post(
-            "/rest/api/3/comment/list", params={"expand": "properties"}, json={"ids": ids}
-        )
+        expanded = await c.post("/rest/api/3/comment/list", params={"expand": "properties"}, json={"ids": ids})
         plain = (await c.post("/rest/api/3/comment/list", json={"ids": ids})).json()
     assert (page1["total"], len(page1["comments"]), len(page2["comments"])) == (3, 2, 1)
     assert all("properties" not in x for x in page1["comments"] + plain["values"])

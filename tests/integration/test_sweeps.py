@@ -19,7 +19,8 @@ async def lost_runs(db: Database, n: int, holder: str, lapsed: bool = True) -> l
                 (run_id, run_id),
             )
             await conn.execute(
-                "INSERT INTO checkpoints (run_id, attempt, step, state, seal, key_id) VALUES (%s, 1, 1, '{}', 's', 'k')",
+                "INSERT INTO checkpoints (run_id, attempt, step, state, seal, key_id) "
+                "VALUES (%s, 1, 1, '{}', 's', 'k')",
                 (run_id,),
             )
             await conn.execute(

@@ -69,8 +69,7 @@ async def effects(standins: Standins, **filters: str) -> list[str]:
 
 def test_registry_holds_every_vendor_tool_with_its_class(standins: Standins) -> None:
     classes = {
-        name: (t.tool_class, t.reader is not None)
-        for name, t in build_registry(standins.settings()).tools.items()
+        name: (t.tool_class, t.reader is not None) for name, t in build_registry(standins.settings()).tools.items()
     }
     assert classes == {
         "jira_get_issue": (ToolClass.READ, False),
@@ -154,24 +153,18 @@ async def test_incident_edit_reads_back_by_comparing_fields(tools: Tools) -> Non
 
 async def test_teams_reply_is_found_in_graph_past_the_first_page(tools: Tools, standins: Standins) -> None:
     assert (await tools.call("teams_reply", "tqteams", text="Triaged OPS-1", **TEAMS_ARGS)).ok
-    await asyncio.gather(
-        *(tools.call("teams_reply", f"tqfill{n}", text="filler", **TEAMS_ARGS) for n in range(55))
-    )
+    await asyncio.gather(*(tools.call("teams_reply", f"tqfill{n}", text="filler", **TEAMS_ARGS) for n in range(55)))
     found = await tools.read("teams_reply", "tqteams", text="Triaged OPS-1", **TEAMS_ARGS)
     never = await tools.read("teams_reply", "tqnever", text="x", **TEAMS_ARGS)
     no_team = await tools.read("teams_reply", "tqteams", conversation_id=THREAD, activity_id="1", text="x")
-    personal = await tools.read(
-        "teams_reply", "tqteams", **{**TEAMS_ARGS, "conversation_id": "a:1personal"}, text="x"
-    )
+    personal = await tools.read("teams_reply", "tqteams", **{**TEAMS_ARGS, "conversation_id": "a:1personal"}, text="x")
     first = (await standins.writes(key="tqteams"))[0]
     assert found.outcome is not None
     assert (found.found, found.outcome.result) == (True, {"id": first["ref"]})
     assert (never.found, no_team.found, personal.found) == (False, None, None)
 
 
-async def test_discord_resend_with_the_same_key_returns_the_original(
-    tools: Tools, standins: Standins
-) -> None:
+async def test_discord_resend_with_the_same_key_returns_the_original(tools: Tools, standins: Standins) -> None:
     first = await tools.call("discord_send_message", "tqdisc", channel_id="ops", content="OPS-1 triaged")
     again = await tools.call("discord_send_message", "tqdisc", channel_id="ops", content="OPS-1 triaged")
     assert first.result["message_id"] == again.result["message_id"]
@@ -192,9 +185,7 @@ async def test_webhook_sends_the_key_and_dedupes_only_where_the_target_does(
     for _ in range(2):
         assert (await plain.call("webhook_post", "tqhook", path="hooks/ops", payload={"a": 1})).ok
     await standins.options(webhook_dedupe_window_s=3600)
-    answers = [
-        await keyed.call("webhook_post", "tqkeyed", path="hooks/ops", payload={"a": 1}) for _ in range(2)
-    ]
+    answers = [await keyed.call("webhook_post", "tqkeyed", path="hooks/ops", payload={"a": 1}) for _ in range(2)]
     escape = await plain.call("webhook_post", "tqbad", path="../admin", payload={})
     assert answers[0].result["response"]["id"] == answers[1].result["response"]["id"]
     assert await effects(standins, key="tqhook") == ["applied", "applied"]
@@ -272,15 +263,11 @@ async def test_before_send_raising_stops_the_send(tools: Tools, standins: Standi
     tool = tools.registry.get("jira_add_comment")
     assert tool is not None
     with pytest.raises(LeaseLost):
-        await tool.executor(
-            tools.ctx("jira_add_comment", {"issue_key": "OPS-1", "body": "x"}, "tqlost", lapsed)
-        )
+        await tool.executor(tools.ctx("jira_add_comment", {"issue_key": "OPS-1", "body": "x"}, "tqlost", lapsed))
     assert await standins.writes() == []
 
 
-async def test_errors_name_the_vendor_message_and_never_a_secret(
-    standins: Standins, http: httpx.AsyncClient
-) -> None:
+async def test_errors_name_the_vendor_message_and_never_a_secret(standins: Standins, http: httpx.AsyncClient) -> None:
     tools = Tools(standins, http, incidentio_api_key="sekrit-incident-key")
     outcome = await tools.call(
         "incidentio_create_incident", "tqs", name="n", summary="s", severity="sekrit-incident-key"

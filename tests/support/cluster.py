@@ -83,13 +83,12 @@ class Cluster:
 
     def rows(self, sql: str, *params: Any) -> list[dict[str, Any]]:
         with psycopg.connect(self.db_url, autocommit=True, row_factory=dict_row) as conn:
-            cur = conn.execute(sql, params)  # type: ignore[arg-type]
+            cur = conn.execute(sql, params)
             return cur.fetchall() if cur.description else []
 
     def run(self, run_id: str) -> dict[str, Any]:
         rows = self.rows(
-            "SELECT r.*, c.attempt, c.losses, c.step FROM runs r JOIN checkpoints c ON c.run_id = r.id "
-            "WHERE r.id = %s",
+            "SELECT r.*, c.attempt, c.losses, c.step FROM runs r JOIN checkpoints c ON c.run_id = r.id WHERE r.id = %s",
             run_id,
         )
         return rows[0]

@@ -79,9 +79,7 @@ def probe_tools(base_url: str) -> list[Tool]:
 
     return [
         Tool("probe_read", "read from the probe", OBJECT, ToolClass.READ, sender("read")),
-        Tool(
-            "probe_write", "write to the probe", OBJECT, ToolClass.WRITE, sender("write"), reader=never_found
-        ),
+        Tool("probe_write", "write to the probe", OBJECT, ToolClass.WRITE, sender("write"), reader=never_found),
         Tool(
             "probe_keyed",
             "keyed write",

@@ -187,12 +187,8 @@ def test_position_ids_and_provider_looking_ids() -> None:
 
 
 @given(
-    st.tuples(
-        st.sampled_from(["triage", "reader"]), st.text(max_size=20), st.integers(0, 5), st.integers(0, 3)
-    ),
-    st.tuples(
-        st.sampled_from(["triage", "reader"]), st.text(max_size=20), st.integers(0, 5), st.integers(0, 3)
-    ),
+    st.tuples(st.sampled_from(["triage", "reader"]), st.text(max_size=20), st.integers(0, 5), st.integers(0, 3)),
+    st.tuples(st.sampled_from(["triage", "reader"]), st.text(max_size=20), st.integers(0, 5), st.integers(0, 3)),
 )
 def test_derived_ids_differ_when_what_identifies_the_call_differs(
     one: tuple[str, str, int, int], two: tuple[str, str, int, int]
@@ -225,9 +221,7 @@ def test_an_unknown_model_is_refused_like_openai(scripted: ScriptedModel) -> Non
                 *user("OPS-1"),
                 {
                     "role": "assistant",
-                    "tool_calls": [
-                        {"id": "a", "type": "function", "function": {"name": "t", "arguments": "{}"}}
-                    ],
+                    "tool_calls": [{"id": "a", "type": "function", "function": {"name": "t", "arguments": "{}"}}],
                 },
                 {"role": "user", "content": "more"},
             ],
@@ -299,7 +293,5 @@ def test_the_completion_body_parses_as_an_openai_chat_completion(scripted: Scrip
     assert parsed.choices[0].message.tool_calls is not None
     assert parsed.usage is not None
     assert parsed.usage.total_tokens == parsed.usage.prompt_tokens + parsed.usage.completion_tokens
-    text = scripted.reply(
-        "reader", [{"role": "user", "content": "x"}, {"role": "assistant", "content": "-"}] * 3
-    )
+    text = scripted.reply("reader", [{"role": "user", "content": "x"}, {"role": "assistant", "content": "-"}] * 3)
     assert ChatCompletion.model_validate(completion("reader", [], text)).choices[0].finish_reason == "stop"

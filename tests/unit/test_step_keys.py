@@ -25,9 +25,7 @@ def test_equal_inputs_give_equal_keys(p: tuple[str, str, int, str]) -> None:
 
 
 @given(parts, parts)
-def test_keys_differ_when_any_part_differs(
-    a: tuple[str, str, int, str], b: tuple[str, str, int, str]
-) -> None:
+def test_keys_differ_when_any_part_differs(a: tuple[str, str, int, str], b: tuple[str, str, int, str]) -> None:
     if a != b:
         assert run_call_key(*a) != run_call_key(*b)
 

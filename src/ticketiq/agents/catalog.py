@@ -57,9 +57,7 @@ def parse(data: Any, source: str, known_tools: set[str] | None = None) -> Catalo
             raise ConfigError(f"{where} must be a mapping")
         unknown = set(spec) - _AGENT_FIELDS
         if unknown:
-            raise ConfigError(
-                f"{where} has unknown fields {sorted(unknown)}; allowed: {sorted(_AGENT_FIELDS)}"
-            )
+            raise ConfigError(f"{where} has unknown fields {sorted(unknown)}; allowed: {sorted(_AGENT_FIELDS)}")
         for required in ("system_prompt", "owner"):
             if not isinstance(spec.get(required), str) or not spec[required]:
                 raise ConfigError(f"{where}: `{required}` is required (a non-empty string)")
@@ -93,9 +91,7 @@ def load(path: Path, known_tools: set[str] | None = None) -> Catalog:
     try:
         data = yaml.safe_load(Path(path).read_text())
     except FileNotFoundError:
-        raise ConfigError(
-            f"agents file {path} does not exist; set TICKETIQ_AGENTS to an agents file"
-        ) from None
+        raise ConfigError(f"agents file {path} does not exist; set TICKETIQ_AGENTS to an agents file") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"agents file {path} is not valid YAML: {exc}") from exc
     return parse(data, str(path), known_tools)

@@ -132,16 +132,13 @@ class RunDriver:
                 return await self._end("succeeded", answer=state.answer)
             state.step += 1
             state.calls = [
-                self._plan(i, tc.id, tc.name, tc.arguments, tc.arguments_error)
-                for i, tc in enumerate(reply.tool_calls)
+                self._plan(i, tc.id, tc.name, tc.arguments, tc.arguments_error) for i, tc in enumerate(reply.tool_calls)
             ]
             state.history.append({"step": state.step, "calls": [c.tool for c in state.calls]})
             facts = await self.gate_facts()
             blocked = run_gate(facts)
             if not blocked.allowed:
-                return await self._end(
-                    "failed", error=f"refused by the {blocked.gate} gate: {blocked.reason}"
-                )
+                return await self._end("failed", error=f"refused by the {blocked.gate} gate: {blocked.reason}")
             decisions = [self.decide(facts, c) for c in state.calls]
             tokens = reply.prompt_tokens + reply.completion_tokens
             entries = [notes.model_step(state.step, state.calls, reply.text, tokens)]
@@ -169,9 +166,7 @@ class RunDriver:
 
     # ----- planning and gates ------------------------------------------------------------------------
 
-    def _plan(
-        self, idx: int, call_id: str, name: str, args: dict[str, Any], args_error: str | None
-    ) -> PlannedCall:
+    def _plan(self, idx: int, call_id: str, name: str, args: dict[str, Any], args_error: str | None) -> PlannedCall:
         assert self.state is not None
         tool = self.deps.registry.get(name)
         return PlannedCall(
@@ -235,9 +230,7 @@ class RunDriver:
                 group.create_task(one(call, decision, key))
         return work
 
-    async def _make_call(
-        self, work: StepWork, call: PlannedCall, decision: GateDecision, key: str | None
-    ) -> None:
+    async def _make_call(self, work: StepWork, call: PlannedCall, decision: GateDecision, key: str | None) -> None:
         assert self.state is not None
         if call.args_error:
             return self._finish(work, call, {"error": f"arguments rejected: {call.args_error}"}, "refused")
@@ -323,9 +316,7 @@ class RunDriver:
         await self.record(call, result, "done", how, sent_key, outcome.ok)
         return result
 
-    async def record(
-        self, call: PlannedCall, result: Any, status: str, how: str, key: str | None, ok: bool
-    ) -> None:
+    async def record(self, call: PlannedCall, result: Any, status: str, how: str, key: str | None, ok: bool) -> None:
         assert self.state is not None
         entries = [
             notes.call_result(self.state.step, call, key, ok, result, how),

@@ -82,9 +82,7 @@ class Engine:
             },
         )
         if row is not None:
-            return Created(
-                id=str(row["id"]), status=str(row["status"]), created=True, request_hash=request_hash
-            )
+            return Created(id=str(row["id"]), status=str(row["status"]), created=True, request_hash=request_hash)
         if idempotency_key is not None:
             found = await self.deps.db.fetch_one("runs.by_idempotency_key", {"key": idempotency_key})
             if found is not None:

@@ -43,9 +43,7 @@ def statement(what: str, **detail: Any) -> dict[str, Any]:
     return entry("statement", what=what, statements=1, **detail)
 
 
-def call_result(
-    step: int, call: PlannedCall, key: str | None, ok: bool, result: Any, how: str
-) -> dict[str, Any]:
+def call_result(step: int, call: PlannedCall, key: str | None, ok: bool, result: Any, how: str) -> dict[str, Any]:
     return entry(
         "call",
         step=step,

@@ -30,15 +30,11 @@ async def route_left_calls(driver: RunDriver, facts: GateFacts) -> StepWork:
     assert state is not None
     rows = {
         int(r["idx"]): r
-        for r in await driver.deps.db.fetch_all(
-            "calls.for_step", {"run_id": driver.run_id, "step": state.step}
-        )
+        for r in await driver.deps.db.fetch_all("calls.for_step", {"run_id": driver.run_id, "step": state.step})
     }
     approvals = {
         int(a["idx"]): a
-        for a in await driver.deps.db.fetch_all(
-            "approvals.for_step", {"run_id": driver.run_id, "step": state.step}
-        )
+        for a in await driver.deps.db.fetch_all("approvals.for_step", {"run_id": driver.run_id, "step": state.step})
     }
     work = StepWork()
     todo: list[Todo] = []
@@ -78,9 +74,7 @@ async def route_left_calls(driver: RunDriver, facts: GateFacts) -> StepWork:
                     "gate": "approval",
                 }
             else:
-                todo.append(
-                    (call, driver.decide(facts, call, approved=True), approval_key(str(approval["id"])))
-                )
+                todo.append((call, driver.decide(facts, call, approved=True), approval_key(str(approval["id"]))))
         else:
             assert row is not None
             work.results[call.idx] = await _settle_in_doubt(driver, facts, call, row, decision)

@@ -68,6 +68,5 @@ def route(row: CallRow | None, tool_now: ToolNow, approval_status: str | None = 
 
 
 UNKNOWN_FOR_MODEL = (
-    "outcome unknown: the call was in flight when its process stopped and cannot be read back; "
-    "it was not sent again"
+    "outcome unknown: the call was in flight when its process stopped and cannot be read back; it was not sent again"
 )

@@ -140,18 +140,14 @@ def create_app(settings: Settings, process: AppProcess | None = None) -> FastAPI
         p = proc(request)
         if await p.db.fetch_one("runs.status", {"run_id": str(run_id)}) is None:
             raise field_error(404, "path.run_id", f"no run {run_id}")
-        rows = await p.db.fetch_all(
-            "transcripts.for_run", {"run_id": str(run_id), "after": after, "limit": limit}
-        )
+        rows = await p.db.fetch_all("transcripts.for_run", {"run_id": str(run_id), "after": after, "limit": limit})
         return {
             "run_id": str(run_id),
             "entries": [entry for r in rows for entry in _expand(r)],
         }
 
     @app.post("/v1/runs/{run_id}/stop", status_code=202)
-    async def stop_run(
-        run_id: uuid.UUID, request: Request, body: StopRequest | None = None
-    ) -> dict[str, Any]:
+    async def stop_run(run_id: uuid.UUID, request: Request, body: StopRequest | None = None) -> dict[str, Any]:
         p = proc(request)
         by = (body or StopRequest()).by
         row = await p.db.fetch_one("runs.request_stop", {"run_id": str(run_id), "by": by})
@@ -182,9 +178,7 @@ def create_app(settings: Settings, process: AppProcess | None = None) -> FastAPI
             {"id": str(approval_id), "status": status, "by": body.by, "reason": body.reason or None},
         )
         if row is None:
-            raise field_error(
-                409, "path.approval_id", f"approval {approval_id} was already {existing['status']}"
-            )
+            raise field_error(409, "path.approval_id", f"approval {approval_id} was already {existing['status']}")
         # The waiting run goes on here; if another call of its step still waits, it suspends again.
         await p.engine.start(str(row["run_id"]))
         decided = await p.db.fetch_one("approvals.get", {"id": str(approval_id)})
@@ -229,9 +223,7 @@ def create_app(settings: Settings, process: AppProcess | None = None) -> FastAPI
 def _expand(row: dict[str, Any]) -> list[dict[str, Any]]:
     """A transcript row holds one entry, or (kind `entries`) the several one statement wrote."""
     if row["kind"] == "entries":
-        return [
-            {"id": row["id"], "at": row["at"], "kind": e["kind"], **e["body"]} for e in row["body"]["entries"]
-        ]
+        return [{"id": row["id"], "at": row["at"], "kind": e["kind"], **e["body"]} for e in row["body"]["entries"]]
     return [{"id": row["id"], "at": row["at"], "kind": row["kind"], **row["body"]}]
 
 

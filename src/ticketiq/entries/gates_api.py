@@ -60,9 +60,7 @@ def add_routes(app: FastAPI, proc: Callable[[Request], AppProcess]) -> None:
     async def quarantine(
         kind: Literal["agent", "tenant"], name: str, body: Quarantine, request: Request
     ) -> dict[str, Any]:
-        return await change(
-            request, "gates.quarantine", {"kind": kind, "name": name, "reason": body.reason}, body.by
-        )
+        return await change(request, "gates.quarantine", {"kind": kind, "name": name, "reason": body.reason}, body.by)
 
     @app.delete("/v1/gates/quarantines/{kind}/{name}")
     async def release(kind: Literal["agent", "tenant"], name: str, request: Request) -> dict[str, Any]:
@@ -88,6 +86,4 @@ def add_routes(app: FastAPI, proc: Callable[[Request], AppProcess]) -> None:
 
     @app.put("/v1/gates/policies/{tool}")
     async def policy(tool: str, body: NeedsApproval, request: Request) -> dict[str, Any]:
-        return await change(
-            request, "gates.set_policy", {"tool": tool, "needs_approval": body.needs_approval}, body.by
-        )
+        return await change(request, "gates.set_policy", {"tool": tool, "needs_approval": body.needs_approval}, body.by)

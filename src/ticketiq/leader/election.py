@@ -28,9 +28,7 @@ class Elector:
     async def try_lead(self) -> bool:
         deps = self.engine.deps
         sent_at = time.monotonic()
-        row = await deps.db.fetch_one(
-            "leader.lead", {"holder": deps.holder, "ttl": deps.settings.lease_ttl_s}
-        )
+        row = await deps.db.fetch_one("leader.lead", {"holder": deps.holder, "ttl": deps.settings.lease_ttl_s})
         if row is None:
             return False
         deps.keeper.hold_lease(LEADER, sent_at)

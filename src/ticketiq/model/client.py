@@ -160,9 +160,7 @@ class ModelClient:
     and `close()` closes it.
     """
 
-    def __init__(
-        self, settings: Settings, *, http: httpx.AsyncClient | httpx2.AsyncClient | None = None
-    ) -> None:
+    def __init__(self, settings: Settings, *, http: httpx.AsyncClient | httpx2.AsyncClient | None = None) -> None:
         self._settings = settings
         self._owns_http = http is None
         self._openai = openai.AsyncOpenAI(
@@ -179,9 +177,7 @@ class ModelClient:
         if self._owns_http:
             await self._openai.close()
 
-    async def complete(
-        self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
-    ) -> ModelReply:
+    async def complete(self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
         """Ask for one step. Raises ModelError when the endpoint refuses, or keeps failing after
         `model_max_retries` retries."""
         started = time.perf_counter()
@@ -240,8 +236,7 @@ class ModelClient:
         what = "timed out" if isinstance(exc, openai.APITimeoutError) else "could not be reached"
         cause = f" ({type(exc.__cause__).__name__}: {exc.__cause__})" if exc.__cause__ else ""
         return self._scrub(
-            f"model endpoint {self._settings.model_base_url} {what} for model {model!r}"
-            f"{_after(retries_taken)}{cause}"
+            f"model endpoint {self._settings.model_base_url} {what} for model {model!r}{_after(retries_taken)}{cause}"
         )
 
     def _scrub(self, text: str) -> str:

@@ -62,9 +62,7 @@ def create_app(
         finally:
             await store.close()
 
-    app = FastAPI(
-        title="TicketIQ stand-ins", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None
-    )
+    app = FastAPI(title="TicketIQ stand-ins", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.intake = intake
     app.include_router(create_router(model_latency_ms, position_ids))
     app.include_router(incidentio.router(), prefix="/incidentio")

@@ -66,9 +66,7 @@ def refusal(fault: Fault) -> Answer:
     """The answer of a `429`, `500` or `500_after_apply` fault, in the vendor's own error shape."""
     status = 429 if fault.mode == "429" else 500
     headers = {"Retry-After": f"{fault.retry_after_s:g}"} if status == 429 else {}
-    return Answer(
-        status, _error_body(fault.vendor, status, fault.retry_after_s), Effect.REFUSED, None, headers
-    )
+    return Answer(status, _error_body(fault.vendor, status, fault.retry_after_s), Effect.REFUSED, None, headers)
 
 
 def _error_body(vendor: str, status: int, retry_after_s: float) -> Any:
@@ -84,9 +82,7 @@ def _error_body(vendor: str, status: int, retry_after_s: float) -> Any:
     if vendor == "jira":
         return {"errorMessages": [message], "errors": {}}
     if vendor in ("teams", "graph"):
-        return {
-            "error": {"code": "TooManyRequests" if limited else "InternalServerError", "message": message}
-        }
+        return {"error": {"code": "TooManyRequests" if limited else "InternalServerError", "message": message}}
     if vendor == "discord":
         if limited:
             return {"message": "You are being rate limited.", "retry_after": retry_after_s, "global": False}

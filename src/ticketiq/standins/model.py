@@ -206,9 +206,7 @@ def check_conversation(messages: Any) -> list[dict[str, Any]]:
                     or not isinstance(function.get("name"), str)
                     or not isinstance(function.get("arguments"), str)
                 ):
-                    raise _invalid(
-                        f"{call_param} needs an id and a function name and arguments string", call_param
-                    )
+                    raise _invalid(f"{call_param} needs an id and a function name and arguments string", call_param)
                 pending[call["id"]] = index
     if pending:
         raise _unanswered(pending)
@@ -452,8 +450,7 @@ def create_router(latency_ms: int, position_ids: bool, *, scripts: Path = SCRIPT
         return {
             "object": "list",
             "data": [
-                {"id": name, "object": "model", "created": 0, "owned_by": "ticketiq-standin"}
-                for name in model.scripts
+                {"id": name, "object": "model", "created": 0, "owned_by": "ticketiq-standin"} for name in model.scripts
             ],
         }
 

@@ -80,9 +80,7 @@ def _run(args: list[str], user: str | None, timeout: float = 60) -> None:
     try:
         subprocess.run(args, check=True, user=user, timeout=timeout, capture_output=True, text=True)
     except subprocess.CalledProcessError as exc:
-        raise StorageError(
-            f"{Path(args[0]).name} failed: {exc.stderr.strip() or exc.stdout.strip()}"
-        ) from exc
+        raise StorageError(f"{Path(args[0]).name} failed: {exc.stderr.strip() or exc.stdout.strip()}") from exc
 
 
 def _free_port() -> int:

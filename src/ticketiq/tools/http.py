@@ -82,9 +82,7 @@ async def request(
                 retries += 1
                 await asyncio.sleep(_backoff(retries))
                 continue
-            raise _failed(
-                f"{vendor} did not answer ({type(exc).__name__})", uncertain=send is not Send.READ
-            ) from exc
+            raise _failed(f"{vendor} did not answer ({type(exc).__name__})", uncertain=send is not Send.READ) from exc
         reply = Reply(response.status_code, _body(response), response.headers)
         if reply.status == 429:
             wait = _retry_after(reply)
@@ -92,9 +90,7 @@ async def request(
                 retries += 1
                 await asyncio.sleep(wait)
                 continue
-            raise _failed(
-                f"{vendor} is rate limiting (retry after {wait:g} s): {message_of(reply.body)}", 429
-            )
+            raise _failed(f"{vendor} is rate limiting (retry after {wait:g} s): {message_of(reply.body)}", 429)
         if reply.status >= 500:
             if send.resendable and retries < limit:
                 retries += 1
@@ -106,9 +102,7 @@ async def request(
                 uncertain=send is not Send.READ,
             )
         if reply.status >= 400:
-            raise _failed(
-                f"{vendor} refused the request ({reply.status}): {message_of(reply.body)}", reply.status
-            )
+            raise _failed(f"{vendor} refused the request ({reply.status}): {message_of(reply.body)}", reply.status)
         return reply
 
 

@@ -73,9 +73,7 @@ async def get_issue(ctx: CallContext) -> Outcome:
 
 async def list_transitions(ctx: CallContext) -> Outcome:
     offered = await _transitions(ctx)
-    return Outcome(
-        ok=True, result=[{"id": t["id"], "name": t["name"], "to": t["to"]["name"]} for t in offered]
-    )
+    return Outcome(ok=True, result=[{"id": t["id"], "name": t["name"], "to": t["to"]["name"]} for t in offered])
 
 
 async def add_comment(ctx: CallContext) -> Outcome:
@@ -112,9 +110,7 @@ async def find_comment(ctx: CallContext) -> ReadBack:
             json={"ids": [int(c["id"]) for c in comments]},
         )
         for comment in listed.body["values"]:
-            if any(
-                p.get("key") == STEP_KEY_PROPERTY and p.get("value") == ctx.key for p in comment["properties"]
-            ):
+            if any(p.get("key") == STEP_KEY_PROPERTY and p.get("value") == ctx.key for p in comment["properties"]):
                 result = {"issue_key": ctx.args["issue_key"], "comment_id": comment["id"]}
                 return ReadBack(found=True, outcome=Outcome(ok=True, result=result))
         start += len(comments)
@@ -127,9 +123,7 @@ async def transition(ctx: CallContext) -> Outcome:
     chosen = _named(offered, ctx.args["transition"])
     if chosen is None:
         names = ", ".join(f"{t['name']} (to {t['to']['name']})" for t in offered) or "none"
-        error = (
-            f"jira: no transition {ctx.args['transition']!r} from the issue's status now; offered: {names}"
-        )
+        error = f"jira: no transition {ctx.args['transition']!r} from the issue's status now; offered: {names}"
         return Outcome(ok=False, error=error)
     url = f"{_issue_url(ctx)}/transitions"
     body = {"transition": {"id": chosen["id"]}}

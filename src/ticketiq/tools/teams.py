@@ -38,8 +38,7 @@ def tools(settings: Settings) -> list[Tool]:
                 "type": "string",
                 "minLength": 1,
                 "maxLength": 256,
-                "description": "Graph id of the team (channelData.team.aadGroupId); lets the reply "
-                "be read back",
+                "description": "Graph id of the team (channelData.team.aadGroupId); lets the reply be read back",
             },
         },
         "required": ["conversation_id", "activity_id", "text"],
@@ -83,9 +82,7 @@ def graph_thread(conversation_id: str, activity_id: str) -> tuple[str, str] | No
 async def reply(ctx: CallContext) -> Outcome:
     conversation = quote(ctx.args["conversation_id"], safe="")
     activity = quote(ctx.args["activity_id"], safe="")
-    url = (
-        f"{ctx.settings.teams_service_url.rstrip('/')}/v3/conversations/{conversation}/activities/{activity}"
-    )
+    url = f"{ctx.settings.teams_service_url.rstrip('/')}/v3/conversations/{conversation}/activities/{activity}"
     body = {
         "type": "message",
         "replyToId": ctx.args["activity_id"],

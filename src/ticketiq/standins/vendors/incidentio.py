@@ -89,9 +89,7 @@ def router() -> APIRouter:
     async def list_incidents(request: Request, intake: IntakeDep) -> Response:
         async def answer() -> Answer:
             query = request.query_params
-            modes = [
-                m for v in query.getlist("mode[one_of]") for m in v.split(",") if m
-            ] or _LISTED_BY_DEFAULT
+            modes = [m for v in query.getlist("mode[one_of]") for m in v.split(",") if m] or _LISTED_BY_DEFAULT
             try:
                 page_size = min(int(query.get("page_size", "25")), 250)
                 gte = query.get("created_at[gte]")
@@ -203,22 +201,16 @@ def _edit_problem(body: Any) -> Answer | None:
     if not isinstance(body, dict) or not isinstance(body.get("incident"), dict):
         return _error(422, "validation_error", "incident is required", "incident")
     if not isinstance(body.get("notify_incident_channel"), bool):
-        return _error(
-            422, "validation_error", "notify_incident_channel is required", "notify_incident_channel"
-        )
+        return _error(422, "validation_error", "notify_incident_channel is required", "notify_incident_channel")
     fields = body["incident"]
     if fields.get("severity_id") is not None and fields["severity_id"] not in _SEVERITY:
         return _error(422, "validation_error", "No severity with this id", "incident.severity_id")
     if fields.get("incident_status_id") is not None and fields["incident_status_id"] not in _STATUS:
-        return _error(
-            422, "validation_error", "No incident status with this id", "incident.incident_status_id"
-        )
+        return _error(422, "validation_error", "No incident status with this id", "incident.incident_status_id")
     return None
 
 
-def _error(
-    status: int, kind: str, message: str, field: str | None, effect: Effect = Effect.REFUSED
-) -> Answer:
+def _error(status: int, kind: str, message: str, field: str | None, effect: Effect = Effect.REFUSED) -> Answer:
     error: dict[str, Any] = {"code": kind, "message": message}
     if field is not None:
         error["source"] = {"field": field}

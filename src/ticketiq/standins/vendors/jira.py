@@ -58,9 +58,7 @@ def router() -> APIRouter:
             fields = _fields(issue)
             if wanted and "*all" not in wanted:
                 fields = {k: v for k, v in fields.items() if k in wanted}
-            return Answer(
-                200, {"id": str(issue["id"]), "key": key, "self": _self(request, key), "fields": fields}
-            )
+            return Answer(200, {"id": str(issue["id"]), "key": key, "self": _self(request, key), "fields": fields})
 
         return await intake.read(VENDOR, "get_issue", answer)
 
@@ -95,9 +93,7 @@ def router() -> APIRouter:
             await session.fetch_one("standin.jira_issue", {"key": key})
             moved = None
             if tid in TRANSITIONS:
-                moved = await session.fetch_one(
-                    "standin.jira_transition", {"key": key, "to": TRANSITIONS[tid]}
-                )
+                moved = await session.fetch_one("standin.jira_transition", {"key": key, "to": TRANSITIONS[tid]})
             if moved is None:
                 return _error(400, f"Transition id '{tid}' is not valid for this issue.")
             return Answer(204, None, Effect.APPLIED, key)
@@ -205,16 +201,12 @@ def _comment_problem(body: Any) -> Answer | None:
         isinstance(p, dict) and isinstance(p.get("key"), str) and 0 < len(p["key"]) <= 255 and "value" in p
         for p in properties
     ):
-        return _error(
-            400, "", {"properties": "Each property needs a key (at most 255 characters) and a value."}
-        )
+        return _error(400, "", {"properties": "Each property needs a key (at most 255 characters) and a value."})
     return None
 
 
 def _error(status: int, message: str, errors: dict[str, str] | None = None) -> Answer:
-    return Answer(
-        status, {"errorMessages": [message] if message else [], "errors": errors or {}}, Effect.REFUSED
-    )
+    return Answer(status, {"errorMessages": [message] if message else [], "errors": errors or {}}, Effect.REFUSED)
 
 
 def _self(request: Request, path: str) -> str:

@@ -61,9 +61,7 @@ def router() -> APIRouter:
                 original = await session.fetch_one("standin.sqs_message_get", {"id": claim.ref})
                 assert original is not None  # inserted in the transaction that claimed it
                 shown = claim.ref if intake.options.sqs_duplicate_returns_original else message_id
-                return Answer(
-                    200, _sent(shown, original["seq"], body["MessageBody"]), Effect.DEDUPED, claim.ref
-                )
+                return Answer(200, _sent(shown, original["seq"], body["MessageBody"]), Effect.DEDUPED, claim.ref)
             row = await session.fetch_one(
                 "standin.sqs_message_insert",
                 {
@@ -106,11 +104,7 @@ def _send_problem(body: Any) -> Answer | None:
             "The queue should either have ContentBasedDeduplication enabled or "
             "MessageDeduplicationId provided explicitly",
         )
-    if (
-        not isinstance(dedup_id, str)
-        or not 0 < len(dedup_id) <= DEDUP_ID_MAX
-        or not _DEDUP_ID.match(dedup_id)
-    ):
+    if not isinstance(dedup_id, str) or not 0 < len(dedup_id) <= DEDUP_ID_MAX or not _DEDUP_ID.match(dedup_id):
         return _error(
             400,
             invalid,

@@ -72,9 +72,7 @@ def graph_router() -> APIRouter:
     api = APIRouter()
 
     @api.get("/teams/{team_id}/channels/{channel_id}/messages/{message_id}/replies")
-    async def replies(
-        team_id: str, channel_id: str, message_id: str, request: Request, intake: IntakeDep
-    ) -> Response:
+    async def replies(team_id: str, channel_id: str, message_id: str, request: Request, intake: IntakeDep) -> Response:
         query = request.query_params
 
         async def answer() -> Answer:
@@ -87,8 +85,7 @@ def graph_router() -> APIRouter:
                 return _error(
                     400,
                     "BadRequest",
-                    f"Invalid page size specified: '{top_text}'. "
-                    f"Must be between 1 and {_GRAPH_PAGE_MAX} inclusive.",
+                    f"Invalid page size specified: '{top_text}'. Must be between 1 and {_GRAPH_PAGE_MAX} inclusive.",
                 )
             top = int(top_text)
             after = _decode_token(query.get("$skiptoken"))

@@ -32,9 +32,7 @@ def router() -> APIRouter:
             if key and window > 0:
                 claim = await session.claim(VENDOR, path, key, delivery_id, window, body)
                 if not claim.won and claim.fingerprint != fingerprint(body):
-                    return Answer(
-                        422, {"error": "Idempotency-Key was used with a different body"}, Effect.REFUSED
-                    )
+                    return Answer(422, {"error": "Idempotency-Key was used with a different body"}, Effect.REFUSED)
                 if not claim.won:
                     return Answer(200, {"received": True, "id": claim.ref}, Effect.DEDUPED, claim.ref)
             await session.fetch_one(
