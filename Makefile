@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint types unit bench kill-trials clean
+.PHONY: demo test lint types bench bench-recovery kill-trials clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,12 @@ test: lint types
 
 bench: $(STAMP)
 	$(BIN)/python bench/step_overhead.py
+
+bench-recovery: $(STAMP)
+	$(BIN)/python bench/recovery.py
+
+kill-trials: $(STAMP)
+	TICKETIQ_KILL_TRIALS=$${TICKETIQ_KILL_TRIALS:-50} $(BIN)/python -m pytest tests/acceptance/test_kill_trials.py -q
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
