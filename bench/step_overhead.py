@@ -123,6 +123,7 @@ async def step_part(url: str, folder: Path, steps: int, runs: int) -> None:
         agents=folder / "agents.yaml",
         seal_keys="bench:bench-secret",
         lease_renew_s=3600,
+        lead=False,  # no sweeps: only the steps' own statements are counted
     )
     process = await AppProcess.start(settings, extra_tools=fast_tools(clock))
     process.engine.deps.model = InProcessModel(folder / "scripts", clock)
@@ -184,6 +185,7 @@ async def concurrency_part(url: str, folder: Path, n: int, model_s: float) -> No
         agents=folder / "agents.yaml",
         seal_keys="bench:bench-secret",
         db_pool_max=20,
+        lead=False,
     )
     process = await AppProcess.start(settings, extra_tools=fast_tools(clock))
     process.engine.deps.model = InProcessModel(folder / "scripts", clock, latency_s=model_s)

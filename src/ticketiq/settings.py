@@ -5,6 +5,7 @@ Nothing else in the package reads the environment: code takes a `Settings` and r
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -117,13 +118,18 @@ class Settings:
         return rows
 
     def secrets(self) -> list[str]:
-        """Values that must never reach a log or a transcript."""
-        out = []
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.metadata.get("secret") and isinstance(value, str) and value not in ("", "unset"):
-                out.append(value)
-        return out
+        """Values that must never reach a log or a transcript (computed once: settings are frozen)."""
+        return list(_secrets_of(self))
+
+
+@functools.cache
+def _secrets_of(settings: Settings) -> tuple[str, ...]:
+    out = []
+    for f in fields(settings):
+        value = getattr(settings, f.name)
+        if f.metadata.get("secret") and isinstance(value, str) and value not in ("", "unset"):
+            out.append(value)
+    return tuple(out)
 
 
 def _parser(type_name: Any) -> Callable[[str], Any]:

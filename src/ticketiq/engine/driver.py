@@ -218,6 +218,9 @@ class RunDriver:
 
     async def make_calls(self, todo: list[Todo]) -> StepWork:
         work = StepWork()
+        if len(todo) == 1:  # the common step: one call, no tasks to schedule
+            await self._make_call(work, *todo[0])
+            return work
         limit = asyncio.Semaphore(self.deps.settings.call_concurrency)
 
         async def one(call: PlannedCall, decision: GateDecision, key: str | None) -> None:

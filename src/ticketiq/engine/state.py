@@ -7,7 +7,7 @@ the counters, the step history and the delegation keys.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from ticketiq.tools.base import ToolClass
@@ -26,9 +26,11 @@ class PlannedCall:
     args_error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["tool_class"] = self.tool_class.value
-        return out
+        # By hand, not dataclasses.asdict: this runs for every call of every checkpoint.
+        return {
+            "idx": self.idx, "id": self.id, "tool": self.tool, "tool_class": self.tool_class.value,
+            "args": self.args, "step_key": self.step_key, "args_error": self.args_error,
+        }  # fmt: skip
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PlannedCall:
