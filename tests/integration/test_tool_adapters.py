@@ -278,3 +278,14 @@ async def test_errors_name_the_vendor_message_and_never_a_secret(standins: Stand
     assert "sekrit" not in (outcome.error or "")
     assert "'issue_key' must match" in (bad_args.error or "")
     assert "'extra' is not allowed" in (bad_args.error or "")
+
+
+async def test_a_write_answered_in_a_shape_the_adapter_does_not_know_is_uncertain(
+    standins: Standins, http: httpx.AsyncClient
+) -> None:
+    # A webhook target posing as Discord: it takes the write but answers without a channel id.
+    tools = Tools(standins, http, discord_url=f"{standins.base_url}/webhook/not-discord")
+    outcome = await tools.call("discord_send_message", "tqshape", channel_id="1", content="hi")
+    assert (outcome.ok, outcome.uncertain) == (False, True)
+    assert "discord answered in an unexpected shape" in (outcome.error or "")
+    assert await effects(standins, vendor="webhook") == ["applied"]

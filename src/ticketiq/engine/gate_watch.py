@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 
+from ticketiq.background import Background
 from ticketiq.storage import database
 
 log = logging.getLogger(__name__)
@@ -21,7 +22,7 @@ class GateWatch:
         self.url = url
         self.generation = 0
         self.connected = False
-        self._task: asyncio.Task[None] | None = None
+        self._background = Background("gate-watch", self.run)
 
     def current(self) -> int | None:
         """The generation to tag facts read now with, or None when no cache may be trusted."""
@@ -50,11 +51,7 @@ class GateWatch:
             await asyncio.sleep(0.5)
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self.run(), name="gate-watch")
+        self._background.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._background.stop()

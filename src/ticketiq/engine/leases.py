@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ticketiq.background import Background
 from ticketiq.errors import LeaseLost, StorageError
 from ticketiq.storage import database
 
@@ -70,7 +71,7 @@ class LeaseKeeper:
         self.lapses = 0  # leases found lost
         self.on_lost: list[Callable[[str, str], None]] = []
         self._conn: database.Connection | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._background = Background("lease-renewer", self.run)
 
     def hold(self, run_id: str, acquired_sent_at: float) -> HeldLease:
         """Register a run's lease just acquired by a statement sent at `acquired_sent_at`."""
@@ -139,14 +140,10 @@ class LeaseKeeper:
             await asyncio.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self.run(), name="lease-renewer")
+        self._background.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._background.stop()
         if self._conn is not None:
             await self._conn.close()
             self._conn = None

@@ -9,6 +9,7 @@ import contextlib
 import logging
 import time
 
+from ticketiq.background import Background
 from ticketiq.engine.engine import Engine
 from ticketiq.leader.sweep import Sweeper
 
@@ -23,7 +24,7 @@ class Elector:
         self.sweeper = Sweeper(engine, url)
         self.retry_s = retry_s
         self.leading = False
-        self._task: asyncio.Task[None] | None = None
+        self._background = Background("elector", self.run)
 
     async def try_lead(self) -> bool:
         deps = self.engine.deps
@@ -64,14 +65,10 @@ class Elector:
             await asyncio.sleep(self.retry_s)
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self.run(), name="elector")
+        self._background.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._background.stop()
         if self.leading or LEADER in self.engine.deps.keeper.held:
             self.engine.deps.keeper.drop_lease(LEADER)
         # Step down at once so another process leads without waiting out the TTL.

@@ -15,6 +15,7 @@ import os
 import socket
 from collections.abc import Callable
 
+from ticketiq.background import Background
 from ticketiq.storage import database
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ class Liveness:
         self.holder = ""
         self.lock_key: int | None = None
         self._conn: database.Connection | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._background = Background("liveness", self.watch)
 
     async def register(self, holder: str) -> None:
         """Take the mark for `holder` (a fresh identity) and announce it."""
@@ -52,15 +53,11 @@ class Liveness:
                 return
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self.watch(), name="liveness")
+        self._background.start()
 
     async def stop(self, db: database.Database | None = None) -> None:
         """Clean stop: say so (so no one takes this for a death) and free the mark."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._background.stop()
         if db is not None and self.holder:
             with contextlib.suppress(Exception):
                 await db.fetch_all("leader.end_process", {"id": self.holder})

@@ -2,19 +2,25 @@
 
 Each executor and reader is wrapped the same way: arguments are checked against the tool's schema
 before anything is sent, a vendor failure becomes the outcome the model is told (an executor) or
-"cannot tell" (a reader), and no error carries a secret (a vendor may echo one, a model may repeat
-one), so an adapter's code is only its vendor's protocol.
+"cannot tell" (a reader), an answer in a shape the adapter does not know is reported rather than
+raised (after a write was sent, as uncertain), and no error carries a secret (a vendor may echo one,
+a model may repeat one). So an adapter's code is only its vendor's protocol.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 from ticketiq.settings import Settings
 from ticketiq.tools import discord, incidentio, jira, sqs, teams, webhook
 from ticketiq.tools.base import CallContext, Outcome, ReadBack, Reader, Registry, Tool
 from ticketiq.tools.http import VendorFailed
 from ticketiq.tools.schema import validate
+
+log = logging.getLogger(__name__)
+# What an adapter raises when a vendor's 2xx answer lacks what its protocol promises.
+_UNEXPECTED = (KeyError, IndexError, TypeError, ValueError)
 
 
 def build_registry(settings: Settings) -> Registry:
@@ -34,6 +40,11 @@ def guarded(tool: Tool) -> Tool:
             return _scrubbed(await tool.executor(ctx), ctx)
         except VendorFailed as failed:
             return _scrubbed(failed.outcome, ctx)
+        except _UNEXPECTED as exc:
+            log.warning("run %s: %s answered in an unexpected shape: %r", ctx.run_id, tool.name, exc)
+            # A write's request went out: whether it took effect is unknown, never to be resent.
+            error = f"{tool.vendor or tool.name} answered in an unexpected shape ({type(exc).__name__})"
+            return Outcome(ok=False, error=error, uncertain=tool.tool_class.changes)
 
     reader: Reader | None = None
     if tool.reader is not None:
@@ -47,6 +58,9 @@ def guarded(tool: Tool) -> Tool:
             except VendorFailed as failed:
                 # The vendor could not be asked: that is "cannot tell", never "did not land".
                 return ReadBack(found=None, outcome=_scrubbed(failed.outcome, ctx))
+            except _UNEXPECTED as exc:
+                log.warning("run %s: reading back %s failed on its answer: %r", ctx.run_id, tool.name, exc)
+                return ReadBack(found=None)
             return found if found.outcome is None else ReadBack(found.found, _scrubbed(found.outcome, ctx))
 
     return dataclasses.replace(tool, executor=executor, reader=reader)
