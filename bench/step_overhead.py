@@ -24,7 +24,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import yaml
@@ -71,18 +70,26 @@ def step_overheads(clock: Clock) -> list[float]:
     return out
 
 
-async def update_latency(url: str, size: int, n: int) -> float:
-    """Median latency of one committed single-row UPDATE of a row of `size` bytes of JSON."""
+async def update_latency(url: str, payload: str, n: int) -> float:
+    """Median latency of one committed single-row UPDATE of a checkpoint row: a table made LIKE
+    `checkpoints` (same columns, storage and index), holding real checkpoint text of the given size."""
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         await conn.execute("DROP TABLE IF EXISTS bench_row")
-        await conn.execute("CREATE TABLE bench_row (id int PRIMARY KEY, attempt int, state jsonb)")
-        payload = '{"pad": "' + "x" * max(0, size - 12) + '"}'
-        await conn.execute("INSERT INTO bench_row VALUES (1, 1, %s::jsonb)", (payload,))
+        await conn.execute("CREATE TABLE bench_row (LIKE checkpoints INCLUDING ALL)")
+        await conn.execute(
+            "INSERT INTO bench_row (run_id, attempt, step, state, seal, key_id) "
+            "VALUES ('00000000-0000-0000-0000-000000000001', 1, 0, %s, 's', 'k')",
+            (payload,),
+        )
         samples = []
         for i in range(n):
-            body = payload[:-3] + f'{i % 10}"}}'
+            body = payload[:-1] + " " * (i % 2) + payload[-1]  # a new value every time
             started = time.perf_counter()
-            await conn.execute("UPDATE bench_row SET state = %s::jsonb WHERE id = 1 AND attempt = 1", (body,))
+            await conn.execute(
+                "UPDATE bench_row SET state = %s, step = step + 1, written_at = now() "
+                "WHERE run_id = '00000000-0000-0000-0000-000000000001' AND attempt = 1",
+                (body,),
+            )
             samples.append(time.perf_counter() - started)
         return statistics.median(samples)
 
@@ -128,7 +135,8 @@ async def step_part(url: str, folder: Path, steps: int, runs: int) -> None:
     process = await AppProcess.start(settings, extra_tools=fast_tools(clock))
     process.engine.deps.model = InProcessModel(folder / "scripts", clock)
     try:
-        results: dict[str, Any] = {}
+        results: dict[str, tuple[float, float, float]] = {}
+        payload = ""
         for agent in ("reads", "writes"):
             per_step: list[float] = []
             stmt_per_step: list[float] = []
@@ -146,18 +154,18 @@ async def step_part(url: str, folder: Path, steps: int, runs: int) -> None:
                     continue
                 per_step += step_overheads(clock)
                 stmt_per_step.append((total - renew - 2) / steps)  # less the run's acquire and end
-            size = await checkpoint_size(url)
+            if agent == "reads":
+                payload = await typical_checkpoint(url, created.id)
             results[agent] = (
                 statistics.median(per_step),
                 statistics.quantiles(per_step, n=20)[18],
                 statistics.mean(stmt_per_step),
-                size,
             )
-        update = await update_latency(url, results["reads"][3], 2000)
-        size = results["reads"][3]
-        print(f"committed single-row UPDATE of a {size:,}-byte row: {update * 1000:.3f} ms (median)")
+        update = await update_latency(url, payload, 2000)
+        print(f"committed single-row UPDATE of a checkpoint row ({len(payload):,} bytes of state): "
+              f"{update * 1000:.3f} ms (median)")  # fmt: skip
         for agent, label in (("reads", "read-only step"), ("writes", "write step (1 write)")):
-            median, p95, stmts, _ = results[agent]
+            median, p95, stmts = results[agent]
             print(
                 f"{label:<22} overhead median {median * 1000:.3f} ms  p95 {p95 * 1000:.3f} ms  "
                 f"write statements/step {stmts:.2f}  ratio to UPDATE {median / update:.2f}x"
@@ -170,11 +178,16 @@ async def step_part(url: str, folder: Path, steps: int, runs: int) -> None:
         await process.stop()
 
 
-async def checkpoint_size(url: str) -> int:
+async def typical_checkpoint(url: str, run_id: str) -> str:
+    """Checkpoint text as long as the run's checkpoints were on average: they grow by about the same
+    each step, so the mean of the first and the last length."""
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        cur = await conn.execute("SELECT avg(pg_column_size(state))::int FROM checkpoints")
+        cur = await conn.execute("SELECT state FROM checkpoints WHERE run_id = %s", (run_id,))
         row = await cur.fetchone()
-        return int(row[0]) if row and row[0] else 1000
+    assert row is not None
+    final = str(row[0])
+    first = len('{"agent":"reads","messages":[{"content":"bench","role":"system"}]}') * 3
+    return final[: (first + len(final)) // 2]
 
 
 async def concurrency_part(url: str, folder: Path, n: int, model_s: float) -> None:
