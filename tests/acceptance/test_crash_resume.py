@@ -77,6 +77,9 @@ def test_a_run_killed_at_a_named_point_ends_on_the_survivor_with_every_write_onc
     routes = {c["tool"]: c["settled"] for c in settled(cluster, run_id)}
     for tool, how in expect.items():
         assert routes[tool] == how, routes
+    # A write read back was found (it had landed) or, not there, sent once: never left unknown.
+    recorded = cluster.rows("SELECT tool, settlement FROM calls WHERE run_id = %s", run_id)
+    assert "unknown_not_sent" not in {r["settlement"] for r in recorded}, recorded
     assert survivor.child.alive()
 
 

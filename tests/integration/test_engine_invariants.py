@@ -180,7 +180,9 @@ async def test_renewal_is_one_statement_per_interval_however_many_runs(db_url: s
     writes = await write_statement_calls(db_url)
     renew_statements = sum(n for q, n in writes.items() if "UPDATE leases SET expires_at" in q)
     assert renewals >= 4  # the runs lived through several intervals
-    assert renew_statements == renewals  # one statement per interval, not one per run
+    # One statement per interval, not one per run (20 runs would make it twenty). A renewal in flight
+    # when the counters were read may be in one count and not yet in the other.
+    assert renewals <= renew_statements <= renewals + 1
 
 
 async def test_calls_of_one_step_run_concurrently_up_to_the_bound(db_url: str, tmp_path: Path) -> None:
