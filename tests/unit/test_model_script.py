@@ -82,7 +82,7 @@ def test_triage_walks_its_steps_by_the_assistant_messages_held(scripted: Scripte
     assert (comment_tool, reply_tool) == ("jira_add_comment", "teams_reply")
     assert comment["issue_key"] == "OPS-123"
     assert comment["body"].startswith("Incident 01HZ9 opened")
-    assert set(reply) == {"conversation_id", "activity_id", "text"}
+    assert set(reply) == {"conversation_id", "activity_id", "text", "team_id"}
 
     messages = answer(messages, third, {"id": "1"}, {"id": "2"})
     final = scripted.reply("triage", messages)
