@@ -96,21 +96,31 @@ def test_a_run_killed_before_its_answer_was_handed_on_is_answered_once(cluster: 
     assert {c["settled"] for c in settled(cluster, run_id)} == {"reused"}
 
 
-@pytest.mark.parametrize("point", ["after_mark", "after_send"])
-def test_writes_to_vendors_without_a_reader_are_settled_unknown_never_twice(cluster: Cluster, point: str) -> None:
+@pytest.mark.parametrize(
+    ("point", "after", "tool", "vendor"),
+    [
+        ("after_mark", 1, "discord_send_message", "discord"),
+        ("after_send", 1, "discord_send_message", "discord"),
+        ("after_send", 2, "sqs_send_message", "sqs"),
+        ("after_send", 3, "webhook_post", "webhook"),
+    ],
+)
+def test_writes_to_vendors_without_a_reader_are_settled_unknown_never_twice(
+    cluster: Cluster, point: str, after: int, tool: str, vendor: str
+) -> None:
     cluster.app("survivor", lead=True)
-    victim = cluster.app("victim", lead=False, fault_point=point, call_concurrency=1)
+    victim = cluster.app("victim", lead=False, fault_point=point, fault_after=after, call_concurrency=1)
     run_id = cluster.post_run(victim, "writer", "Announce OPS-700")
     victim.child.proc.wait(60)
     run = cluster.wait_run(run_id)
     assert run["status"] == "succeeded", cluster.logs()
     routes = {c["tool"]: c["settled"] for c in settled(cluster, run_id)}
-    assert routes["discord_send_message"] == "unknown_not_sent"
-    assert routes["sqs_send_message"] == "made"
-    discord = cluster.writes(vendor="discord")
-    assert len(discord) == (1 if point == "after_send" else 0)  # never sent twice
+    assert routes[tool] == "unknown_not_sent"
+    assert len(cluster.writes(vendor=vendor)) == (1 if point == "after_send" else 0)  # never sent twice
+    for other in ("discord", "sqs", "webhook"):
+        assert len(applied(cluster.writes(vendor=other))) <= 1
     unknown = cluster.audit(run_id, "agent.call.settled_unknown")
-    assert [u["detail"]["tool"] for u in unknown] == ["discord_send_message"]
+    assert [u["detail"]["tool"] for u in unknown] == [tool]
     state = cluster.rows("SELECT state::jsonb AS s FROM checkpoints WHERE run_id = %s", run_id)[0]["s"]
     told = [m["content"] for m in state["messages"] if m["role"] == "tool"]
     assert any("outcome unknown" in t and "not sent again" in t for t in told)

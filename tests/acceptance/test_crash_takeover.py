@@ -96,15 +96,27 @@ def test_a_tampered_checkpoint_is_refused_on_resume_and_audited(cluster: Cluster
     assert applied(cluster.writes(vendor="incidentio")) == []
 
 
-def test_a_stop_that_came_while_the_run_was_lost_applies_on_resume(cluster: Cluster) -> None:
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ("UPDATE runs SET stop_requested_at = now(), stopped_by = 'oncall' WHERE id = %s", "stopped by oncall"),
+        ("UPDATE principals SET may_run = false WHERE name = 'ops-bot' AND %s::text IS NOT NULL", "may no longer run"),
+        ("INSERT INTO quarantines (kind, name, reason) SELECT 'tenant', 'acme', 'breach' WHERE %s::text IS NOT NULL",
+         "tenant acme is quarantined"),
+        ("INSERT INTO channels (name, enabled) SELECT 'api', false WHERE %s::text IS NOT NULL", "channel api is disabled"),
+    ],
+)  # fmt: skip
+def test_a_gate_that_closed_while_the_run_was_lost_applies_on_resume(
+    cluster: Cluster, change: str, reason: str
+) -> None:
     victim = cluster.app("victim", lead=False, fault_point="after_checkpoint", fault_after=2)
     run_id = cluster.post_run(victim, "triage", "Triage OPS-804: stop me")
     victim.child.proc.wait(60)
-    cluster.rows("UPDATE runs SET stop_requested_at = now(), stopped_by = 'oncall' WHERE id = %s", run_id)
+    cluster.rows(change, run_id)
     cluster.app("survivor", lead=True)
     run = cluster.wait_run(run_id)
     assert run["status"] == "failed"
-    assert "stopped by oncall" in run["error"]
+    assert reason in run["error"]
     assert cluster.writes(vendor="incidentio") == []
 
 

@@ -87,3 +87,41 @@ async def test_a_process_whose_liveness_connection_drops_sends_nothing_more(db_u
     assert probe.writes() == []
     ended = await read_rows(db_url, "SELECT id FROM processes WHERE id = %s AND ended_at IS NULL", old_holder)
     assert ended == [{"id": old_holder}]  # its mark is free: the leader will find it dead
+
+
+async def test_a_call_marked_as_a_write_stays_a_write_when_its_tool_is_now_classed_a_read(
+    db_url: str, tmp_path: Path
+) -> None:
+    from dataclasses import replace
+
+    from ticketiq.tools.base import ToolClass
+
+    probe = Probe()
+    probe_writes_held = asyncio.Event()
+    released = asyncio.Event()
+
+    async def hold_the_write(record: dict[str, Any]) -> None:
+        if record["kind"] == "write":
+            probe_writes_held.set()
+            await released.wait()  # the process "dies" with the write in flight
+
+    probe.on_receive = hold_the_write
+    async with engine_under_test(db_url, tmp_path, {"w": [WRITE, DONE]}, {"w": TOOLS}, probe=probe, lead=False) as h:
+        run_id = await h.run("w")
+        assert await h.engine.start(run_id)
+        await asyncio.wait_for(probe_writes_held.wait(), 30)
+        h.engine.tasks[run_id].cancel()  # the driver is gone; the call stays in doubt
+        await asyncio.sleep(0.1)
+        await read_rows(
+            db_url, "UPDATE leases SET expires_at = now() - interval '1 s', holder = 'dead' WHERE name = %s",
+            f"checkpoint:{run_id}",
+        )  # fmt: skip
+        registry = h.engine.deps.registry
+        registry.tools["probe_write"] = replace(registry.tools["probe_write"], tool_class=ToolClass.READ)
+        assert await Sweeper(h.engine, db_url).claim("leader.claim_lapsed") == 1
+        assert await asyncio.wait_for(h.engine.tasks[run_id], 30) == "succeeded"
+        released.set()
+    # I10: settled as the write it was marked, never made again as a read.
+    assert len(probe.writes()) + len([r for r in probe.received if r["kind"] == "read"]) == 1
+    rows = await read_rows(db_url, "SELECT class, settlement FROM calls WHERE run_id = %s", run_id)
+    assert rows == [{"class": "write", "settlement": "unknown_not_sent"}]
