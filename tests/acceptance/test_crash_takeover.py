@@ -103,7 +103,8 @@ def test_a_tampered_checkpoint_is_refused_on_resume_and_audited(cluster: Cluster
         ("UPDATE principals SET may_run = false WHERE name = 'ops-bot' AND %s::text IS NOT NULL", "may no longer run"),
         ("INSERT INTO quarantines (kind, name, reason) SELECT 'tenant', 'acme', 'breach' WHERE %s::text IS NOT NULL",
          "tenant acme is quarantined"),
-        ("INSERT INTO channels (name, enabled) SELECT 'api', false WHERE %s::text IS NOT NULL", "channel api is disabled"),
+        ("INSERT INTO channels (name, enabled) SELECT 'api', false WHERE %s::text IS NOT NULL",
+         "channel api is disabled"),
     ],
 )  # fmt: skip
 def test_a_gate_that_closed_while_the_run_was_lost_applies_on_resume(
