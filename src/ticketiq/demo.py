@@ -86,21 +86,14 @@ def run_demo(settings: Settings) -> int:
         created.raise_for_status()
         run_id = created.json()["id"]
         run = follow(base, run_id)
-        writes = httpx.get(
-            f"{standins.env['TICKETIQ_MODEL_BASE_URL'].removesuffix('/v1')}/_standin/writes", timeout=10.0
-        ).json()
-        print(f"vendor writes recorded by the stand-ins: {len(_rows(writes))}")
-        print(f"run {run_id}: {run['status']}")
-        return 0 if run["status"] == "succeeded" else 1
+        standin = standins.env["TICKETIQ_MODEL_BASE_URL"].removesuffix("/v1")
+        writes: list[dict[str, Any]] = httpx.get(f"{standin}/_standin/writes", timeout=10.0).json()
+        applied = [w for w in writes if w["effect"] == "applied"]
+        print(f"vendor writes the stand-ins took: {len(applied)} ({', '.join(w['vendor'] for w in applied)})")
     finally:
         for child in reversed(children):
             child.stop()
         target.release()
-
-
-def _rows(payload: Any) -> list[Any]:
-    if isinstance(payload, dict):
-        for value in payload.values():
-            if isinstance(value, list):
-                return value
-    return payload if isinstance(payload, list) else []
+    # Last, after everything was stopped: the line that says how the run ended.
+    print(f"run {run_id}: {run['status']}", flush=True)
+    return 0 if run["status"] == "succeeded" else 1
