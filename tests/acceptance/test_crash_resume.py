@@ -7,8 +7,6 @@ it. The stand-ins' records show every write applied once, or settled as unknown 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,15 +14,6 @@ import pytest
 from tests.support.cluster import Cluster
 
 TRIAGE = "Triage OPS-{n}: checkout is failing"
-
-
-@pytest.fixture
-def cluster(db_url: str, tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(db_url, tmp_path).start()
-    try:
-        yield c
-    finally:
-        c.stop()
 
 
 def applied(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

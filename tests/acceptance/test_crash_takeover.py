@@ -6,8 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -17,21 +16,8 @@ from tests.support.cluster import Cluster
 
 
 @pytest.fixture
-def cluster(db_url: str, tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(db_url, tmp_path).start()
-    try:
-        yield c
-    finally:
-        c.stop()
-
-
-@pytest.fixture
-def slow_cluster(db_url: str, tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(db_url, tmp_path, standin_args=("--model-latency-ms", "1500")).start()
-    try:
-        yield c
-    finally:
-        c.stop()
+def slow_cluster(make_cluster: Callable[..., Cluster]) -> Cluster:
+    return make_cluster("--model-latency-ms", "1500")
 
 
 def counts(cluster: Cluster) -> dict[str, object]:

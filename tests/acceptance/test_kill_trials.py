@@ -14,8 +14,7 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
@@ -28,12 +27,8 @@ RUNS_PER_ROUND = 3
 
 
 @pytest.fixture
-def cluster(db_url: str, tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(db_url, tmp_path, standin_args=("--model-latency-ms", "400")).start()
-    try:
-        yield c
-    finally:
-        c.stop()
+def cluster(make_cluster: Callable[..., Cluster]) -> Cluster:
+    return make_cluster("--model-latency-ms", "400")
 
 
 def test_random_kills_lose_nothing_and_double_nothing(cluster: Cluster) -> None:
