@@ -275,4 +275,4 @@ async def main() -> None:
 if __name__ == "__main__":
     import uvloop
 
-    uvloop.run(main())
+    uvloop.run(main())  # the event loop `ticketiq serve` runs on (uvicorn picks uvloop when installed)

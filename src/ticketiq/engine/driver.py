@@ -31,6 +31,13 @@ from ticketiq.tools.schema import validate
 log = logging.getLogger(__name__)
 
 UNCERTAIN = "unknown: the vendor's answer leaves it open whether the write took effect; not sent again"
+# Transcript entries and the rows of finished reads wait in the sealed checkpoint (durable, so a
+# resume flushes them) and are written to their tables by the next statement that flushes: a step with
+# a changing call, the end of the run, or once this many entries or this much time have gathered. A
+# fast read-only step so costs one plain UPDATE of its checkpoint row.
+FLUSH_ENTRIES = 16
+FLUSH_AGE_S = 1.0
+
 Todo = tuple[PlannedCall, GateDecision, str | None]  # a call, its gate decision, a key it must carry
 
 
@@ -67,6 +74,7 @@ class RunDriver:
         self.carry = StepWork()
         self.statements = 0  # write statements this driver made, for benchmarks
         self.settled: list[dict[str, Any]] = []  # how each call a resumed step left was routed (I8)
+        self._unflushed_since: float | None = None
         self._facts: GateFacts | None = None
         self._facts_generation: int | None = None
 
@@ -88,6 +96,8 @@ class RunDriver:
             await self._fail_unstarted(str(exc), "agent.run.checkpoint_rejected")
             return "failed"
         state = self.state
+        if state.unflushed or state.unflushed_calls:
+            self._unflushed_since = 0.0  # left by an earlier attempt: flush at the first statement
         limit = self.deps.settings.max_losses
         if self.claimed_at is not None and self.losses > limit:
             # I7: lost more often than the limit: failed with the reason, and the transcript is told.
@@ -143,7 +153,11 @@ class RunDriver:
             tokens = reply.prompt_tokens + reply.completion_tokens
             entries = [notes.model_step(state.step, state.calls, reply.text, tokens)]
             entries += [notes.gate(state.step, c, d) for c, d in zip(state.calls, decisions, strict=True)]
-            await self._write_checkpoint(entries)
+            changing = any(
+                c.tool_class.changes and d.verdict is not Verdict.REFUSE
+                for c, d in zip(state.calls, decisions, strict=True)
+            )
+            await self._write_checkpoint(entries, flush=changing)
             self.deps.faults.hit("after_checkpoint")
             work = await self.make_calls([(c, d, None) for c, d in zip(state.calls, decisions, strict=True)])
             if work.waiting:
@@ -392,17 +406,41 @@ class RunDriver:
             "key_id": key_id,
         }
 
-    def _take_carry(self, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    def _stage(self, entries: list[dict[str, Any]]) -> None:
+        """The previous step's finished calls and notes, and these entries, join the unflushed."""
+        assert self.state is not None
         carried, self.carry = self.carry, StepWork()
-        return {"finished": carried.finished, "entries": [*carried.entries, *entries]}
+        self.state.unflushed_calls += carried.finished
+        self.state.unflushed += [*carried.entries, *entries]
+        if self._unflushed_since is None:
+            self._unflushed_since = time.monotonic()
 
-    async def _write_checkpoint(self, entries: list[dict[str, Any]]) -> None:
+    def _take_unflushed(self) -> dict[str, Any]:
+        """Hand the unflushed over to the statement being built (before the state is sealed)."""
+        assert self.state is not None
+        taken = {"finished": self.state.unflushed_calls, "entries": self.state.unflushed}
+        self.state.unflushed_calls, self.state.unflushed = [], []
+        self._unflushed_since = None
+        return taken
+
+    def _due(self) -> bool:
+        assert self.state is not None
+        since = self._unflushed_since
+        return len(self.state.unflushed) >= FLUSH_ENTRIES or (
+            since is not None and time.monotonic() - since >= FLUSH_AGE_S
+        )
+
+    async def _write_checkpoint(self, entries: list[dict[str, Any]], flush: bool) -> None:
         """I1: the sealed checkpoint in ONE statement before any call of the step is made."""
         assert self.state is not None
-        note = notes.statement("checkpoint", step=self.state.step, calls=len(self.state.calls))
-        params = {**self._sealed(), **self._take_carry([*entries, note])}
+        self._stage([*entries, notes.statement("checkpoint", step=self.state.step, calls=len(self.state.calls))])
+        if flush or self._due():
+            taken = self._take_unflushed()
+            query, params = "runs.write_checkpoint", {**self._sealed(), **taken}
+        else:
+            query, params = "runs.write_checkpoint_only", self._sealed()
         self.lease.check()  # I3: a process that stalled past its deadline writes nothing more
-        if await self.deps.db.execute("runs.write_checkpoint", params) != 1:
+        if await self.deps.db.execute(query, params) != 1:
             raise Fenced(self.run_id, self.attempt, "writing the checkpoint")  # I3
         self.statements += 1
 
@@ -420,9 +458,11 @@ class RunDriver:
         if error is not None:
             entries.append(notes.entry("error", reason=error))
         entries.append(notes.statement("run_" + status, step=self.state.step))
+        self._stage(entries)
+        taken = self._take_unflushed()
         params = {
             **self._sealed(),
-            **self._take_carry(entries),
+            **taken,
             "status": status,
             "answer": answer,
             "error": error,

@@ -58,6 +58,10 @@ class RunState:
     history: list[dict[str, Any]] = field(default_factory=list)
     delegation_keys: dict[str, str] = field(default_factory=dict)  # provider call id -> key
     answer: str | None = None
+    # Transcript entries and finished calls (reads, refusals) not yet written to their tables: they
+    # ride, sealed, in the checkpoint until a statement that writes them anyway (see driver).
+    unflushed: list[dict[str, Any]] = field(default_factory=list)
+    unflushed_calls: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -72,6 +76,8 @@ class RunState:
             "history": self.history,
             "delegation_keys": self.delegation_keys,
             "answer": self.answer,
+            "unflushed": self.unflushed,
+            "unflushed_calls": self.unflushed_calls,
         }
 
     @classmethod
@@ -88,4 +94,6 @@ class RunState:
             history=list(data.get("history", [])),
             delegation_keys=dict(data.get("delegation_keys", {})),
             answer=data.get("answer"),
+            unflushed=list(data.get("unflushed", [])),
+            unflushed_calls=list(data.get("unflushed_calls", [])),
         )

@@ -141,9 +141,12 @@ def create_app(settings: Settings, process: AppProcess | None = None) -> FastAPI
         if await p.db.fetch_one("runs.status", {"run_id": str(run_id)}) is None:
             raise field_error(404, "path.run_id", f"no run {run_id}")
         rows = await p.db.fetch_all("transcripts.for_run", {"run_id": str(run_id), "after": after, "limit": limit})
+        waiting = await p.db.fetch_one("runs.unflushed", {"run_id": str(run_id)})
         return {
             "run_id": str(run_id),
             "entries": [entry for r in rows for entry in _expand(r)],
+            # Written with the checkpoint, not yet to the transcript table (at most about a second).
+            "pending": [{"kind": e["kind"], **e["body"]} for e in (waiting or {}).get("entries") or []],
         }
 
     @app.post("/v1/runs/{run_id}/stop", status_code=202)

@@ -184,3 +184,13 @@ WITH fence AS (
 INSERT INTO audit_log (action, run_id, actor, detail)
 SELECT %(action)s, fence.run_id, %(actor)s, %(detail)s FROM fence
 RETURNING id
+
+-- name: write_checkpoint_only
+-- I1 for a step that has nothing to flush: the sealed checkpoint alone, fenced (I3).
+UPDATE checkpoints
+   SET step = %(step)s, state = %(state)s, seal = %(seal)s, key_id = %(key_id)s, written_at = now()
+ WHERE run_id = %(run_id)s AND attempt = %(attempt)s
+
+-- name: unflushed
+-- Transcript entries still waiting in the checkpoint, for readers of the transcript.
+SELECT coalesce((state::jsonb) -> 'unflushed', '[]'::jsonb) AS entries FROM checkpoints WHERE run_id = %(run_id)s
