@@ -71,10 +71,10 @@ def test_a_run_killed_at_a_named_point_ends_on_the_survivor_with_every_write_onc
     # A write read back was found (it had landed) or, not there, sent once: never left unknown.
     recorded = cluster.rows("SELECT tool, settlement FROM calls WHERE run_id = %s", run_id)
     assert "unknown_not_sent" not in {r["settlement"] for r in recorded}, recorded
-    # Nothing the lost process wrote ahead is missing from the transcript: every step is there once.
-    bodies = cluster.rows("SELECT body FROM transcripts WHERE run_id = %s AND kind = 'entries'", run_id)
+    # Nothing the lost process wrote ahead is missing from the transcript: every step once, in order.
+    bodies = cluster.rows("SELECT body FROM transcripts WHERE run_id = %s AND kind = 'entries' ORDER BY id", run_id)
     steps = [e["body"]["step"] for b in bodies for e in b["body"]["entries"] if e["kind"] == "model_step"]
-    assert sorted(steps) == [1, 2, 3]
+    assert steps == [1, 2, 3]
     assert survivor.child.alive()
 
 

@@ -96,8 +96,6 @@ class RunDriver:
             await self._fail_unstarted(str(exc), "agent.run.checkpoint_rejected")
             return "failed"
         state = self.state
-        if state.unflushed or state.unflushed_calls:
-            self._unflushed_since = 0.0  # left by an earlier attempt: flush at the first statement
         limit = self.deps.settings.max_losses
         if self.claimed_at is not None and self.losses > limit:
             # I7: lost more often than the limit: failed with the reason, and the transcript is told.
@@ -113,6 +111,14 @@ class RunDriver:
             return await self._end("failed", error=f"refused by the {blocked.gate} gate: {blocked.reason}")
         if self.claimed_at is not None:
             self.deps.metrics.recovery.observe(time.monotonic() - self.claimed_at)
+        if state.unflushed or state.unflushed_calls:
+            # What the lost attempt wrote ahead goes to the transcript before anything of this one.
+            taken = self._take_unflushed()  # taken before sealing: the state no longer holds them
+            params = {**self._sealed(), **taken}
+            self.lease.check()
+            if await self.deps.db.execute("runs.write_checkpoint", params) != 1:
+                raise Fenced(self.run_id, self.attempt, "flushing what the last attempt wrote ahead")
+            self.statements += 1
         if state.calls:
             from ticketiq.engine.resume import route_left_calls
 
