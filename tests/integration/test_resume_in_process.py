@@ -125,3 +125,39 @@ async def test_a_call_marked_as_a_write_stays_a_write_when_its_tool_is_now_class
     assert len(probe.writes()) + len([r for r in probe.received if r["kind"] == "read"]) == 1
     rows = await read_rows(db_url, "SELECT class, settlement FROM calls WHERE run_id = %s", run_id)
     assert rows == [{"class": "write", "settlement": "unknown_not_sent"}]
+
+
+async def test_asking_again_by_delegation_key_takes_over_a_lapsed_child_once(db_url: str, tmp_path: Path) -> None:
+    from ticketiq.engine.delegation import delegation_tool
+
+    agents = {"child": TOOLS}
+    async with engine_under_test(db_url, tmp_path, {"child": [READ, DONE]}, agents, lead=False) as h:
+        child_agent = h.engine.deps.catalog.get("child")
+        assert child_agent is not None
+        # A child its process started and lost: running, its lease lapsed, no sweep to take it.
+        created = await h.engine.create_run(child_agent, "look at OPS-9", delegation_key="tqdelegationkey0000000000")
+        assert await h.engine.start(created.id)
+        await asyncio.wait_for(h.engine.tasks[created.id], 30)
+        await read_rows(db_url, "UPDATE runs SET status = 'running', answer = NULL WHERE id = %s", created.id)
+        await read_rows(
+            db_url,
+            "INSERT INTO leases (name, holder, expires_at) "
+            "VALUES ('checkpoint:' || %s, 'dead', now() - interval '1 s')",
+            created.id,
+        )
+        parent = await h.engine.create_run(child_agent, "the parent")
+        tool = delegation_tool(h.engine)
+        from ticketiq.tools.base import CallContext
+
+        outcome = await tool.executor(
+            CallContext(
+                run_id=parent.id, tool=tool.name, args={"agent": "child", "input": "look at OPS-9"},
+                key="tqdelegationkey0000000000", http=h.engine.deps.http, settings=h.settings,
+            )
+        )  # fmt: skip
+    assert outcome.ok, outcome
+    assert outcome.result["run_id"] == created.id  # the same child, found by its key
+    children = await read_rows(db_url, "SELECT id::text AS id, status FROM runs WHERE delegation_key IS NOT NULL")
+    assert children == [{"id": created.id, "status": "succeeded"}]
+    lease = await read_rows(db_url, "SELECT losses FROM checkpoints WHERE run_id = %s", created.id)
+    assert lease == [{"losses": 1}]  # taken over once

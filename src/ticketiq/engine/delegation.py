@@ -6,6 +6,7 @@ The child is created with a unique delegation key, the call's key, so asking aga
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from ticketiq.tools.base import CallContext, Outcome, Tool, ToolClass
@@ -24,6 +25,19 @@ PARAMETERS = {
 }
 
 
+async def take_over_if_lapsed(engine: Engine, run_id: str) -> bool:
+    """A live child is waited for; one whose lease lapsed (or whose process is dead) is taken over
+    here, once: the claim is the sweep's own conditional statement (I5), so of two claimers one wins."""
+    sent_at = time.monotonic()
+    rows = await engine.deps.db.fetch_all("leader.claim_one", {
+        "run_id": run_id, "holder": engine.deps.holder, "ttl": engine.deps.settings.lease_ttl_s,
+    })  # fmt: skip
+    for row in rows:
+        engine.deps.metrics.claimed("delegation")
+        engine.launch_claimed(row, sent_at)
+    return bool(rows)
+
+
 def delegation_tool(engine: Engine) -> Tool:
     async def delegate(ctx: CallContext) -> Outcome:
         agent = engine.deps.catalog.get(str(ctx.args["agent"]))
@@ -40,6 +54,8 @@ def delegation_tool(engine: Engine) -> Tool:
         )
         if child.status in ("queued", "waiting"):
             await engine.start(child.id)  # False: another process already drives it
+        elif child.status == "running":
+            await take_over_if_lapsed(engine, child.id)
         status = await engine.wait_terminal(child.id, timeout_s=engine.deps.settings.delegation_wait_s)
         row = await engine.deps.db.fetch_one("runs.status", {"run_id": child.id})
         answer = row["answer"] if row else None
