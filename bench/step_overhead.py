@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import yaml
@@ -122,18 +123,21 @@ def writes_in(stats: dict[str, int]) -> tuple[int, int]:
     return total, renew
 
 
+async def bench_process(url: str, folder: Path, clock: Clock, model_s: float = 0.0, **overrides: Any) -> AppProcess:
+    """An app process on the in-process model and tools. It does not lead: no sweeps, so only the
+    runs' own statements are counted."""
+    settings = Settings(
+        home=folder, database_url=url, agents=folder / "agents.yaml", seal_keys="bench:bench-secret",
+        lead=False, **overrides,
+    )  # fmt: skip
+    process = await AppProcess.start(settings, extra_tools=fast_tools(clock))
+    process.engine.deps.model = InProcessModel(folder / "scripts", clock, latency_s=model_s)
+    return process
+
+
 async def step_part(url: str, folder: Path, steps: int, runs: int) -> None:
     clock = Clock()
-    settings = Settings(
-        home=folder,
-        database_url=url,
-        agents=folder / "agents.yaml",
-        seal_keys="bench:bench-secret",
-        lease_renew_s=3600,
-        lead=False,  # no sweeps: only the steps' own statements are counted
-    )
-    process = await AppProcess.start(settings, extra_tools=fast_tools(clock))
-    process.engine.deps.model = InProcessModel(folder / "scripts", clock)
+    process = await bench_process(url, folder, clock, lease_renew_s=3600)
     try:
         results: dict[str, tuple[float, float, float]] = {}
         payload = ""
@@ -192,16 +196,8 @@ async def typical_checkpoint(url: str, run_id: str) -> str:
 
 async def concurrency_part(url: str, folder: Path, n: int, model_s: float) -> None:
     clock = Clock()
-    settings = Settings(
-        home=folder,
-        database_url=url,
-        agents=folder / "agents.yaml",
-        seal_keys="bench:bench-secret",
-        db_pool_max=20,
-        lead=False,
-    )
-    process = await AppProcess.start(settings, extra_tools=fast_tools(clock))
-    process.engine.deps.model = InProcessModel(folder / "scripts", clock, latency_s=model_s)
+    process = await bench_process(url, folder, clock, model_s=model_s, db_pool_max=20)
+    settings = process.settings
     keeper = process.engine.deps.keeper
     lapsed_seen = 0
     try:
@@ -227,7 +223,7 @@ async def concurrency_part(url: str, folder: Path, n: int, model_s: float) -> No
         intervals = elapsed / settings.lease_renew_s
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(
-            f"{n} concurrent runs on a {model_s:.0f} s model: {statuses.count('succeeded')} succeeded in "
+            f"{n} concurrent runs on a {model_s:g} s model: {statuses.count('succeeded')} succeeded in "
             f"{elapsed:.1f} s"
         )
         print(

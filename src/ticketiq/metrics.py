@@ -31,7 +31,6 @@ class Histogram:
 class Metrics:
     runs_resumed: int = 0
     runs_lost: int = 0  # failed for passing the loss limit (I7)
-    lease_lapses: int = 0  # leases this process found lost
     claims: dict[str, int] = field(default_factory=dict)  # by why: lapsed, dead
     settlements: dict[str, int] = field(default_factory=dict)  # by route
     recovery: Histogram = field(default_factory=lambda: Histogram(RECOVERY_BUCKETS_S))
@@ -42,7 +41,8 @@ class Metrics:
     def settled(self, how: str) -> None:
         self.settlements[how] = self.settlements.get(how, 0) + 1
 
-    def render(self) -> str:
+    def render(self, lease_lapses: int) -> str:
+        """`lease_lapses`: leases this process found lost, counted by its lease keeper."""
         lines = [
             "# HELP ticketiq_runs_resumed_total Runs resumed from their checkpoint after a loss.",
             "# TYPE ticketiq_runs_resumed_total counter",
@@ -52,7 +52,7 @@ class Metrics:
             f"ticketiq_runs_lost_total {self.runs_lost}",
             "# HELP ticketiq_lease_lapses_total Leases this process found lost (taken over or lapsed).",
             "# TYPE ticketiq_lease_lapses_total counter",
-            f"ticketiq_lease_lapses_total {self.lease_lapses}",
+            f"ticketiq_lease_lapses_total {lease_lapses}",
             "# HELP ticketiq_claims_total Lapsed or dead-holder leases claimed by this process's sweeps.",
             "# TYPE ticketiq_claims_total counter",
         ]

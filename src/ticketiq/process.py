@@ -88,7 +88,6 @@ class AppProcess:
         await liveness.register(holder)
         process = cls(settings, target, db, engine, keeper, model, http, liveness, Elector(engine, target.url))
         liveness.on_lost = process._liveness_lost
-        keeper.on_lost.append(lambda name, why: setattr(deps.metrics, "lease_lapses", keeper.lapses))
         liveness.start()
         keeper.start()
         deps.gate_watch.start()

@@ -72,7 +72,6 @@ class RunDriver:
         self.state: RunState | None = None
         # Finished reads and refusals and their notes ride on the next statement the run writes anyway.
         self.carry = StepWork()
-        self.statements = 0  # write statements this driver made, for benchmarks
         self.settled: list[dict[str, Any]] = []  # how each call a resumed step left was routed (I8)
         self._unflushed_since: float | None = None
         self._facts: GateFacts | None = None
@@ -118,7 +117,6 @@ class RunDriver:
             self.lease.check()
             if await self.deps.db.execute("runs.write_checkpoint", params) != 1:
                 raise Fenced(self.run_id, self.attempt, "flushing what the last attempt wrote ahead")
-            self.statements += 1
         if state.calls:
             from ticketiq.engine.resume import route_left_calls
 
@@ -387,7 +385,6 @@ class RunDriver:
         )
         if row is None:
             raise Fenced(self.run_id, self.attempt, "filing an approval")
-        self.statements += 1
         if row["status"] == "pending":
             return None
         return str(row["status"]), str(row["id"]), row["decided_by"]
@@ -448,7 +445,6 @@ class RunDriver:
         self.lease.check()  # I3: a process that stalled past its deadline writes nothing more
         if await self.deps.db.execute(query, params) != 1:
             raise Fenced(self.run_id, self.attempt, "writing the checkpoint")  # I3
-        self.statements += 1
 
     async def _end(
         self,
@@ -479,7 +475,6 @@ class RunDriver:
         self.lease.check()
         if await self.deps.db.execute("runs.end", params) != 1:
             raise Fenced(self.run_id, self.attempt, f"ending the run as {status}")
-        self.statements += 1
         return status
 
     async def _suspend(self, work: StepWork) -> str:
@@ -520,4 +515,3 @@ class RunDriver:
         matched = await self.deps.db.execute(name, {"run_id": self.run_id, "attempt": self.attempt, **params})
         if matched != 1:
             raise Fenced(self.run_id, self.attempt, what)  # I3: zero rows means stop now
-        self.statements += 1

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ticketiq.background import Background
@@ -69,7 +68,6 @@ class LeaseKeeper:
         self.held: dict[str, HeldLease] = {}  # by lease name
         self.renewals = 0  # statements sent, for benchmarks and metrics
         self.lapses = 0  # leases found lost
-        self.on_lost: list[Callable[[str, str], None]] = []
         self._conn: database.Connection | None = None
         self._background = Background("lease-renewer", self.run)
 
@@ -103,8 +101,6 @@ class LeaseKeeper:
         self.lapses += 1
         lease.lose(why)
         log.warning("lease %s lost (%s)", name, why)
-        for callback in self.on_lost:
-            callback(name, why)
 
     async def renew_once(self) -> None:
         if self._conn is None or self._conn.closed:

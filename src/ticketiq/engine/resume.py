@@ -7,7 +7,6 @@ then carried out here. Calls made again pass every gate as it stands now.
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any
 
 from ticketiq.engine import notes
@@ -19,8 +18,6 @@ from ticketiq.tools.base import ToolClass
 
 if TYPE_CHECKING:
     from ticketiq.engine.driver import RunDriver, StepWork, Todo
-
-log = logging.getLogger(__name__)
 
 
 async def route_left_calls(driver: RunDriver, facts: GateFacts) -> StepWork:

@@ -204,8 +204,9 @@ def create_app(settings: Settings, process: AppProcess | None = None) -> FastAPI
     @app.get("/metrics")
     async def metrics(request: Request) -> PlainTextResponse:
         p = proc(request)
-        p.engine.deps.metrics.lease_lapses = p.keeper.lapses
-        return PlainTextResponse(p.engine.deps.metrics.render(), media_type="text/plain; version=0.0.4")
+        return PlainTextResponse(
+            p.engine.deps.metrics.render(lease_lapses=p.keeper.lapses), media_type="text/plain; version=0.0.4"
+        )
 
     @app.get("/healthz")
     async def healthz() -> dict[str, bool]:

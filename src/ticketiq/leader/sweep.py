@@ -23,7 +23,6 @@ class Sweeper:
     def __init__(self, engine: Engine, url: str) -> None:
         self.engine = engine
         self.url = url
-        self.sweeps = 0
 
     @property
     def settings(self) -> Any:
@@ -47,7 +46,6 @@ class Sweeper:
         await self.claim("leader.claim_dead")
         if not lapsed:
             return
-        self.sweeps += 1
         while await self.claim("leader.claim_lapsed") == CLAIM_BATCH:
             pass
         rows = await self.engine.deps.db.fetch_all(
