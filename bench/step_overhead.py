@@ -222,10 +222,8 @@ async def concurrency_part(url: str, folder: Path, n: int, model_s: float) -> No
         _, renew = writes_in(await statements(url))
         intervals = elapsed / settings.lease_renew_s
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(
-            f"{n} concurrent runs on a {model_s:g} s model: {statuses.count('succeeded')} succeeded in "
-            f"{elapsed:.1f} s"
-        )
+        succeeded = statuses.count("succeeded")
+        print(f"{n} concurrent runs on a {model_s:g} s model: {succeeded} succeeded in {elapsed:.1f} s")
         print(
             f"lease lapses: {keeper.lapses} lost by the process, {lapsed_seen} lapsed leases seen in the "
             f"database (target 0)"
