@@ -6,7 +6,9 @@
 Part 1 runs a read-only agent and a writing agent against an in-process model and tools (clocked), and
 prints each step's overhead: the time from one model answer to the next model request, minus the time
 inside tools, i.e. everything the engine does for the step. It prints the statements each step wrote
-(pg_stat_statements) and the ratio to the UPDATE's latency measured in the same run (target <= 1.5).
+(pg_stat_statements) and the ratio to the UPDATE's latency measured in the same run (target <= 1.5):
+the UPDATE is timed at the runs' own pace and back to back, and both ratios are printed (see
+UpdateProbe for why the paced one is the like-for-like baseline).
 
 Part 2 holds 1,000 concurrent runs waiting on a 2 s model in one process and prints lease lapses
 (target 0), renewal statements per interval (target 1) and peak memory.
@@ -71,10 +73,28 @@ def step_overheads(clock: Clock) -> list[float]:
     return out
 
 
-async def update_latency(url: str, payload: str, n: int) -> float:
-    """Median latency of one committed single-row UPDATE of a checkpoint row: a table made LIKE
-    `checkpoints` (same columns, storage and index), holding real checkpoint text of the given size."""
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+class UpdateProbe:
+    """One committed single-row UPDATE of a checkpoint row: a table made LIKE `checkpoints` (same
+    columns, storage and index) holding real checkpoint text of the run's typical size, on its own
+    connection.
+
+    It is timed two ways. Back to back, the server's backend never idles and its CPU never sleeps. At
+    the runs' pace, each UPDATE comes after the same busy gap as the engine's own checkpoint statement
+    does (the time from one step's statement to the next one's, spent computing as the in-process model
+    does). On a virtual machine an idle CPU is halted and woken again, which adds to a statement's
+    latency; the engine's statement pays that, so the paced UPDATE is the like-for-like baseline.
+    Samples are taken between the runs, so both sides see the same load on a shared machine."""
+
+    def __init__(self, conn: psycopg.AsyncConnection[Any], payload: str) -> None:
+        self.conn = conn
+        self.payload = payload
+        self.back_to_back: list[float] = []
+        self.paced: list[float] = []
+        self.i = 0
+
+    @classmethod
+    async def open(cls, url: str, payload: str) -> UpdateProbe:
+        conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
         await conn.execute("DROP TABLE IF EXISTS bench_row")
         await conn.execute("CREATE TABLE bench_row (LIKE checkpoints INCLUDING ALL)")
         await conn.execute(
@@ -82,17 +102,38 @@ async def update_latency(url: str, payload: str, n: int) -> float:
             "VALUES ('00000000-0000-0000-0000-000000000001', 1, 0, %s, 's', 'k')",
             (payload,),
         )
-        samples = []
-        for i in range(n):
-            body = payload[:-1] + " " * (i % 2) + payload[-1]  # a new value every time
+        return cls(conn, payload)
+
+    async def sample(self, n: int, gap_s: float) -> None:
+        for _ in range(n):
+            if gap_s:
+                busy(gap_s)
+            self.i += 1
+            body = self.payload[:-1] + " " * (self.i % 2) + self.payload[-1]  # a new value every time
             started = time.perf_counter()
-            await conn.execute(
+            await self.conn.execute(
                 "UPDATE bench_row SET state = %s, step = step + 1, written_at = now() "
                 "WHERE run_id = '00000000-0000-0000-0000-000000000001' AND attempt = 1",
                 (body,),
             )
-            samples.append(time.perf_counter() - started)
-        return statistics.median(samples)
+            (self.paced if gap_s else self.back_to_back).append(time.perf_counter() - started)
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+
+def busy(seconds: float) -> None:
+    """Compute for this long, as the in-process model does between two of a run's statements."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def step_gap(clock: Clock, update_s: float) -> float:
+    """How long a run's checkpoint statement waits after the previous one: the time from one model
+    request to the next, less the statement itself."""
+    asked = [a for a, _ in clock.model_calls]
+    return max(0.0, statistics.median(b - a for a, b in itertools.pairwise(asked)) - update_s)
 
 
 async def statements(url: str) -> dict[str, int]:
@@ -138,9 +179,10 @@ async def bench_process(url: str, folder: Path, clock: Clock, model_s: float = 0
 async def step_part(url: str, folder: Path, steps: int, runs: int) -> None:
     clock = Clock()
     process = await bench_process(url, folder, clock, lease_renew_s=3600)
+    probe: UpdateProbe | None = None
     try:
         results: dict[str, tuple[float, float, float]] = {}
-        payload = ""
+        gaps: list[float] = []
         for agent in ("reads", "writes"):
             per_step: list[float] = []
             stmt_per_step: list[float] = []
@@ -154,31 +196,42 @@ async def step_part(url: str, folder: Path, steps: int, runs: int) -> None:
                 assert await process.engine.start(created.id)
                 assert await process.engine.tasks[created.id] == "succeeded"
                 total, renew = writes_in(await statements(url))
+                if agent == "reads" and probe is None:
+                    probe = await UpdateProbe.open(url, await typical_checkpoint(url, created.id))
+                    await probe.sample(100, 0.0)  # warm: the statement is prepared after 5
                 if i == 0:
                     continue
                 per_step += step_overheads(clock)
                 stmt_per_step.append((total - renew - 2) / steps)  # less the run's acquire and end
-            if agent == "reads":
-                payload = await typical_checkpoint(url, created.id)
+                if agent == "reads" and probe is not None:
+                    gap = step_gap(clock, statistics.median(probe.back_to_back))
+                    gaps.append(gap)
+                    await probe.sample(400, 0.0)
+                    await probe.sample(400, gap)
             results[agent] = (
                 statistics.median(per_step),
                 statistics.quantiles(per_step, n=20)[18],
                 statistics.mean(stmt_per_step),
             )
-        update = await update_latency(url, payload, 2000)
-        print(f"committed single-row UPDATE of a checkpoint row ({len(payload):,} bytes of state): "
-              f"{update * 1000:.3f} ms (median)")  # fmt: skip
+        assert probe is not None
+        tight = statistics.median(probe.back_to_back[100:])
+        paced = statistics.median(probe.paced)
+        print(f"committed single-row UPDATE of a checkpoint row ({len(probe.payload):,} bytes of state), median:")
+        print(f"  back to back                                  {tight * 1000:.3f} ms")
+        print(f"  at the runs' pace ({statistics.median(gaps) * 1000:.2f} ms busy before each)   "
+              f"{paced * 1000:.3f} ms  <- like for like with the engine's checkpoint statement")  # fmt: skip
         for agent, label in (("reads", "read-only step"), ("writes", "write step (1 write)")):
             median, p95, stmts = results[agent]
             print(
                 f"{label:<22} overhead median {median * 1000:.3f} ms  p95 {p95 * 1000:.3f} ms  "
-                f"write statements/step {stmts:.2f}  ratio to UPDATE {median / update:.2f}x"
+                f"write statements/step {stmts:.2f}  ratio to UPDATE {median / paced:.2f}x "
+                f"(to the back-to-back UPDATE {median / tight:.2f}x)"
             )
-        print(
-            f"target: read-only step overhead <= 1.5x UPDATE -> "
-            f"{'met' if results['reads'][0] / update <= 1.5 else 'NOT met'}"
-        )
+        ratio = results["reads"][0] / paced
+        print(f"target: read-only step overhead <= 1.5x UPDATE -> {ratio:.2f}x, {'met' if ratio <= 1.5 else 'NOT met'}")
     finally:
+        if probe is not None:
+            await probe.close()
         await process.stop()
 
 

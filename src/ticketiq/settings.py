@@ -118,18 +118,15 @@ class Settings:
         return rows
 
     def secrets(self) -> list[str]:
-        """Values that must never reach a log or a transcript (computed once: settings are frozen)."""
-        return list(_secrets_of(self))
+        """Values that must never reach a log or a transcript."""
+        return list(self._secret_values)
 
-
-@functools.cache
-def _secrets_of(settings: Settings) -> tuple[str, ...]:
-    out = []
-    for f in fields(settings):
-        value = getattr(settings, f.name)
-        if f.metadata.get("secret") and isinstance(value, str) and value not in ("", "unset"):
-            out.append(value)
-    return tuple(out)
+    @functools.cached_property
+    def _secret_values(self) -> tuple[str, ...]:
+        # Computed once per settings object (they are frozen), stored beside the fields: this is asked
+        # for every call a run makes, and hashing the whole settings object to find it cost more.
+        values = (getattr(self, f.name) for f in fields(self) if f.metadata.get("secret"))
+        return tuple(v for v in values if isinstance(v, str) and v not in ("", "unset"))
 
 
 def _parser(type_name: Any) -> Callable[[str], Any]:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import stat
 from pathlib import Path
@@ -66,3 +68,12 @@ def test_a_generated_key_is_kept_in_home_with_mode_0600(tmp_path: Path) -> None:
     os.chmod(tmp_path / "seal.key", 0o644)
     with pytest.raises(ConfigError, match="chmod 600"):
         load_keys(settings)
+
+
+@given(json_values)
+def test_the_seal_is_hmac_sha256_over_run_step_and_text_whether_given_text_or_bytes(state: object) -> None:
+    keys = parse_keys("k1:secret-one")
+    body = canonical(state)
+    expected = hmac.new(b"secret-one", b"run-1\n7\n" + body, hashlib.sha256).hexdigest()
+    assert seal(keys, "run-1", 7, body) == (expected, "k1")
+    assert seal(keys, "run-1", 7, body.decode()) == (expected, "k1")

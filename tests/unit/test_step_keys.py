@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -50,3 +54,12 @@ def test_approval_key_is_the_same_however_often_it_is_sent_and_fresh_keys_are_no
     assert approval_key("a-1") == approval_key("a-1") != approval_key("a-2")
     assert fresh_key() != fresh_key()
     assert len(fresh_key()) == KEY_LENGTH
+
+
+@given(parts)
+def test_keys_are_the_documented_derivation_so_they_never_change_between_versions(p: tuple[str, str, int, str]) -> None:
+    # A run resumed by a newer process must send the key the older one sent: the derivation is fixed
+    # as the first 23 base32 characters of SHA-256 over the compact JSON of the parts.
+    text = json.dumps(["tq", *p], separators=(",", ":"), ensure_ascii=False)
+    expected = "tq" + base64.b32encode(hashlib.sha256(text.encode()).digest()).decode().lower()[:23]
+    assert run_call_key(*p) == expected

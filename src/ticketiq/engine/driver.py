@@ -398,13 +398,13 @@ class RunDriver:
 
     def _sealed(self) -> dict[str, Any]:
         assert self.state is not None
-        text = seal.canonical(self.state.to_json()).decode()
-        mac, key_id = seal.seal(self.deps.keys, self.run_id, self.state.step, text)
+        body = seal.canonical(self.state.to_json())
+        mac, key_id = seal.seal(self.deps.keys, self.run_id, self.state.step, body)
         return {
             "run_id": self.run_id,
             "attempt": self.attempt,
             "step": self.state.step,
-            "state": text,
+            "state": body.decode(),
             "seal": mac,
             "key_id": key_id,
         }

@@ -8,7 +8,6 @@ generated once into TICKETIQ_HOME/seal.key with mode 0600. Secrets never leave t
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import os
@@ -81,13 +80,13 @@ def load_keys(settings: Settings) -> SealKeys:
     return parse_keys(path.read_text().strip())
 
 
-def _mac(secret: bytes, run_id: str, step: int, state: str) -> str:
-    mac = hmac.new(secret, f"{run_id}\n{step}\n".encode(), hashlib.sha256)
-    mac.update(state.encode())
-    return mac.hexdigest()
+def _mac(secret: bytes, run_id: str, step: int, state: str | bytes) -> str:
+    body = state if isinstance(state, bytes) else state.encode()
+    # hmac.digest is OpenSSL's one-shot HMAC: the same value as hmac.new(...).hexdigest(), once a step.
+    return hmac.digest(secret, f"{run_id}\n{step}\n".encode() + body, "sha256").hex()
 
 
-def seal(keys: SealKeys, run_id: str, step: int, state: str) -> tuple[str, str]:
+def seal(keys: SealKeys, run_id: str, step: int, state: str | bytes) -> tuple[str, str]:
     """(seal, key id) over a checkpoint's state text, exactly as it is stored."""
     return _mac(keys.secrets[keys.signing_id], run_id, step, state), keys.signing_id
 

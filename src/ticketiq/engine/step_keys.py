@@ -25,7 +25,9 @@ def _derive(prefix: str, parts: list[object]) -> str:
     # The standard library, not orjson: a key must come out the same in every process and version.
     text = json.dumps([prefix, *parts], separators=(",", ":"), ensure_ascii=False)
     digest = hashlib.sha256(text.encode()).digest()
-    return prefix + base64.b32encode(digest).decode().lower()[: KEY_LENGTH - len(prefix)]
+    # Base32 turns each 5 bytes into 8 characters on their own, so the first 15 bytes give the first
+    # 24 characters of the whole digest's encoding, at a third of the cost: the same keys as ever.
+    return prefix + base64.b32encode(digest[:15]).decode().lower()[: KEY_LENGTH - len(prefix)]
 
 
 def run_call_key(correlation_id: str, agent_loop: str, steps_taken: int, provider_call_id: str) -> str | None:
