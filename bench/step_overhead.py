@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import itertools
 import resource
@@ -25,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -180,6 +182,7 @@ async def step_part(url: str, folder: Path, steps: int, runs: int) -> None:
     clock = Clock()
     process = await bench_process(url, folder, clock, lease_renew_s=3600)
     probe: UpdateProbe | None = None
+    texts = CheckpointTexts(process)
     try:
         results: dict[str, tuple[float, float, float]] = {}
         gaps: list[float] = []
@@ -193,11 +196,12 @@ async def step_part(url: str, folder: Path, steps: int, runs: int) -> None:
                 await reset_statements(url)
                 clock.model_calls.clear()
                 clock.tool_calls.clear()
-                assert await process.engine.start(created.id)
-                assert await process.engine.tasks[created.id] == "succeeded"
+                with texts.recording() if agent == "reads" and i == 0 else contextlib.nullcontext():
+                    assert await process.engine.start(created.id)
+                    assert await process.engine.tasks[created.id] == "succeeded"
                 total, renew = writes_in(await statements(url))
                 if agent == "reads" and probe is None:
-                    probe = await UpdateProbe.open(url, await typical_checkpoint(url, created.id))
+                    probe = await UpdateProbe.open(url, texts.median())
                     await probe.sample(100, 0.0)  # warm: the statement is prepared after 5
                 if i == 0:
                     continue
@@ -235,16 +239,33 @@ async def step_part(url: str, folder: Path, steps: int, runs: int) -> None:
         await process.stop()
 
 
-async def typical_checkpoint(url: str, run_id: str) -> str:
-    """Checkpoint text as long as the run's checkpoints were on average: they grow by about the same
-    each step, so the mean of the first and the last length."""
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        cur = await conn.execute("SELECT state FROM checkpoints WHERE run_id = %s", (run_id,))
-        row = await cur.fetchone()
-    assert row is not None
-    final = str(row[0])
-    first = len('{"agent":"reads","messages":[{"content":"bench","role":"system"}]}') * 3
-    return final[: (first + len(final)) // 2]
+class CheckpointTexts:
+    """The checkpoint texts the read-only steps of one warm-up run wrote, read off the statements as
+    they are sent (only in that run: the measured runs go unobserved). The baseline row holds the one
+    of median length, real text of the size the engine really writes, its waiting notes included."""
+
+    def __init__(self, process: AppProcess) -> None:
+        self.db = process.engine.deps.db
+        self.texts: list[str] = []
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[None]:
+        execute = self.db.execute
+
+        async def recorded(name: str, params: Mapping[str, Any] | None = None) -> int:
+            if name == "runs.write_checkpoint_only" and params:
+                self.texts.append(str(params["state"]))
+            return await execute(name, params)
+
+        self.db.execute = recorded  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            del self.db.execute  # the class's own method again
+
+    def median(self) -> str:
+        assert self.texts, "the warm-up run wrote no read-only checkpoint"
+        return sorted(self.texts, key=len)[len(self.texts) // 2]
 
 
 async def concurrency_part(url: str, folder: Path, n: int, model_s: float) -> None:

@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
+from ticketiq.engine.seal import canonical
 from ticketiq.tools.base import ToolClass
 
 
@@ -62,6 +65,29 @@ class RunState:
     # ride, sealed, in the checkpoint until a statement that writes them anyway (see driver).
     unflushed: list[dict[str, Any]] = field(default_factory=list)
     unflushed_calls: list[dict[str, Any]] = field(default_factory=list)
+    # Each message's canonical text, kept beside the very object it was made from. The conversation
+    # only grows, so a step serializes its new messages rather than the whole conversation again.
+    # Messages are never changed in place (a replaced message is a new object and gets a new text).
+    _message_texts: list[tuple[dict[str, Any], bytes]] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
+
+    def canonical(self) -> bytes:
+        """The checkpoint's text: the same bytes as seal.canonical(self.to_json())."""
+        texts, messages = self._message_texts, self.messages
+        same = 0
+        for (made_from, _), message in zip(texts, messages, strict=False):
+            if made_from is not message:
+                break
+            same += 1
+        del texts[same:]
+        texts += [(m, canonical(m)) for m in messages[same:]]
+        data = self.to_json()
+        data["messages"] = orjson.Fragment(b"[" + b",".join(text for _, text in texts) + b"]")
+        try:
+            return orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
+        except (orjson.JSONEncodeError, TypeError):
+            return canonical(self.to_json())  # what orjson refuses (see seal.canonical)
 
     def to_json(self) -> dict[str, Any]:
         return {
