@@ -84,3 +84,18 @@ async def test_a_live_processes_leases_are_left_alone(db: Database) -> None:
         await liveness.stop(db)
     # Stopped cleanly: ended, not dead, so its leases wait for their TTL (or a hand-back).
     assert await claims(db, "leader.claim_dead", "leader-a") == []
+
+
+async def test_rows_of_processes_long_ended_are_pruned_unless_they_still_hold_a_lease(db: Database) -> None:
+    async with db.pool.connection() as conn:
+        for name, ended_ago_s in (("old-idle", 7200), ("old-holder", 7200), ("recent", 60), ("running", None)):
+            await conn.execute(
+                "INSERT INTO processes (id, lock_key, pid, host, ended_at) VALUES "
+                "(%s, nextval('process_lock_keys'), 1, 'h', now() - %s * interval '1 s')",
+                (name, ended_ago_s),
+            )
+    await lost_runs(db, 1, "old-holder")  # its lease was never claimed: keep who held it
+    gone = await db.fetch_all("leader.prune_processes", {"keep": 3600})
+    assert [r["id"] for r in gone] == ["old-idle"]
+    rows = await db.fetch_all("leader.prune_processes", {"keep": 3600})
+    assert rows == []

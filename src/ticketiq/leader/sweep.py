@@ -17,12 +17,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CLAIM_BATCH = 100
+# Ended processes' rows are kept a day (for a person asking who held a run), pruned every 10 minutes.
+PROCESS_ROWS_KEPT_S = 24 * 3600
+PRUNE_EVERY_S = 600
 
 
 class Sweeper:
     def __init__(self, engine: Engine, url: str) -> None:
         self.engine = engine
         self.url = url
+        self.pruned_at: float | None = None
 
     @property
     def settings(self) -> Any:
@@ -53,6 +57,16 @@ class Sweeper:
         )
         for row in rows:
             await self.engine.start(str(row["id"]))
+        if self.pruned_at is None or time.monotonic() - self.pruned_at >= PRUNE_EVERY_S:
+            await self.prune()
+
+    async def prune(self, keep_s: float = PROCESS_ROWS_KEPT_S) -> int:
+        """Delete the rows of processes long ended that hold no lease; return how many went."""
+        self.pruned_at = time.monotonic()
+        gone = await self.engine.deps.db.fetch_all("leader.prune_processes", {"keep": keep_s})
+        if gone:
+            log.info("pruned %d ended process rows", len(gone))
+        return len(gone)
 
     async def run(self) -> None:
         """Dead processes every liveness poll (or at once when a process announces itself), lapsed

@@ -118,3 +118,11 @@ RETURNING runs.id
 
 -- name: step_down
 DELETE FROM leases WHERE name = 'leader' AND holder = %(holder)s
+
+-- name: prune_processes
+-- Rows of processes that ended more than %(keep)s seconds ago and hold no lease any more: nothing
+-- reads them again (a restarted process is a new row), and without pruning the table only grows.
+DELETE FROM processes p
+ WHERE p.ended_at < now() - make_interval(secs => %(keep)s)
+   AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.holder = p.id)
+RETURNING p.id
