@@ -34,4 +34,7 @@ def test_the_checkpoint_text_is_the_canonical_json_of_the_state_after_every_step
             index, message = replaced
             state.messages[index % len(state.messages)] = message
         state.history.append({"step": step, "calls": []})
+        state.unflushed += [{"kind": "note", "body": m} for m in appended]
+        if step % 3 == 0:
+            state.unflushed = []  # flushed: the list starts again
         assert state.canonical() == canonical(state.to_json())
