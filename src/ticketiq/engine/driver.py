@@ -398,7 +398,7 @@ class RunDriver:
 
     def _sealed(self) -> dict[str, Any]:
         assert self.state is not None
-        body = self.state.canonical()
+        body = seal.canonical(self.state.to_json())
         mac, key_id = seal.seal(self.deps.keys, self.run_id, self.state.step, body)
         return {
             "run_id": self.run_id,

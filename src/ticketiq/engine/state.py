@@ -10,9 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
-from ticketiq.engine.seal import canonical
 from ticketiq.tools.base import ToolClass
 
 
@@ -48,10 +45,6 @@ class PlannedCall:
         )
 
 
-# The state's lists that grow a little each step; see RunState.canonical.
-_GROWING = ("messages", "history", "unflushed", "unflushed_calls")
-
-
 @dataclass
 class RunState:
     agent: str
@@ -69,31 +62,6 @@ class RunState:
     # ride, sealed, in the checkpoint until a statement that writes them anyway (see driver).
     unflushed: list[dict[str, Any]] = field(default_factory=list)
     unflushed_calls: list[dict[str, Any]] = field(default_factory=list)
-    # The canonical text of each item of the lists that only grow, kept beside the very object it was
-    # made from, so a step serializes what it added rather than the whole conversation again. Items
-    # are never changed in place (a replaced item is a new object and gets a new text).
-    _texts: dict[str, list[tuple[Any, bytes]]] = field(default_factory=dict, init=False, repr=False, compare=False)
-
-    def canonical(self) -> bytes:
-        """The checkpoint's text: the same bytes as seal.canonical(self.to_json())."""
-        data = self.to_json()
-        for name in _GROWING:
-            data[name] = orjson.Fragment(self._list_text(name, data[name]))
-        try:
-            return orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
-        except (orjson.JSONEncodeError, TypeError):
-            return canonical(self.to_json())  # what orjson refuses (see seal.canonical)
-
-    def _list_text(self, name: str, items: list[Any]) -> bytes:
-        texts = self._texts.setdefault(name, [])
-        same = 0
-        for (made_from, _), item in zip(texts, items, strict=False):
-            if made_from is not item:
-                break
-            same += 1
-        del texts[same:]
-        texts += [(item, canonical(item)) for item in items[same:]]
-        return b"[" + b",".join(text for _, text in texts) + b"]"
 
     def to_json(self) -> dict[str, Any]:
         return {
