@@ -72,7 +72,11 @@ class Settings:
         0.0, "How long the webhook target says it honours Idempotency-Key; 0: not at all."
     )
 
-    sweep_interval_s: float = _setting(3.0, "How often the leader looks for lapsed run leases (I5).")
+    sweep_interval_s: float = _setting(
+        3.0,
+        "How often the leader looks for lapsed run leases (I5), at the least: sooner when a held lease is "
+        "about to lapse.",
+    )
     liveness_poll_s: float = _setting(
         0.25,
         "How often the leader looks for processes whose liveness mark is free (and each process at its own).",

@@ -20,6 +20,16 @@ CLAIM_BATCH = 100
 # Ended processes' rows are kept a day (for a person asking who held a run), pruned every 10 minutes.
 PROCESS_ROWS_KEPT_S = 24 * 3600
 PRUNE_EVERY_S = 600
+LAPSE_MARGIN_S = 0.05
+
+
+def sweep_due(now: float, interval_s: float, next_lapse_s: float | None) -> float:
+    """When to sweep for lapsed leases next: after the interval, or as soon as the first lease still
+    held would lapse if that comes sooner (a stalled process's runs are then claimed at its TTL, not
+    up to an interval later). The margin lets the database clock pass the expiry for sure."""
+    if next_lapse_s is None:
+        return now + interval_s
+    return now + min(interval_s, max(0.0, next_lapse_s) + LAPSE_MARGIN_S)
 
 
 class Sweeper:
@@ -46,19 +56,23 @@ class Sweeper:
             self.engine.launch_claimed(row, sent_at)
         return len(rows)
 
-    async def sweep_once(self, lapsed: bool) -> None:
+    async def sweep_once(self, lapsed: bool) -> float | None:
+        """Claim what is dead (and, when `lapsed`, what lapsed); return the seconds until the next
+        checkpoint lease would lapse, when that was looked up."""
         await self.claim("leader.claim_dead")
         if not lapsed:
-            return
+            return None
         while await self.claim("leader.claim_lapsed") == CLAIM_BATCH:
             pass
         rows = await self.engine.deps.db.fetch_all(
             "leader.orphaned_queued", {"grace": self.settings.queued_grace_s, "limit": CLAIM_BATCH}
         )
-        for row in rows:
-            await self.engine.start(str(row["id"]))
+        for queued in rows:
+            await self.engine.start(str(queued["id"]))
         if self.pruned_at is None or time.monotonic() - self.pruned_at >= PRUNE_EVERY_S:
             await self.prune()
+        lapse = await self.engine.deps.db.fetch_one("leader.next_lapse")
+        return None if lapse is None or lapse["in_s"] is None else float(lapse["in_s"])
 
     async def prune(self, keep_s: float = PROCESS_ROWS_KEPT_S) -> int:
         """Delete the rows of processes long ended that hold no lease; return how many went."""
@@ -70,30 +84,30 @@ class Sweeper:
 
     async def run(self) -> None:
         """Dead processes every liveness poll (or at once when a process announces itself), lapsed
-        leases every sweep interval."""
+        leases every sweep interval or the moment the first held lease lapses, if sooner."""
         listener: database.Connection | None = None
         next_sweep = 0.0
         try:
             while True:
-                now = time.monotonic()
+                lapsed = time.monotonic() >= next_sweep
                 try:
-                    await self.sweep_once(lapsed=now >= next_sweep)
-                    if now >= next_sweep:
-                        next_sweep = now + self.settings.sweep_interval_s
+                    next_lapse = await self.sweep_once(lapsed=lapsed)
+                    if lapsed:
+                        next_sweep = sweep_due(time.monotonic(), self.settings.sweep_interval_s, next_lapse)
                     if listener is None or listener.closed:
                         listener = await database.connect(self.url)
                         await database.listen(listener, "ticketiq_processes")
                 except Exception:
                     log.exception("sweep failed; trying again")
                     listener = None
-                await self._wait(listener)
+                await self._wait(listener, min(self.settings.liveness_poll_s, next_sweep - time.monotonic()))
         finally:
             if listener is not None:
                 with contextlib.suppress(Exception):
                     await listener.close()
 
-    async def _wait(self, listener: database.Connection | None) -> None:
-        timeout = self.settings.liveness_poll_s
+    async def _wait(self, listener: database.Connection | None, seconds: float) -> None:
+        timeout = max(0.0, seconds)
         if listener is None:
             await asyncio.sleep(timeout)
             return

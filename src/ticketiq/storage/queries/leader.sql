@@ -60,6 +60,12 @@ WITH lapsed AS (
 )
 SELECT run_id, attempt, step, losses, state, seal, key_id, 'lapsed' AS why FROM claimed
 
+-- name: next_lapse
+-- Seconds until the first checkpoint lease runs out, as things stand (NULL with none held). A lease
+-- that is being renewed never gets near; one whose process stalled does, and the leader sweeps the
+-- moment it lapses instead of at its next interval.
+SELECT extract(epoch FROM min(expires_at) - now())::float8 AS in_s FROM leases WHERE name LIKE 'checkpoint:%%'
+
 -- name: claim_dead
 -- Processes whose liveness mark is free are ended, and their checkpoint leases claimed at once,
 -- without waiting out the TTL. Fencing (I3) keeps this safe if one was alive after all.
