@@ -7,7 +7,9 @@ Each trial starts a fresh victim process, gives it a triage run, waits until the
 signal to the run executing again on the survivor: the `agent.run.crash_resumed` audit row, which the
 new attempt writes once it verified the checkpoint, passed the gates and settled the calls left. Both
 instants are read on the database clock. Targets: SIGKILL p50 <= 2 s and p99 <= 5 s (death detected
-by the freed liveness mark); SIGSTOP <= 11 s (the 8 s lease plus a 3 s sweep).
+by the freed liveness mark); SIGSTOP <= 11 s (the 8 s lease plus a 3 s sweep; the leader sweeps just
+after the first held lease lapses, so a stall is taken over 6 to 8 s after it began, by when the victim
+last renewed).
 """
 
 from __future__ import annotations
