@@ -2,6 +2,10 @@ from __future__ import annotations
 
 import asyncio
 
+import psycopg
+import pytest
+
+from ticketiq.errors import StorageError
 from ticketiq.storage.database import Database
 
 
@@ -41,5 +45,28 @@ async def test_the_pool_hands_out_the_connection_returned_last(db_url: str) -> N
         # psycopg_pool alone would give the first returned; the warm one is the last returned.
         assert await backend_pid(db) == order[-1]
         assert await backend_pid(db) == order[-1]  # and again: one run's statements keep one backend
+    finally:
+        await db.close()
+
+
+async def test_a_connection_killed_under_the_pool_fails_one_statement_and_is_replaced(db_url: str) -> None:
+    db = Database(db_url, min_size=1, max_size=1)
+    await db.open()
+    try:
+        victim = await backend_pid(db)
+        async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as admin:
+            await admin.execute("SELECT pg_terminate_backend(%s)", (victim,))
+        with pytest.raises(StorageError, match=r"database error in runs\.gate_facts"):
+            await db.fetch_one("runs.gate_facts", {"run_id": "00000000-0000-0000-0000-000000000000"})
+        # The broken connection went back to the pool and was replaced, not handed out again.
+        async with asyncio.timeout(10):
+            while True:
+                try:
+                    replacement = await backend_pid(db)
+                    break
+                except psycopg.OperationalError:
+                    await asyncio.sleep(0.05)
+        assert replacement != victim
+        assert await db.fetch_one("runs.gate_facts", {"run_id": "00000000-0000-0000-0000-000000000000"}) is None
     finally:
         await db.close()

@@ -111,20 +111,34 @@ class Database:
     async def close(self) -> None:
         await self.pool.close()
 
+    # One statement borrows a connection with getconn/putconn rather than pool.connection(): that
+    # context manager also enters the connection's own (a COMMIT check under its lock) and keeps usage
+    # statistics, which a checkpoint statement paid for on every step. In autocommit there is nothing to
+    # commit or roll back; putconn still discards a connection left broken or mid-query.
+
     async def execute(self, name: str, params: Mapping[str, Any] | None = None) -> int:
         """Run a statement; return how many rows it matched."""
-        async with self.pool.connection() as conn:
+        conn = await self.pool.getconn()
+        try:
             return await _execute(conn, name, params)
+        finally:
+            await self.pool.putconn(conn)
 
     async def fetch_one(self, name: str, params: Mapping[str, Any] | None = None) -> Row | None:
-        async with self.pool.connection() as conn:
+        conn = await self.pool.getconn()
+        try:
             cur = await _cursor(conn, name, params)
             return await cur.fetchone()
+        finally:
+            await self.pool.putconn(conn)
 
     async def fetch_all(self, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
-        async with self.pool.connection() as conn:
+        conn = await self.pool.getconn()
+        try:
             cur = await _cursor(conn, name, params)
             return await cur.fetchall()
+        finally:
+            await self.pool.putconn(conn)
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Session]:
