@@ -77,8 +77,8 @@ def step_overheads(clock: Clock) -> list[float]:
 
 class UpdateProbe:
     """One committed single-row UPDATE of a checkpoint row: a table made LIKE `checkpoints` (same
-    columns, storage and index) holding real checkpoint text of the run's typical size, on its own
-    connection.
+    columns, storage and index) holding a real checkpoint text of the median size the read-only steps
+    wrote (see CheckpointTexts), on its own connection.
 
     It is timed two ways. Back to back, the server's backend never idles and its CPU never sleeps. At
     the runs' pace, each UPDATE comes after the same busy gap as the engine's own checkpoint statement
