@@ -12,7 +12,15 @@ class ConfigError(TicketIQError):
 
 
 class StorageError(TicketIQError):
-    """The database refused or could not be reached; driver errors are translated to this."""
+    """The database refused or could not be reached; driver errors are translated to this.
+
+    `retryable`: whether the same statement can succeed later (the database was unreachable, busy,
+    restarting, or the statement lost a race); False when the database refused it for good."""
+
+    def __init__(self, message: str, sqlstate: str | None = None, retryable: bool = True) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
+        self.retryable = retryable
 
 
 class Fenced(TicketIQError):
@@ -49,3 +57,26 @@ class ModelError(TicketIQError):
 
 class ToolError(TicketIQError):
     """A tool call failed in a way the model should be told about."""
+
+
+class RequestError(TicketIQError):
+    """A request the engine refuses: `field` names what is wrong (`body.agent`, `path.run_id`)."""
+
+    status = 422
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+class NotFound(RequestError):
+    status = 404
+
+
+class Conflict(RequestError):
+    status = 409
+
+
+class Forbidden(RequestError):
+    status = 403

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 import httpx
 
 from ticketiq.agents import catalog as agents
+from ticketiq.engine import seal
 from ticketiq.engine.context import EngineDeps
 from ticketiq.engine.delegation import delegation_tool
 from ticketiq.engine.engine import Engine
 from ticketiq.engine.faults import Faults
 from ticketiq.engine.gate_watch import GateWatch
 from ticketiq.engine.leases import LeaseKeeper
-from ticketiq.engine.seal import load_keys
 from ticketiq.errors import StorageError
 from ticketiq.leader.election import Elector
 from ticketiq.leader.liveness import Liveness
@@ -28,7 +28,9 @@ from ticketiq.model.client import ModelClient
 from ticketiq.settings import Settings
 from ticketiq.storage import database
 from ticketiq.storage.database import Database
+from ticketiq.storage.gate_store import GateStore
 from ticketiq.storage.migrate import migrate
+from ticketiq.storage.run_store import RunStore
 from ticketiq.tools.base import Tool
 from ticketiq.tools.registry import build_registry
 
@@ -56,6 +58,7 @@ class AppProcess:
     async def start(cls, settings: Settings, extra_tools: Sequence[Tool] = ()) -> AppProcess:
         target = database.resolve(settings)
         try:
+            keys = seal.load_keys(settings)
             conn = await database.connect(target.url)
             try:
                 await migrate(conn)
@@ -63,6 +66,11 @@ class AppProcess:
                 await conn.close()
             db = Database(target.url, min_size=settings.db_pool_min, max_size=settings.db_pool_max)
             await db.open()
+            try:
+                await check_key_probe(db, keys)
+            except Exception:
+                await db.close()
+                raise
         except Exception:
             target.release()
             raise
@@ -76,14 +84,14 @@ class AppProcess:
         http = httpx.AsyncClient(timeout=settings.http_timeout_s)
         deps = EngineDeps(
             db=db, settings=settings, registry=registry, catalog=agents.Catalog(agents={}), model=model,
-            keys=load_keys(settings), keeper=keeper, holder=holder, http=http,
+            keys=keys, keeper=keeper, holder=holder, http=http,
             faults=Faults(settings.fault_point, settings.fault_after), gate_watch=GateWatch(target.url),
-            metrics=Metrics(),
+            metrics=Metrics(), store=RunStore(db), gates=GateStore(db),
         )  # fmt: skip
         engine = Engine(deps)
         registry.register(delegation_tool(engine))
         deps.catalog = agents.load(settings.agents, known_tools=set(registry.tools))
-        await seed_gates(db, deps.catalog)
+        await deps.gates.seed(deps.catalog.owner_tools(), deps.catalog.approval_required)
         liveness = Liveness(target.url, settings.liveness_poll_s, on_lost=lambda why: None)
         await liveness.register(holder)
         process = cls(settings, target, db, engine, keeper, model, http, liveness, Elector(engine, target.url))
@@ -98,7 +106,9 @@ class AppProcess:
 
     def _liveness_lost(self, why: str) -> None:
         """Our mark may be free: another process may take our runs at any moment. Send nothing more
-        under this identity, and come back as a new one (I4: a fresh identity holds nothing)."""
+        under this identity (I14: every lease is lost at once), admit no run until a new identity holds
+        its own mark, and come back as it (I4: a fresh identity holds nothing)."""
+        self.engine.admitted.clear()
         self.keeper.lose_all(why)
         self._reincarnation = asyncio.create_task(self._reincarnate(), name="reincarnate")
 
@@ -114,6 +124,7 @@ class AppProcess:
             self.keeper.holder = holder
             self.engine.deps.holder = holder
             self.liveness.start()
+            self.engine.admitted.set()
             log.warning("process continues as %s", holder)
             return
 
@@ -121,10 +132,10 @@ class AppProcess:
         """Stop cleanly: step down, let runs finish for the grace period, hand the rest back (they go
         on elsewhere without counting a loss), say we ended, free the liveness mark."""
         await self.elector.stop()
-        await self.engine.shutdown(self.settings.shutdown_grace_s)
+        held = await self.engine.shutdown(self.settings.shutdown_grace_s)
         await self.keeper.stop()
         try:
-            handed = await self.db.fetch_all("leader.hand_back", {"holder": self.engine.deps.holder})
+            handed = await self.engine.deps.store.hand_back(self.engine.deps.holder, held)
             if handed:
                 log.info("handed back %d runs", len(handed))
         except StorageError as exc:
@@ -137,13 +148,14 @@ class AppProcess:
         self.target.release()
 
 
-async def seed_gates(db: Database, catalog: agents.Catalog) -> None:
-    """Owners get grants for their agents' tools, and tools named in the file need approval, unless a
-    person already decided otherwise (seeding only inserts what is missing)."""
-    async with db.transaction() as tx:
-        for agent in catalog.agents.values():
-            await tx.execute("gates.seed_principal", {"name": agent.owner})
-            for tool in agent.tools:
-                await tx.execute("gates.seed_grant", {"principal": agent.owner, "tool": tool})
-        for tool in sorted(catalog.approval_required):
-            await tx.execute("gates.seed_policy", {"tool": tool, "needs_approval": True})
+async def check_key_probe(db: Database, keys: seal.SealKeys) -> None:
+    """I17: refuse to start unless these keys verify the cluster's key probe. The first process of a
+    cluster writes it; a process that signs with a new key it verified the probe with moves it there."""
+    key_id, made = seal.probe(keys)
+    await db.execute("seal.offer_probe", {"key_id": key_id, "seal": made})
+    row = await db.fetch_one("seal.probe")
+    assert row is not None
+    seal.check_probe(keys, str(row["key_id"]), str(row["seal"]))
+    if row["key_id"] != key_id:
+        await db.execute("seal.move_probe", {"key_id": key_id, "seal": made, "was": row["key_id"]})
+        log.warning("the cluster now signs with seal key %s (was %s)", key_id, row["key_id"])

@@ -31,6 +31,15 @@ class Settings:
     )
     db_pool_min: int = _setting(2, "Connections the pool keeps open.")
     db_pool_max: int = _setting(20, "Connections the pool opens at most.")
+    db_connect_timeout_s: float = _setting(5.0, "Bound on opening one database connection, seconds.")
+    db_statement_timeout_s: float = _setting(
+        15.0,
+        "Bound on one statement: the server cancels it (statement_timeout) and the client gives up on it a "
+        "little later, so a hung connection never holds a request or a run.",
+    )
+    db_keepalive_s: float = _setting(
+        5.0, "TCP keepalive idle time of every database connection; a silent peer is dropped about 3x later."
+    )
 
     model_base_url: str = _setting("http://127.0.0.1:9000/v1", "Chat-completions endpoint (OpenAI protocol).")
     model: str = _setting("gpt-4o-mini", "Model for agents that name none.")
@@ -53,6 +62,11 @@ class Settings:
     )
     call_concurrency: int = _setting(4, "Calls of one step made at once, at most.")
     http_timeout_s: float = _setting(15.0, "Bound on one vendor request, seconds.")
+    write_budget_s: float = _setting(
+        10.0,
+        "A write's whole budget: its tries, their timeouts and backoff. An in-doubt write is read back only "
+        "once the budget from its mark is spent (I14).",
+    )
     vendor_max_retries: int = _setting(3, "Retries of a vendor request answered 429 or 5xx.")
 
     incidentio_url: str = _setting("http://127.0.0.1:9000/incidentio", "incident.io API base URL.")

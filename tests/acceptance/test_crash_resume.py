@@ -46,12 +46,13 @@ def triage_writes_once(cluster: Cluster, n: int) -> None:
         ("after_mark", 1, {"incidentio_create_incident": "resent_same_key"}),
         # The incident created, its outcome not recorded: resent with the same key, deduped.
         ("after_send", 1, {"incidentio_create_incident": "resent_same_key"}),
-        # The Jira comment marked, not sent: read back, not there, sent once.
-        ("after_mark", 2, {"jira_add_comment": "read_back", "teams_reply": "made"}),
+        # The Jira comment marked, not sent: once it can no longer be in flight, read back, not there,
+        # sent once.
+        ("after_mark", 2, {"jira_add_comment": "sent_once", "teams_reply": "made"}),
         # The Jira comment sent, not recorded: read back and found, not sent again.
-        ("after_send", 2, {"jira_add_comment": "read_back", "teams_reply": "made"}),
+        ("after_send", 2, {"jira_add_comment": "found", "teams_reply": "made"}),
         # The Teams reply sent, not recorded: found again through Graph.
-        ("after_send", 3, {"jira_add_comment": "reused", "teams_reply": "read_back"}),
+        ("after_send", 3, {"jira_add_comment": "reused", "teams_reply": "found"}),
     ],
 )
 def test_a_run_killed_at_a_named_point_ends_on_the_survivor_with_every_write_once(
@@ -65,7 +66,7 @@ def test_a_run_killed_at_a_named_point_ends_on_the_survivor_with_every_write_onc
     assert run["status"] == "succeeded", (run, cluster.logs())
     assert run["losses"] == 1
     triage_writes_once(cluster, 500 + after)
-    routes = {c["tool"]: c["settled"] for c in settled(cluster, run_id)}
+    routes = {c["tool"]: c["happened"] for c in settled(cluster, run_id)}
     for tool, how in expect.items():
         assert routes[tool] == how, routes
     # A write read back was found (it had landed) or, not there, sent once: never left unknown.
@@ -88,7 +89,7 @@ def test_a_run_killed_before_its_answer_was_handed_on_is_answered_once(cluster: 
     assert "OPS-600" in run["answer"]
     triage_writes_once(cluster, 600)
     # Every call of the last step was recorded: none is made again.
-    assert {c["settled"] for c in settled(cluster, run_id)} == {"reused"}
+    assert {c["happened"] for c in settled(cluster, run_id)} == {"reused"}
 
 
 @pytest.mark.parametrize(
@@ -109,7 +110,7 @@ def test_writes_to_vendors_without_a_reader_are_settled_unknown_never_twice(
     victim.child.proc.wait(60)
     run = cluster.wait_run(run_id)
     assert run["status"] == "succeeded", cluster.logs()
-    routes = {c["tool"]: c["settled"] for c in settled(cluster, run_id)}
+    routes = {c["tool"]: c["happened"] for c in settled(cluster, run_id)}
     assert routes[tool] == "unknown_not_sent"
     assert len(cluster.writes(vendor=vendor)) == (1 if point == "after_send" else 0)  # never sent twice
     for other in ("discord", "sqs", "webhook"):

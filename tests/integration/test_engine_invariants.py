@@ -15,11 +15,12 @@ TOOLS = {"tools": ["probe_read", "probe_write", "probe_keyed"]}
 
 
 async def write_statement_calls(db_url: str) -> dict[str, int]:
-    """Write statements run in this test's database since the reset, by their first words."""
+    """Write statements the process sent to this test's database since the reset (top level: a SQL
+    function's own statements are part of the statement that called it)."""
     rows = await read_rows(
         db_url,
         "SELECT query, calls FROM pg_stat_statements "
-        "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+        "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND toplevel "
         "AND query ~* '\\m(insert|update|delete)\\M' AND query !~* 'pg_stat_statements'",
     )
     out: dict[str, int] = {}
@@ -150,6 +151,7 @@ async def test_a_lease_missing_from_the_renewal_answer_stops_its_run(db_url: str
     ) as h:
         run_id = await h.run("t")
         assert await h.engine.start(run_id)
+        task = h.engine.tasks[run_id]
         while not probe.received:
             await asyncio.sleep(0.01)
         # Another process takes the lease (as a sweep would): the next renewal does not name it.
@@ -161,7 +163,7 @@ async def test_a_lease_missing_from_the_renewal_answer_stops_its_run(db_url: str
             await asyncio.sleep(0.02)
         assert probe.hold is not None
         probe.hold.set()
-        status = await asyncio.wait_for(h.engine.tasks[run_id], 30)
+        status = await asyncio.wait_for(task, 30)
     assert status == "lost"
     assert probe.writes() == []
 

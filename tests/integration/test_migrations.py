@@ -23,6 +23,7 @@ EXPECTED_TABLES = {
     "tool_policies",
     "schema_migrations",
     "processes",
+    "seal_probe",
 }
 
 

@@ -38,7 +38,7 @@ async def test_an_approval_decided_while_the_run_was_lost_is_used_not_filed_agai
         await crash_while_waiting(db_url, run_id)
         approval = (await read_rows(db_url, "SELECT id FROM approvals WHERE run_id = %s", run_id))[0]["id"]
         await read_rows(db_url, "UPDATE approvals SET status = 'approved', decided_by = 'bob' WHERE id = %s", approval)
-        assert await Sweeper(h.engine, db_url).claim("leader.claim_lapsed") == 1
+        assert await Sweeper(h.engine, db_url).claim("lapsed") == 1
         assert await asyncio.wait_for(h.engine.tasks[run_id], 30) == "succeeded"
     assert [w["key"] for w in h.probe.writes()] == [approval_key(str(approval))]
     assert len(await read_rows(db_url, "SELECT id FROM approvals WHERE run_id = %s", run_id)) == 1
@@ -47,7 +47,9 @@ async def test_an_approval_decided_while_the_run_was_lost_is_used_not_filed_agai
         "SELECT detail FROM audit_log WHERE run_id = %s AND action = 'agent.run.crash_resumed'",
         run_id,
     )
-    assert audit[0]["detail"]["calls"] == [{"tool": "probe_write", "class": "write", "settled": "approval_decided"}]
+    assert audit[0]["detail"]["calls"] == [
+        {"idx": 0, "tool": "probe_write", "class": "write", "route": "approval_decided", "happened": "approval_decided"}
+    ]
 
 
 async def test_a_write_still_held_for_approval_is_coalesced_with_the_waiting_request(
@@ -57,7 +59,7 @@ async def test_a_write_still_held_for_approval_is_coalesced_with_the_waiting_req
                                  lead=False) as h:  # fmt: skip
         run_id = str((await h.finish(await h.run("a")))["id"])
         await crash_while_waiting(db_url, run_id)
-        assert await Sweeper(h.engine, db_url).claim("leader.claim_lapsed") == 1
+        assert await Sweeper(h.engine, db_url).claim("lapsed") == 1
         assert await asyncio.wait_for(h.engine.tasks[run_id], 30) == "waiting"
     assert h.probe.writes() == []
     assert len(await read_rows(db_url, "SELECT id FROM approvals WHERE run_id = %s", run_id)) == 1
@@ -69,6 +71,7 @@ async def test_a_process_whose_liveness_connection_drops_sends_nothing_more(db_u
                                  lead=False) as h:  # fmt: skip
         run_id = await h.run("l")
         assert await h.engine.start(run_id)
+        task = h.engine.tasks[run_id]
         while not probe.received:
             await asyncio.sleep(0.01)
         old_holder = h.engine.deps.holder
@@ -81,7 +84,7 @@ async def test_a_process_whose_liveness_connection_drops_sends_nothing_more(db_u
             await asyncio.sleep(0.05)
         assert probe.hold is not None
         probe.hold.set()
-        status = await asyncio.wait_for(h.engine.tasks[run_id], 30)
+        status = await asyncio.wait_for(task, 30)
         assert h.engine.deps.holder != old_holder  # back under a fresh identity
     assert status == "lost"
     assert probe.writes() == []
@@ -118,7 +121,7 @@ async def test_a_call_marked_as_a_write_stays_a_write_when_its_tool_is_now_class
         )  # fmt: skip
         registry = h.engine.deps.registry
         registry.tools["probe_write"] = replace(registry.tools["probe_write"], tool_class=ToolClass.READ)
-        assert await Sweeper(h.engine, db_url).claim("leader.claim_lapsed") == 1
+        assert await Sweeper(h.engine, db_url).claim("lapsed") == 1
         assert await asyncio.wait_for(h.engine.tasks[run_id], 30) == "succeeded"
         released.set()
     # I10: settled as the write it was marked, never made again as a read.

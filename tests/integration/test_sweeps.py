@@ -6,6 +6,7 @@ import asyncio
 import uuid
 
 from ticketiq.storage.database import Database
+from ticketiq.storage.run_store import RunStore
 
 
 async def lost_runs(db: Database, n: int, holder: str, lapsed: bool = True) -> list[str]:
@@ -19,8 +20,8 @@ async def lost_runs(db: Database, n: int, holder: str, lapsed: bool = True) -> l
                 (run_id, run_id),
             )
             await conn.execute(
-                "INSERT INTO checkpoints (run_id, attempt, step, state, seal, key_id) "
-                "VALUES (%s, 1, 1, '{}', 's', 'k')",
+                "INSERT INTO checkpoints (run_id, attempt, step, state, seal, key_id, sealed_attempt, sealed_losses) "
+                "VALUES (%s, 1, 1, '{}', 's', 'k', 1, 0)",
                 (run_id,),
             )
             await conn.execute(
@@ -30,9 +31,13 @@ async def lost_runs(db: Database, n: int, holder: str, lapsed: bool = True) -> l
     return ids
 
 
-async def claims(db: Database, query: str, holder: str) -> list[str]:
-    rows = await db.fetch_all(query, {"holder": holder, "ttl": 8.0, "limit": 100})
-    return [str(r["run_id"]) for r in rows]
+async def claims(db: Database, query: str, holder: str, driving: tuple[str, ...] = ()) -> list[str]:
+    store = RunStore(db)
+    if query == "leader.claim_dead":
+        taken = await store.claim_dead(holder, 8.0, driving)
+    else:
+        taken = await store.claim_lapsed(holder, 8.0, 100, driving)
+    return [c.run_id for c in taken]
 
 
 async def test_two_sweeps_racing_claim_each_lapsed_lease_exactly_once(db: Database) -> None:
@@ -99,3 +104,19 @@ async def test_rows_of_processes_long_ended_are_pruned_unless_they_still_hold_a_
     assert [r["id"] for r in gone] == ["old-idle"]
     rows = await db.fetch_all("leader.prune_processes", {"keep": 3600})
     assert rows == []
+
+
+async def test_a_process_never_claims_back_the_runs_it_still_drives(db: Database) -> None:
+    ids = await lost_runs(db, 3, "leader-a")  # its own leases, lapsed: its renewer fell behind
+    assert sorted(await claims(db, "leader.claim_lapsed", "leader-a", driving=tuple(ids[:2]))) == [ids[2]]
+    assert await claims(db, "leader.claim_lapsed", "leader-a", driving=tuple(ids[:2])) == []
+
+
+async def test_a_claim_returns_the_lease_expiry_the_last_holder_renewed_to(db: Database) -> None:
+    [run_id] = await lost_runs(db, 1, "dead-process")
+    async with db.pool.connection() as conn:
+        cur = await conn.execute("SELECT expires_at FROM leases WHERE name = %s", (f"checkpoint:{run_id}",))
+        expired = (await cur.fetchone())["expires_at"]  # type: ignore[index]
+    [taken] = await RunStore(db).claim_lapsed("leader-a", 8.0, 100, ())
+    assert taken.lease_expired_at == expired and taken.why == "lapsed"
+    assert (taken.attempt, taken.losses, taken.sealed_attempt) == (2, 1, 1)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ticketiq.storage.queries import QUERIES, parse
@@ -15,13 +17,50 @@ def test_a_name_defined_twice_is_refused() -> None:
         parse("-- name: a\nSELECT 1\n-- name: a\nSELECT 2\n", "x")
 
 
-def test_every_run_statement_that_writes_is_fenced_by_the_attempt() -> None:
-    # I3: statements a process makes about a running run carry the attempt.
-    for name in (
-        "runs.write_checkpoint",
-        "runs.end",
-        "calls.mark_in_doubt",
-        "calls.record_outcome",
-        "approvals.file",
-    ):
-        assert "attempt = %(attempt)s" in QUERIES[name], name
+# What a run is made of: a statement that writes one of these writes about a run.
+_RUN_TABLES = r"(runs|checkpoints|calls|approvals|transcripts)"
+_WRITES_RUN = re.compile(rf"\b(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+{_RUN_TABLES}\b", re.IGNORECASE)
+_WRITES_RUN_LEASE = re.compile(r"\b(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+leases\b(?!.*'leader')", re.IGNORECASE | re.S)
+_AUDITS_RUN = re.compile(r"INSERT\s+INTO\s+audit_log\s*\([^)]*run_id[^)]*\)\s*(VALUES\s*\((?!'[^']*',\s*NULL)|SELECT)",
+                         re.IGNORECASE)  # fmt: skip
+_FENCED = re.compile(r"\battempt\s*=\s*(%\(attempt\)s|\w+\.attempt)\b", re.IGNORECASE)
+_TAKES = re.compile(r"\btake_run\(", re.IGNORECASE)
+
+# Statements about a run that no attempt makes, each with why it needs no attempt condition.
+NOT_AN_ATTEMPTS = {
+    "runs.create": "the run is born: no attempt exists before it",
+    "runs.request_stop": "a person's Stop: a flag each attempt's gate check reads; it changes nothing written",
+    "runs.stop_idle": "ends only a run no attempt drives (queued or waiting); the run's row lock orders it with a take",
+    "approvals.decide": "a person's decision on a request; the attempt that filed it reads it",
+}
+
+
+def writes_about_a_run(sql: str) -> bool:
+    body = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
+    lease = _WRITES_RUN_LEASE.search(body) is not None and "checkpoint:" in body
+    return bool(_WRITES_RUN.search(body) or _AUDITS_RUN.search(body) or lease or _TAKES.search(body))
+
+
+def test_every_statement_that_writes_about_a_run_is_fenced_by_the_attempt() -> None:
+    # I3: every statement a process makes about a run carries the attempt; a take (take_run) is the one
+    # statement that raises it, under the lease condition its caller checked.
+    found = {name for name, sql in QUERIES.items() if writes_about_a_run(sql)}
+    assert {"runs.write_checkpoint", "runs.end", "calls.mark_in_doubt", "leader.claim_lapsed"} <= found
+    unfenced = sorted(
+        name
+        for name in found - set(NOT_AN_ATTEMPTS)
+        if not _FENCED.search(QUERIES[name]) and not _TAKES.search(QUERIES[name])
+    )
+    assert unfenced == [], f"statements about a run without an attempt condition: {unfenced}"
+    assert set(NOT_AN_ATTEMPTS) <= found  # no stale exemption
+
+
+def test_the_discovery_sees_an_unfenced_write() -> None:
+    assert writes_about_a_run("UPDATE calls SET status = 'done' WHERE run_id = %(run_id)s")
+    assert not _FENCED.search("UPDATE calls SET status = 'done' WHERE run_id = %(run_id)s")
+    assert writes_about_a_run("DELETE FROM leases WHERE name = 'checkpoint:' || %(run_id)s")
+    assert not writes_about_a_run("DELETE FROM leases WHERE name = 'leader' AND holder = %(holder)s")
+    assert not writes_about_a_run(
+        "INSERT INTO audit_log (action, run_id, actor, detail) VALUES ('gate.changed', NULL, 1, 2)"
+    )
+    assert writes_about_a_run("INSERT INTO audit_log (action, run_id, actor, detail) VALUES (%(a)s, %(run_id)s, 1, 2)")

@@ -46,6 +46,13 @@ class Catalog:
     def get(self, name: str) -> Agent | None:
         return self.agents.get(name)
 
+    def owner_tools(self) -> dict[str, list[str]]:
+        """Each owner and the tools of its agents: the grants seeded at start."""
+        out: dict[str, list[str]] = {}
+        for agent in self.agents.values():
+            out.setdefault(agent.owner, []).extend(t for t in agent.tools if t not in out.get(agent.owner, []))
+        return out
+
 
 def parse(data: Any, source: str, known_tools: set[str] | None = None) -> Catalog:
     if not isinstance(data, dict) or not isinstance(data.get("agents"), dict) or not data["agents"]:

@@ -16,6 +16,8 @@ from ticketiq.metrics import Metrics
 from ticketiq.model.client import ModelReply
 from ticketiq.settings import Settings
 from ticketiq.storage.database import Database
+from ticketiq.storage.gate_store import GateStore
+from ticketiq.storage.run_store import RunStore
 from ticketiq.tools.base import Registry
 
 
@@ -39,3 +41,5 @@ class EngineDeps:
     faults: Faults
     gate_watch: GateWatch
     metrics: Metrics
+    store: RunStore
+    gates: GateStore

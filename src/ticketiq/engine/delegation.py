@@ -27,15 +27,15 @@ PARAMETERS = {
 
 async def take_over_if_lapsed(engine: Engine, run_id: str) -> bool:
     """A live child is waited for; one whose lease lapsed (or whose process is dead) is taken over
-    here, once: the claim is the sweep's own conditional statement (I5), so of two claimers one wins."""
+    here, once: the claim goes through the same take as the sweep's (I5), so of two claimers one wins,
+    and never while this process still drives the child."""
+    deps = engine.deps
     sent_at = time.monotonic()
-    rows = await engine.deps.db.fetch_all("leader.claim_one", {
-        "run_id": run_id, "holder": engine.deps.holder, "ttl": engine.deps.settings.lease_ttl_s,
-    })  # fmt: skip
-    for row in rows:
-        engine.deps.metrics.claimed("delegation")
-        engine.launch_claimed(row, sent_at)
-    return bool(rows)
+    taken = await deps.store.claim_one(run_id, deps.holder, deps.settings.lease_ttl_s, engine.driving())
+    if taken is None:
+        return False
+    deps.metrics.claimed("delegation")
+    return engine.launch(taken, sent_at, claimed=True)
 
 
 def delegation_tool(engine: Engine) -> Tool:
@@ -56,16 +56,15 @@ def delegation_tool(engine: Engine) -> Tool:
             await engine.start(child.id)  # False: another process already drives it
         elif child.status == "running":
             await take_over_if_lapsed(engine, child.id)
-        status = await engine.wait_terminal(child.id, timeout_s=engine.deps.settings.delegation_wait_s)
-        row = await engine.deps.db.fetch_one("runs.status", {"run_id": child.id})
-        answer = row["answer"] if row else None
-        if status == "succeeded":
-            return Outcome(ok=True, result={"run_id": child.id, "status": status, "answer": answer})
-        error = row["error"] if row else "child run is gone"
+        ended = await engine.wait_terminal(child.id, timeout_s=engine.deps.settings.delegation_wait_s)
+        if ended is not None and ended.status == "succeeded":
+            return Outcome(ok=True, result={"run_id": child.id, "status": ended.status, "answer": ended.answer})
+        status = ended.status if ended else "missing"
+        error = (ended.error if ended else None) or ("child run is gone" if ended is None else "no answer yet")
         return Outcome(
             ok=False,
             result={"run_id": child.id, "status": status},
-            error=f"delegated run {child.id} is {status}: {error or 'no answer yet'}",
+            error=f"delegated run {child.id} is {status}: {error}",
         )
 
     return Tool(

@@ -1,36 +1,37 @@
-"""One run under one attempt: the loop of model steps and calls, every statement fenced.
+"""One run under one attempt: the loop of model steps and calls, every statement through the run store.
 
 The loop: ask the model; if it answers with calls, write the sealed checkpoint (I1, one statement),
-then make the calls, bounded and concurrent, each changing call marked in doubt first (I2). Every
-statement is conditioned on the attempt and a statement matching nothing stops the run at once (I3);
-no write is sent once the local lease deadline has passed (I3).
+then make the calls (`calls.CallMaker`). Every statement goes through the run handle, which fences it
+by the attempt and stops the run at once when it matches nothing (I3). A run that goes on from a
+checkpointed step (after a takeover, a decision, or decisions made before it could suspend) routes
+the calls the step left by `resume.plan` and carries the plan out here.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
-import uuid
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from ticketiq.engine import notes, seal
+from ticketiq.engine import notes, resume, seal
+from ticketiq.engine.calls import CallMaker, StepWork
 from ticketiq.engine.context import EngineDeps
 from ticketiq.engine.gates import GateDecision, GateFacts, Verdict, call_gate, run_gate
 from ticketiq.engine.leases import HeldLease
+from ticketiq.engine.settlement import Happened, ToolNow
 from ticketiq.engine.state import PlannedCall, RunState
-from ticketiq.engine.step_keys import approval_key, fresh_key, run_call_key
-from ticketiq.errors import Fenced, LeaseLost, ModelError, SealInvalid
-from ticketiq.tools.base import CallContext, Tool, ToolClass
-from ticketiq.tools.schema import validate
+from ticketiq.engine.step_keys import run_call_key
+from ticketiq.engine.storable import storable
+from ticketiq.errors import Fenced, LeaseLost, ModelError, SealInvalid, StorageError
+from ticketiq.storage.rows import Checkpoint
+from ticketiq.storage.run_store import Flush, Sealed
+from ticketiq.tools.base import ToolClass
 
 log = logging.getLogger(__name__)
 
-UNCERTAIN = "unknown: the vendor's answer leaves it open whether the write took effect; not sent again"
 # Transcript entries and the rows of finished reads wait in the sealed checkpoint (durable, so a
 # resume flushes them) and are written to their tables by the next statement that flushes: a step with
 # a changing call, the end of the run, or once this many entries or this much time have gathered. A
@@ -38,44 +39,48 @@ UNCERTAIN = "unknown: the vendor's answer leaves it open whether the write took 
 FLUSH_ENTRIES = 16
 FLUSH_AGE_S = 1.0
 
-Todo = tuple[PlannedCall, GateDecision, str | None]  # a call, its gate decision, a key it must carry
 
-
-@dataclass
-class StepWork:
-    """What one step's calls produced, gathered for the next statement."""
-
-    results: dict[int, Any] = field(default_factory=dict)  # idx -> what goes back to the model
-    finished: list[dict[str, Any]] = field(default_factory=list)  # reads and refusals: rows to land
-    entries: list[dict[str, Any]] = field(default_factory=list)
-    waiting: bool = False
-
-    def merge(self, other: StepWork) -> None:
-        self.results.update(other.results)
-        self.finished += other.finished
-        self.entries += other.entries
-        self.waiting = self.waiting or other.waiting
+def fenced_off(exc: BaseException) -> BaseException | None:
+    """The Fenced or LeaseLost that stops the run quietly (I3), also when it comes from inside a
+    step's TaskGroup as an exception group made of nothing else; None for anything else."""
+    if isinstance(exc, Fenced | LeaseLost):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        matched, rest = exc.split((Fenced, LeaseLost))
+        if rest is None and matched is not None:
+            first: BaseException = matched
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            return first
+    return None
 
 
 class RunDriver:
     def __init__(
-        self, deps: EngineDeps, run_id: str, attempt: int, lease: HeldLease, checkpoint: dict[str, Any],
-        claimed_at: float | None = None,
-    ):  # fmt: skip
+        self, deps: EngineDeps, checkpoint: Checkpoint, lease: HeldLease, claimed_at: float | None = None
+    ) -> None:
         self.deps = deps
-        self.claimed_at = claimed_at  # set when this attempt took the run over from a lost one
-        self.losses = int(checkpoint.get("losses", 0))
-        self.run_id = run_id
-        self.attempt = attempt
-        self.lease = lease
         self.checkpoint = checkpoint
-        self.state: RunState | None = None
+        self.run_id = checkpoint.run_id
+        self.attempt = checkpoint.attempt
+        self.losses = checkpoint.losses
+        self.lease = lease
+        self.claimed_at = claimed_at  # set when this attempt took the run over from a lost one
+        self.handle = deps.store.bound(self.run_id, self.attempt)
+        self.seal_head = checkpoint.seal  # the seal the next checkpoint write replaces (I17)
+        self.calls = CallMaker(deps, self.handle, lease, self)
         # Finished reads and refusals and their notes ride on the next statement the run writes anyway.
         self.carry = StepWork()
-        self.settled: list[dict[str, Any]] = []  # how each call a resumed step left was routed (I8)
+        self.ended = False
+        self._state: RunState | None = None
         self._unflushed_since: float | None = None
         self._facts: GateFacts | None = None
         self._facts_generation: int | None = None
+
+    @property
+    def state(self) -> RunState:
+        assert self._state is not None, "the checkpoint was not verified yet"
+        return self._state
 
     # ----- the loop -------------------------------------------------------------------------------
 
@@ -83,16 +88,23 @@ class RunDriver:
         """Run to an end; return the status it ended in ('lost' when fenced off)."""
         try:
             return await self._drive()
-        except (Fenced, LeaseLost) as exc:
+        except BaseException as exc:
+            stop = fenced_off(exc)
+            if stop is None:
+                if isinstance(exc, StorageError) and not exc.retryable:
+                    return await self._fail_for_good(exc)
+                raise
             # I3: taken over (or our lease lapsed): stop now, make no call, write nothing more.
-            log.warning("run %s attempt %s stops: %s", self.run_id, self.attempt, exc)
+            log.warning("run %s attempt %s stops: %s", self.run_id, self.attempt, stop)
             return "lost"
+        finally:
+            self.ended = True
 
     async def _drive(self) -> str:
         try:
-            self.state = self._verified_state()
+            self._state = await self._verified_state()
         except SealInvalid as exc:
-            await self._fail_unstarted(str(exc), "agent.run.checkpoint_rejected")
+            await self.handle.fail(str(exc), "agent.run.checkpoint_rejected", self.deps.holder)
             return "failed"
         state = self.state
         limit = self.deps.settings.max_losses
@@ -110,24 +122,16 @@ class RunDriver:
             return await self._end("failed", error=f"refused by the {blocked.gate} gate: {blocked.reason}")
         if self.claimed_at is not None:
             self.deps.metrics.recovery.observe(time.monotonic() - self.claimed_at)
-        if state.unflushed or state.unflushed_calls:
-            # What the lost attempt wrote ahead goes to the transcript before anything of this one.
-            taken = self._take_unflushed()  # taken before sealing: the state no longer holds them
-            params = {**self._sealed(), **taken}
-            self.lease.check()
-            if await self.deps.db.execute("runs.write_checkpoint", params) != 1:
-                raise Fenced(self.run_id, self.attempt, "flushing what the last attempt wrote ahead")
+        if state.step > 0:
+            # I17: seal the checkpoint under this attempt before anything else is written; the same
+            # statement lands what a lost attempt wrote ahead, before anything of this one.
+            await self._write_checkpoint([notes.statement("checkpoint", step=state.step, resealed=True)], flush=True)
         if state.calls:
-            from ticketiq.engine.resume import route_left_calls
-
-            work = await route_left_calls(self, await self.gate_facts(fresh=True))
-            if self.claimed_at is not None:
-                await self._audit_resumed()
-            if work.waiting:
-                return await self._suspend(work)
-            self._absorb(work)
+            waiting = await self._go_on(await self._route_left(audit=self.claimed_at is not None))
+            if waiting:
+                return "waiting"
         elif self.claimed_at is not None:
-            await self._audit_resumed()
+            await self._audit_resumed([], StepWork())
         tools = self.deps.registry.specs(list(agent.tools))
         model = agent.model or self.deps.settings.model
         while True:
@@ -136,18 +140,19 @@ class RunDriver:
                 reply = await self.deps.model.complete(model=model, messages=state.messages, tools=tools)
             except ModelError as exc:
                 return await self._end("failed", error=f"model step {state.step + 1} failed: {exc}")
+            message, altered = storable(reply.message)  # I16: model text is made storable first
+            text, _ = storable(reply.text)
             state.prompt_tokens += reply.prompt_tokens
             state.completion_tokens += reply.completion_tokens
-            state.messages.append(reply.message)
+            state.messages.append(message)
             if not reply.tool_calls:
-                state.answer = reply.text or ""
+                state.answer = text or ""
                 state.calls = []
                 self.deps.faults.hit("before_answer")
-                return await self._end("succeeded", answer=state.answer)
+                extra = [notes.text_altered(state.step + 1, "the model's answer")] if altered else []
+                return await self._end("succeeded", answer=state.answer, extra=extra)
             state.step += 1
-            state.calls = [
-                self._plan(i, tc.id, tc.name, tc.arguments, tc.arguments_error) for i, tc in enumerate(reply.tool_calls)
-            ]
+            state.calls = [self._plan(i, tc) for i, tc in enumerate(reply.tool_calls)]
             state.history.append({"step": state.step, "calls": [c.tool for c in state.calls]})
             facts = await self.gate_facts()
             blocked = run_gate(facts)
@@ -155,7 +160,9 @@ class RunDriver:
                 return await self._end("failed", error=f"refused by the {blocked.gate} gate: {blocked.reason}")
             decisions = [self.decide(facts, c) for c in state.calls]
             tokens = reply.prompt_tokens + reply.completion_tokens
-            entries = [notes.model_step(state.step, state.calls, reply.text, tokens)]
+            entries = [notes.model_step(state.step, state.calls, text, tokens)]
+            if altered or any(c.args_altered for c in state.calls):
+                entries.append(notes.text_altered(state.step, "the model's step"))
             entries += [notes.gate(state.step, c, d) for c, d in zip(state.calls, decisions, strict=True)]
             changing = any(
                 c.tool_class.changes and d.verdict is not Verdict.REFUSE
@@ -163,43 +170,69 @@ class RunDriver:
             )
             await self._write_checkpoint(entries, flush=changing)
             self.deps.faults.hit("after_checkpoint")
-            work = await self.make_calls([(c, d, None) for c, d in zip(state.calls, decisions, strict=True)])
-            if work.waiting:
-                return await self._suspend(work)
-            self._absorb(work)
+            work = await self.calls.make(list(zip(state.calls, decisions, strict=True)))
+            if await self._go_on(work):
+                return "waiting"
+
+    async def _go_on(self, work: StepWork) -> bool:
+        """After a step's calls: wait for a person while a request is pending, else go on. When every
+        request was decided before the run could wait (I15), the step's calls are routed again here,
+        under this attempt. True when the run now waits."""
+        while work.waiting:
+            if await self._suspend(work):
+                return True
+            work = await self._route_left(audit=False)
+        self._absorb(work)
+        return False
+
+    async def _route_left(self, audit: bool) -> StepWork:
+        """Route again the calls the checkpointed step left (I6, I9, I10, I14, I15) and carry them out."""
+        state = self.state
+        rows = {r.idx: r for r in await self.handle.calls_for_step(state.step)}
+        filed = await self.handle.approvals_for_step(state.step)
+        left = resume.plan(self.run_id, state.calls, rows, filed, self._tool_now, state.step)
+        work = await self.calls.carry_out(left, await self.gate_facts(fresh=True))
+        if audit:
+            await self._audit_resumed(left, work)
+        return work
 
     def _absorb(self, work: StepWork) -> None:
         """The step's results go back into the conversation; its finished rows ride on the next statement."""
-        assert self.state is not None
         for call in self.state.calls:
             result = work.results.get(call.idx, {"error": "no result"})
             self.state.messages.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": call.id,
-                    "content": orjson.dumps(result, default=str).decode(),
-                }
+                {"role": "tool", "tool_call_id": call.id, "content": orjson.dumps(result, default=str).decode()}
             )
         self.carry.merge(StepWork(finished=work.finished, entries=work.entries))
 
     # ----- planning and gates ------------------------------------------------------------------------
 
-    def _plan(self, idx: int, call_id: str, name: str, args: dict[str, Any], args_error: str | None) -> PlannedCall:
-        assert self.state is not None
-        tool = self.deps.registry.get(name)
+    def _plan(self, idx: int, tool_call: Any) -> PlannedCall:
+        state = self.state
+        tool = self.deps.registry.get(tool_call.name)
+        args, altered = storable(tool_call.arguments)  # I16
         return PlannedCall(
             idx=idx,
-            id=call_id,
-            tool=name,
+            id=storable(tool_call.id)[0],
+            tool=storable(tool_call.name)[0],
             tool_class=tool.tool_class if tool else ToolClass.READ,
             args=args,
             # I11: from the correlation id, the agent loop, the steps taken and the provider's id.
-            step_key=run_call_key(self.state.correlation_id, self.state.agent_loop, self.state.step, call_id),
-            args_error=args_error,
+            step_key=run_call_key(state.correlation_id, state.agent_loop, state.step, tool_call.id),
+            args_error=storable(tool_call.arguments_error)[0],
+            args_altered=altered,
         )
 
+    def _tool_now(self, name: str) -> tuple[ToolNow, ToolClass | None]:
+        tool = self.deps.registry.get(name)
+        now = ToolNow(
+            exists=tool is not None,
+            has_reader=bool(tool and tool.reader),
+            dedupe_window_s=tool.dedupe_window_s if tool else None,
+        )
+        return now, tool.tool_class if tool else None
+
     def decide(self, facts: GateFacts, call: PlannedCall, approved: bool = False) -> GateDecision:
-        assert self.state is not None
         agent = self.deps.catalog.get(self.state.agent)
         offered = frozenset(agent.tools) if agent else frozenset()
         if self.deps.registry.get(call.tool) is None:
@@ -212,222 +245,46 @@ class RunDriver:
         cached = self._facts is not None and generation is not None and generation == self._facts_generation
         if cached and not fresh and self._facts is not None:
             return self._facts
-        row = await self.deps.db.fetch_one("runs.gate_facts", {"run_id": self.run_id})
-        if row is None:
-            raise Fenced(self.run_id, self.attempt, "reading gate facts (the run is gone)")
-        self._facts = GateFacts(
-            agent=row["agent"],
-            tenant=row["tenant"],
-            owner=row["owner"],
-            channel=row["channel"],
-            may_wait=row["may_wait"],
-            agent_quarantine=row["agent_quarantine"],
-            tenant_quarantine=row["tenant_quarantine"],
-            stopped_by=row["stopped_by"],
-            channel_enabled=row["channel_enabled"],
-            owner_may_run=row["owner_may_run"],
-            granted=frozenset(row["granted"]),
-            needs_approval=frozenset(row["needs_approval"]),
-        )
+        self._facts = await self.handle.gate_facts()
         self._facts_generation = generation
         return self._facts
 
-    # ----- making calls --------------------------------------------------------------------------------
-
-    async def make_calls(self, todo: list[Todo]) -> StepWork:
-        work = StepWork()
-        if len(todo) == 1:  # the common step: one call, no tasks to schedule
-            await self._make_call(work, *todo[0])
-            return work
-        limit = asyncio.Semaphore(self.deps.settings.call_concurrency)
-
-        async def one(call: PlannedCall, decision: GateDecision, key: str | None) -> None:
-            async with limit:
-                await self._make_call(work, call, decision, key)
-
-        # A TaskGroup cancels the step's other calls when one finds the run fenced off (I3).
-        async with asyncio.TaskGroup() as group:
-            for call, decision, key in todo:
-                group.create_task(one(call, decision, key))
-        return work
-
-    async def _make_call(self, work: StepWork, call: PlannedCall, decision: GateDecision, key: str | None) -> None:
-        assert self.state is not None
-        if call.args_error:
-            return self._finish(work, call, {"error": f"arguments rejected: {call.args_error}"}, "refused")
-        if decision.verdict is Verdict.REFUSE:
-            return self._finish(work, call, {"refused": decision.reason, "gate": decision.gate}, "refused")
-        if decision.verdict is Verdict.APPROVAL:
-            decided = await self._file_approval(call)
-            if decided is None:
-                work.waiting = True
-                return None
-            status, approval_id, by = decided
-            if status == "rejected":
-                return self._finish(
-                    work, call, {"refused": f"approval rejected by {by}", "gate": "approval"}, "refused"
-                )
-            key = approval_key(approval_id)  # I11: an approved call's key is the approval's
-        tool = self.deps.registry.get(call.tool)
-        assert tool is not None
-        problem = validate(tool.parameters, call.args)
-        if problem:
-            return self._finish(work, call, {"error": f"arguments rejected: {problem}"}, "refused")
-        if not call.tool_class.changes:
-            outcome = await tool.executor(self.context(tool, call, key or call.step_key or fresh_key()))
-            result = notes.scrub(outcome.for_model(), self.deps.settings.secrets())
-            return self._finish(work, call, result, "read", ok=outcome.ok)
-        # A Stop or a quarantine may have landed since the step's gates were read: writes look afresh.
-        now = run_gate(await self.gate_facts(fresh=True))
-        if not now.allowed:
-            work.entries.append(notes.gate(self.state.step, call, now))
-            return self._finish(work, call, {"refused": now.reason, "gate": now.gate}, "refused")
-        work.results[call.idx] = await self.send_write(call, tool, key or call.step_key or fresh_key())
-        return None
-
-    def _finish(self, work: StepWork, call: PlannedCall, result: Any, how: str, ok: bool = False) -> None:
-        """A read or a refusal: its row and note land with the next statement, not one of their own."""
-        assert self.state is not None
-        work.results[call.idx] = result
-        work.finished.append(
-            {
-                "step": self.state.step,
-                "idx": call.idx,
-                "id": call.id,
-                "tool": call.tool,
-                "class": call.tool_class.value,
-                "step_key": call.step_key,
-                "args": call.args,
-                "gate": "allow" if how == "read" else "refuse",
-                "outcome": {"result": result},
-                "how": how,
-            }
-        )
-        work.entries.append(notes.call_result(self.state.step, call, None, ok or how == "read", result, how))
-
-    async def send_write(self, call: PlannedCall, tool: Tool, sent_key: str, how: str = "sent") -> Any:
-        """Mark in doubt (I2), send (unless the lease deadline passed, I3), record the outcome (I2)."""
-        assert self.state is not None
-        step = self.state.step
-        self.lease.check()
-        mark = notes.statement(
-            "in_doubt", step=step, idx=call.idx, tool=call.tool, cls=call.tool_class.value, key=sent_key
-        )
-        await self._fenced(
-            "calls.mark_in_doubt",
-            "marking a call in doubt",
-            {
-                "step": step,
-                "idx": call.idx,
-                "provider_call_id": call.id,
-                "tool": call.tool,
-                "class": call.tool_class.value,
-                "step_key": call.step_key,
-                "sent_key": sent_key,
-                "args": call.args,
-                "entries": [mark],
-            },
-        )
-        self.deps.faults.hit("after_mark")
-        outcome = await tool.executor(self.context(tool, call, sent_key))
-        self.deps.faults.hit("after_send")
-        result = notes.scrub(outcome.for_model(), self.deps.settings.secrets())
-        if outcome.uncertain:
-            result = {"error": outcome.error, "outcome": UNCERTAIN}
-        await self.record(call, result, "done", how, sent_key, outcome.ok)
-        return result
-
-    async def record(self, call: PlannedCall, result: Any, status: str, how: str, key: str | None, ok: bool) -> None:
-        assert self.state is not None
-        entries = [
-            notes.call_result(self.state.step, call, key, ok, result, how),
-            notes.statement("outcome", step=self.state.step, idx=call.idx, tool=call.tool),
-        ]
-        await self._fenced(
-            "calls.record_outcome",
-            "recording a call's outcome",
-            {
-                "step": self.state.step,
-                "idx": call.idx,
-                "status": status,
-                "outcome": {"result": result},
-                "settlement": how,
-                "entries": entries,
-            },
-        )
-
-    def context(self, tool: Tool, call: PlannedCall, key: str) -> CallContext:
-        return CallContext(
-            run_id=self.run_id,
-            tool=tool.name,
-            args=call.args,
-            key=key,
-            http=self.deps.http,
-            settings=self.deps.settings,
-            before_send=self.lease.check,
-        )
-
-    async def _file_approval(self, call: PlannedCall) -> tuple[str, str, str | None] | None:
-        """File (or find) the approval request: None while it waits, else (status, id, decided_by)."""
-        assert self.state is not None
-        row = await self.deps.db.fetch_one(
-            "approvals.file",
-            {
-                "run_id": self.run_id,
-                "attempt": self.attempt,
-                "id": str(uuid.uuid4()),
-                "step": self.state.step,
-                "idx": call.idx,
-                "tool": call.tool,
-                "args": call.args,
-                "step_key": call.step_key,
-            },
-        )
-        if row is None:
-            raise Fenced(self.run_id, self.attempt, "filing an approval")
-        if row["status"] == "pending":
-            return None
-        return str(row["status"]), str(row["id"]), row["decided_by"]
-
     # ----- statements ---------------------------------------------------------------------------------
 
-    def _verified_state(self) -> RunState:
+    async def _verified_state(self) -> RunState:
+        """I6, I17: the seal, the counters it covers, and no row written after this checkpoint."""
         cp = self.checkpoint
-        seal.verify(self.deps.keys, self.run_id, int(cp["step"]), cp["state"], cp["seal"], cp["key_id"])
-        return RunState.from_json(json.loads(cp["state"]))
+        chain = seal.Chain(self.run_id, cp.step, cp.sealed_attempt, cp.sealed_losses, cp.prev_seal)
+        seal.verify(self.deps.keys, chain, cp.state, cp.seal, cp.key_id, cp.seal_format)
+        seal.check_counters(self.run_id, cp.attempt, cp.losses, cp.sealed_attempt, cp.sealed_losses)
+        if cp.step > 0 and await self.handle.rows_after_head(cp.step, cp.sealed_attempt):
+            raise SealInvalid(self.run_id, "the run wrote rows after this checkpoint: it was rolled back")
+        return RunState.from_json(json.loads(cp.state))
 
-    def _sealed(self) -> dict[str, Any]:
-        assert self.state is not None
-        body = seal.canonical(self.state.to_json())
-        mac, key_id = seal.seal(self.deps.keys, self.run_id, self.state.step, body)
-        return {
-            "run_id": self.run_id,
-            "attempt": self.attempt,
-            "step": self.state.step,
-            "state": body.decode(),
-            "seal": mac,
-            "key_id": key_id,
-        }
+    def _sealed(self) -> Sealed:
+        state = self.state
+        body = seal.canonical(state.to_json())
+        chain = seal.Chain(self.run_id, state.step, self.attempt, self.losses, self.seal_head)
+        mac, key_id = seal.seal(self.deps.keys, chain, body)
+        return Sealed(state.step, body.decode(), mac, key_id, self.seal_head, self.losses)
 
     def _stage(self, entries: list[dict[str, Any]]) -> None:
         """The previous step's finished calls and notes, and these entries, join the unflushed."""
-        assert self.state is not None
         carried, self.carry = self.carry, StepWork()
         self.state.unflushed_calls += carried.finished
         self.state.unflushed += [*carried.entries, *entries]
         if self._unflushed_since is None:
             self._unflushed_since = time.monotonic()
 
-    def _take_unflushed(self) -> dict[str, Any]:
+    def _take_unflushed(self) -> Flush:
         """Hand the unflushed over to the statement being built (before the state is sealed)."""
-        assert self.state is not None
-        taken = {"finished": self.state.unflushed_calls, "entries": self.state.unflushed}
-        self.state.unflushed_calls, self.state.unflushed = [], []
+        state = self.state
+        taken = Flush(finished=state.unflushed_calls, entries=state.unflushed)
+        state.unflushed_calls, state.unflushed = [], []
         self._unflushed_since = None
         return taken
 
     def _due(self) -> bool:
-        assert self.state is not None
         since = self._unflushed_since
         return len(self.state.unflushed) >= FLUSH_ENTRIES or (
             since is not None and time.monotonic() - since >= FLUSH_AGE_S
@@ -435,16 +292,13 @@ class RunDriver:
 
     async def _write_checkpoint(self, entries: list[dict[str, Any]], flush: bool) -> None:
         """I1: the sealed checkpoint in ONE statement before any call of the step is made."""
-        assert self.state is not None
-        self._stage([*entries, notes.statement("checkpoint", step=self.state.step, calls=len(self.state.calls))])
-        if flush or self._due():
-            taken = self._take_unflushed()
-            query, params = "runs.write_checkpoint", {**self._sealed(), **taken}
-        else:
-            query, params = "runs.write_checkpoint_only", self._sealed()
+        state = self.state
+        self._stage([*entries, notes.statement("checkpoint", step=state.step, calls=len(state.calls))])
+        taken = self._take_unflushed() if flush or self._due() else None
+        sealed = self._sealed()
         self.lease.check()  # I3: a process that stalled past its deadline writes nothing more
-        if await self.deps.db.execute(query, params) != 1:
-            raise Fenced(self.run_id, self.attempt, "writing the checkpoint")  # I3
+        await self.handle.write_checkpoint(sealed, taken)
+        self.seal_head = sealed.seal
 
     async def _end(
         self,
@@ -453,7 +307,6 @@ class RunDriver:
         error: str | None = None,
         extra: list[dict[str, Any]] | None = None,
     ) -> str:
-        assert self.state is not None
         entries = list(extra or [])
         if answer is not None:
             entries.append(notes.entry("answer", text=answer))
@@ -462,56 +315,49 @@ class RunDriver:
         entries.append(notes.statement("run_" + status, step=self.state.step))
         self._stage(entries)
         taken = self._take_unflushed()
-        params = {
-            **self._sealed(),
-            **taken,
-            "status": status,
-            "answer": answer,
-            "error": error,
-            "action": f"agent.run.{status}",
-            "actor": self.deps.holder,
-            "audit": {"step": self.state.step, "attempt": self.attempt, "error": error},
-        }
+        sealed = self._sealed()
         self.lease.check()
-        if await self.deps.db.execute("runs.end", params) != 1:
-            raise Fenced(self.run_id, self.attempt, f"ending the run as {status}")
+        await self.handle.end(sealed, taken, status, answer, error, self.deps.holder)
+        self.seal_head = sealed.seal
         return status
 
-    async def _suspend(self, work: StepWork) -> str:
-        """Wait for a person: what the step produced is recorded; the calls stay on the checkpoint."""
+    async def _suspend(self, work: StepWork) -> bool:
+        """Wait for a person: what the step produced is recorded; the calls stay on the checkpoint.
+        False when every request was decided meanwhile (I15): the run goes on."""
         self.carry.merge(StepWork(finished=work.finished, entries=work.entries))
-        return await self._end("waiting", extra=[notes.entry("waiting", reason="a call awaits approval")])
-
-    async def _fail_unstarted(self, reason: str, action: str) -> None:
-        await self.deps.db.execute(
-            "runs.fail_unstarted",
-            {
-                "run_id": self.run_id,
-                "error": reason,
-                "holder": self.deps.holder,
-                "action": action,
-                "actor": self.deps.holder,
-                "audit": {"reason": reason, "attempt": self.attempt},
-            },
-        )
-
-    async def _audit_resumed(self) -> None:
-        """I8: every resume is audited with the step, the losses, and how each call left was settled."""
-        assert self.state is not None
-        self.deps.metrics.runs_resumed += 1
-        for item in self.settled:
-            self.deps.metrics.settled(item["settled"])
-        await self.audit("agent.run.crash_resumed", {
-            "step": self.state.step, "losses": self.losses, "attempt": self.attempt, "calls": self.settled,
-        })  # fmt: skip
-
-    async def audit(self, action: str, detail: dict[str, Any]) -> None:
-        await self._fenced("runs.audit", f"auditing {action}", {
-            "action": action, "actor": self.deps.holder, "detail": detail,
-        })  # fmt: skip
-
-    async def _fenced(self, name: str, what: str, params: dict[str, Any]) -> None:
+        self._stage([notes.statement("checkpoint", step=self.state.step, calls=len(self.state.calls))])
+        taken = self._take_unflushed()
+        sealed = self._sealed()
         self.lease.check()
-        matched = await self.deps.db.execute(name, {"run_id": self.run_id, "attempt": self.attempt, **params})
-        if matched != 1:
-            raise Fenced(self.run_id, self.attempt, what)  # I3: zero rows means stop now
+        waiting = [notes.entry("waiting", reason="a call awaits approval"), notes.statement("run_waiting")]
+        suspended = await self.handle.suspend(sealed, taken, waiting, self.deps.holder)
+        self.seal_head = sealed.seal
+        return suspended
+
+    async def _fail_for_good(self, exc: StorageError) -> str:
+        """A statement the database refuses for a reason no retry can fix: the run fails with the reason
+        instead of being lost and claimed again and again (I16)."""
+        log.error("run %s attempt %s: a statement was refused for good: %s", self.run_id, self.attempt, exc)
+        reason = f"the database refused a statement of this run for good: {exc}"
+        try:
+            await self.handle.fail(reason[:2000], "agent.run.failed", self.deps.holder)
+        except (Fenced, StorageError) as again:
+            log.error("run %s attempt %s: could not fail the run: %s", self.run_id, self.attempt, again)
+            return "lost"
+        return "failed"
+
+    async def _audit_resumed(self, left: list[resume.LeftCall], work: StepWork) -> None:
+        """I8: every resume is audited with the step, the losses and, per call left, its index, tool,
+        class, the route planned and what happened."""
+        self.deps.metrics.runs_resumed += 1
+        calls = []
+        for item in left:
+            happened = work.happened.get(item.call.idx, Happened.MADE)
+            self.deps.metrics.settled(happened.value)
+            calls.append({
+                "idx": item.call.idx, "tool": item.call.tool, "class": item.call.tool_class.value,
+                "route": item.route.value, "happened": happened.value,
+            })  # fmt: skip
+        await self.handle.audit("agent.run.crash_resumed", self.deps.holder, {
+            "step": self.state.step, "losses": self.losses, "attempt": self.attempt, "calls": calls,
+        })  # fmt: skip

@@ -1,4 +1,10 @@
-"""A process's engine: creates runs, takes them (acquire: lease + new attempt), drives each in a task."""
+"""A process's engine: what the entry points ask of it (submit, read, stop, decide), and the drivers.
+
+A run is taken (acquire: its lease and a new attempt) and driven in a task of its own. One process
+drives a run at most once at a time: a launch while a driver of the run still drives here is refused,
+a driver's end drops only its own lease, and the sweeps never claim runs this process still drives.
+While the process comes back under a new identity (its liveness mark was lost) it admits no run.
+"""
 
 from __future__ import annotations
 
@@ -8,33 +14,111 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
 from ticketiq.agents.catalog import Agent
 from ticketiq.engine import seal
 from ticketiq.engine.context import EngineDeps
 from ticketiq.engine.driver import RunDriver
 from ticketiq.engine.state import RunState
-from ticketiq.errors import TicketIQError
+from ticketiq.errors import Conflict, NotFound, RequestError, TicketIQError
+from ticketiq.storage.rows import Approval, AuditRow, Checkpoint, Created, RunRecord, RunStatus, TranscriptRow
 
 log = logging.getLogger(__name__)
 
 TERMINAL = frozenset({"succeeded", "failed", "interrupted"})
+# How long a run started during a reincarnation waits to be admitted before it is left queued (the
+# sweep takes queued runs no process started).
+ADMISSION_WAIT_S = 5.0
 
 
 @dataclass(frozen=True)
-class Created:
-    id: str
-    status: str
-    created: bool  # False: an earlier request with the same key made it
-    request_hash: str | None = None
+class Transcript:
+    rows: list[TranscriptRow]
+    pending: list[dict[str, object]]  # entries still riding in the checkpoint
 
 
 class Engine:
     def __init__(self, deps: EngineDeps) -> None:
         self.deps = deps
+        self.store = deps.store
+        self.gates = deps.gates
         self.tasks: dict[str, asyncio.Task[str]] = {}
         self.drivers: dict[str, RunDriver] = {}
+        # Set while the process holds a liveness mark under its current identity.
+        self.admitted = asyncio.Event()
+        self.admitted.set()
+
+    # ----- what entry points ask ------------------------------------------------------------------
+
+    async def submit(
+        self,
+        agent_name: str,
+        text: str,
+        *,
+        may_wait: bool | None = None,
+        channel: str = "api",
+        idempotency_key: str | None = None,
+        request_hash: str | None = None,
+        actor: str = "api",
+    ) -> Created:
+        """Create a run and start it here. A repeated Idempotency-Key returns the first request's run
+        (422 when the body differs)."""
+        agent = self.deps.catalog.get(agent_name)
+        if agent is None:
+            raise NotFound("body.agent", f"no agent named {agent_name!r}")
+        if may_wait and not agent.may_wait:
+            raise RequestError("body.may_wait", f"agent {agent_name} may not wait: its agents file entry says so")
+        created = await self.create_run(
+            agent, text, may_wait=may_wait, channel=channel, idempotency_key=idempotency_key,
+            request_hash=request_hash, actor=actor,
+        )  # fmt: skip
+        if not created.created and created.request_hash != request_hash:
+            raise RequestError("header.Idempotency-Key", "this Idempotency-Key was used with a different request body")
+        if created.created:
+            await self.start(created.id)
+        status = await self.store.status(created.id)
+        return Created(created.id, status.status if status else created.status, created.created)
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        return await self.store.get(run_id)
+
+    async def transcript(self, run_id: str, after: int, limit: int) -> Transcript | None:
+        if await self.store.status(run_id) is None:
+            return None
+        rows = await self.store.transcript(run_id, after, limit)
+        return Transcript(rows, await self.store.unflushed(run_id))
+
+    async def request_stop(self, run_id: str, by: str) -> RunStatus:
+        """A waiting or queued run ends at once; a running one at its next gate check."""
+        if not await self.store.request_stop(run_id, by):
+            raise NotFound("path.run_id", f"no run {run_id}")
+        status = await self.store.status(run_id)
+        assert status is not None
+        return status
+
+    async def approvals(self, status: str | None, limit: int) -> list[Approval]:
+        return await self.store.approvals(status, limit)
+
+    async def decide_approval(self, approval_id: str, approve: bool, by: str, reason: str | None) -> Approval:
+        """Decide a request and wake its run (I15): a waiting run is taken at once; one still running
+        sees the decision when it would suspend, and the sweep takes any run left waiting with every
+        request decided."""
+        existing = await self.store.approval(approval_id)
+        if existing is None:
+            raise NotFound("path.approval_id", f"no approval {approval_id}")
+        decided = await self.store.decide(approval_id, "approved" if approve else "rejected", by, reason)
+        if decided is None:
+            raise Conflict("path.approval_id", f"approval {approval_id} was already {existing.status}")
+        await self.start(decided.run_id)
+        return decided
+
+    async def audit_log(self, run_id: str | None, action: str | None, after: int, limit: int) -> list[AuditRow]:
+        return await self.store.audit_log(run_id, action, after, limit)
+
+    async def ready(self) -> None:
+        await self.store.ping()
+
+    # ----- runs ------------------------------------------------------------------------------------
 
     async def create_run(
         self,
@@ -58,71 +142,81 @@ class Engine:
             messages=[{"role": "system", "content": agent.system_prompt}, {"role": "user", "content": text}],
         )
         body = seal.canonical(state.to_json()).decode()
-        mac, key_id = seal.seal(self.deps.keys, run_id, 0, body)
-        row = await self.deps.db.fetch_one(
-            "runs.create",
-            {
-                "id": run_id,
-                "agent": agent.name,
-                "input": text,
-                "owner": agent.owner,
-                "tenant": agent.tenant,
-                "channel": channel,
-                "may_wait": agent.may_wait if may_wait is None else may_wait,
-                "correlation_id": run_id,
-                "parent_run_id": parent_run_id,
-                "delegation_key": delegation_key,
-                "idempotency_key": idempotency_key,
-                "request_hash": request_hash,
-                "state": body,
-                "seal": mac,
-                "key_id": key_id,
-                "actor": actor,
-                "audit": {"agent": agent.name, "channel": channel, "parent_run_id": parent_run_id},
-            },
-        )
-        if row is not None:
-            return Created(id=str(row["id"]), status=str(row["status"]), created=True, request_hash=request_hash)
-        if idempotency_key is not None:
-            found = await self.deps.db.fetch_one("runs.by_idempotency_key", {"key": idempotency_key})
-            if found is not None:
-                return Created(str(found["id"]), str(found["status"]), False, found["request_hash"])
-        if delegation_key is not None:
-            found = await self.deps.db.fetch_one("runs.by_delegation_key", {"key": delegation_key})
-            if found is not None:
-                return Created(str(found["id"]), str(found["status"]), False)
+        mac, key_id = seal.seal(self.deps.keys, seal.Chain(run_id, 0, 0, 0, None), body)
+        created = await self.store.create({
+            "id": run_id, "agent": agent.name, "input": text, "owner": agent.owner, "tenant": agent.tenant,
+            "channel": channel, "may_wait": agent.may_wait if may_wait is None else may_wait,
+            "correlation_id": run_id, "parent_run_id": parent_run_id, "delegation_key": delegation_key,
+            "idempotency_key": idempotency_key, "request_hash": request_hash, "state": body, "seal": mac,
+            "key_id": key_id, "actor": actor,
+            "audit": {"agent": agent.name, "channel": channel, "parent_run_id": parent_run_id},
+        })  # fmt: skip
+        if created is not None:
+            return created
+        if idempotency_key is not None and (found := await self.store.by_idempotency_key(idempotency_key)):
+            return found
+        if delegation_key is not None and (found := await self.store.by_delegation_key(delegation_key)):
+            return found
         raise TicketIQError(f"run {run_id} was neither created nor found; retry the request")
 
     async def start(self, run_id: str) -> bool:
-        """Take a queued or waiting run and drive it here. False when another process has it."""
+        """Take a queued or waiting run and drive it here. False when another process has it, or this
+        process is not admitting runs yet (the run stays queued for the sweep)."""
+        if not self.admitted.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(ADMISSION_WAIT_S):
+                    await self.admitted.wait()
+            if not self.admitted.is_set():
+                return False
         sent_at = time.monotonic()
-        row = await self.deps.db.fetch_one(
-            "runs.acquire",
-            {
-                "run_id": run_id,
-                "holder": self.deps.holder,
-                "ttl": self.deps.settings.lease_ttl_s,
-            },
-        )
-        if row is None:
+        checkpoint = await self.store.acquire(run_id, self.deps.holder, self.deps.settings.lease_ttl_s)
+        if checkpoint is None:
             return False
-        lease = self.deps.keeper.hold(run_id, sent_at)
-        self.launch(RunDriver(self.deps, run_id, int(row["attempt"]), lease, row))
+        return self.launch(checkpoint, sent_at)
+
+    def launch(self, checkpoint: Checkpoint, sent_at: float, claimed: bool = False) -> bool:
+        """Drive a run this process just took, under the attempt it took it by (I5, I6). Refused while
+        a driver of the run still drives here: the new lease is then not renewed and lapses."""
+        run_id = checkpoint.run_id
+        if not self.admitted.is_set():
+            # Taken under an identity whose liveness mark is gone: its lease lapses and is swept.
+            log.error("run %s: attempt %s not driven, the process is coming back under a new identity",
+                      run_id, checkpoint.attempt)  # fmt: skip
+            return False
+        current = self.drivers.get(run_id)
+        if current is not None and not current.ended:
+            log.error("run %s: attempt %s not driven, attempt %s still drives it in this process",
+                      run_id, checkpoint.attempt, current.attempt)  # fmt: skip
+            return False
+        lease = self.deps.keeper.hold(run_id, sent_at, checkpoint.attempt)
+        driver = RunDriver(self.deps, checkpoint, lease, claimed_at=sent_at if claimed else None)
+        previous = self.tasks.get(run_id)
+        self.drivers[run_id] = driver
+        self.tasks[run_id] = asyncio.create_task(self._drive(driver, previous), name=f"run-{run_id}")
         return True
 
-    def launch_claimed(self, row: dict[str, Any], sent_at: float) -> None:
-        """Execute a run this process just claimed from a lost one (I5, I6): under its new attempt."""
-        run_id = str(row["run_id"])
-        lease = self.deps.keeper.hold(run_id, sent_at)
-        self.launch(RunDriver(self.deps, run_id, int(row["attempt"]), lease, row, claimed_at=sent_at))
+    def driving(self) -> set[str]:
+        """Runs with a driver still driving here: never claimed back by this process's sweeps."""
+        return {run_id for run_id, driver in self.drivers.items() if not driver.ended}
 
-    def launch(self, driver: RunDriver) -> None:
-        self.drivers[driver.run_id] = driver
-        self.tasks[driver.run_id] = asyncio.create_task(self._drive(driver), name=f"run-{driver.run_id}")
-
-    async def _drive(self, driver: RunDriver) -> str:
+    async def _drive(self, driver: RunDriver, previous: asyncio.Task[str] | None) -> str:
+        if previous is not None and not previous.done():
+            await asyncio.wait([previous])  # an ended driver's last moments: never two at once
+        me = asyncio.current_task()
+        driving = asyncio.ensure_future(driver.drive())
+        lost = asyncio.ensure_future(driver.lease.lost.wait())
         try:
-            status = await driver.drive()
+            await asyncio.wait([driving, lost], return_when=asyncio.FIRST_COMPLETED)
+            if not driving.done():
+                # The lease is lost (taken over, or our liveness mark is gone): nothing it could still
+                # do may reach the database or a vendor, so the driver is stopped where it waits.
+                driving.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await driving
+                log.warning("run %s attempt %s stopped: lease lost (%s)", driver.run_id, driver.attempt,
+                            driver.lease.why)  # fmt: skip
+                return "lost"
+            status = driving.result()
             log.info("run %s attempt %s: %s", driver.run_id, driver.attempt, status)
             return status
         except Exception:
@@ -131,26 +225,34 @@ class Engine:
             log.exception("run %s attempt %s: driver failed", driver.run_id, driver.attempt)
             return "lost"
         finally:
-            self.deps.keeper.drop(driver.run_id)
-            self.tasks.pop(driver.run_id, None)
-            self.drivers.pop(driver.run_id, None)
+            for future in (lost, driving):
+                future.cancel()
+            await asyncio.wait([lost, driving])
+            driver.ended = True
+            self.deps.keeper.drop(driver.lease)  # only this attempt's lease
+            if self.drivers.get(driver.run_id) is driver:
+                self.drivers.pop(driver.run_id, None)
+            if self.tasks.get(driver.run_id) is me:
+                self.tasks.pop(driver.run_id, None)
 
-    async def wait_terminal(self, run_id: str, timeout_s: float, poll_s: float = 0.2) -> str:
-        """Wait until the run ends wherever it runs (read only); return its status."""
+    async def wait_terminal(self, run_id: str, timeout_s: float, poll_s: float = 0.2) -> RunStatus | None:
+        """Wait until the run ends wherever it runs (read only); return its status row."""
         deadline = time.monotonic() + timeout_s
         while True:
-            row = await self.deps.db.fetch_one("runs.status", {"run_id": run_id})
-            status = str(row["status"]) if row else "missing"
-            if status in TERMINAL or status == "missing" or time.monotonic() >= deadline:
+            status = await self.store.status(run_id)
+            if status is None or status.status in TERMINAL or time.monotonic() >= deadline:
                 return status
             await asyncio.sleep(poll_s)
 
-    async def shutdown(self, grace_s: float) -> None:
-        """Let runs finish for a while, then stop driving them; their leases lapse and are swept."""
+    async def shutdown(self, grace_s: float) -> list[tuple[str, int]]:
+        """Let runs finish for a while, then stop driving them; return (run, attempt) of those stopped,
+        for the hand-back."""
         if self.tasks:
             await asyncio.wait(list(self.tasks.values()), timeout=grace_s)
+        held = [(d.run_id, d.attempt) for d in self.drivers.values() if not d.ended]
         for task in list(self.tasks.values()):
             task.cancel()
         for task in list(self.tasks.values()):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        return held

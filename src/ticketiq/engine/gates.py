@@ -6,32 +6,18 @@ approval. A refused call's reason goes back to the model as the tool's result.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
+
+from ticketiq.storage.rows import GateFacts
+
+__all__ = ["GateDecision", "GateFacts", "Verdict", "call_gate", "run_gate"]
 
 
 class Verdict(StrEnum):
     ALLOW = "allow"
     REFUSE = "refuse"
     APPROVAL = "approval"  # held for a person's decision
-
-
-@dataclass(frozen=True)
-class GateFacts:
-    """What the gates know about one run, read in one query at the step."""
-
-    agent: str
-    tenant: str
-    owner: str
-    channel: str
-    may_wait: bool
-    agent_quarantine: str | None = None  # reason, when quarantined
-    tenant_quarantine: str | None = None
-    stopped_by: str | None = None
-    channel_enabled: bool = True
-    owner_may_run: bool = True
-    granted: frozenset[str] = field(default_factory=frozenset)
-    needs_approval: frozenset[str] = field(default_factory=frozenset)
 
 
 @dataclass(frozen=True)

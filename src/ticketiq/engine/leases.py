@@ -37,11 +37,12 @@ def lost_leases(held_since: dict[str, float], renewed: set[str], sent_at: float)
     return {name for name, since in held_since.items() if since < sent_at and name not in renewed}
 
 
-@dataclass
+@dataclass(eq=False)
 class HeldLease:
     run_id: str
     deadline: float
     since: float
+    attempt: int = 0  # the attempt that took the lease: only its driver's end drops it
     lost: asyncio.Event = field(default_factory=asyncio.Event)
     why: str = ""
 
@@ -71,21 +72,25 @@ class LeaseKeeper:
         self._conn: database.Connection | None = None
         self._background = Background("lease-renewer", self.run)
 
-    def hold(self, run_id: str, acquired_sent_at: float) -> HeldLease:
-        """Register a run's lease just acquired by a statement sent at `acquired_sent_at`."""
-        return self.hold_lease(lease_name(run_id), acquired_sent_at, run_id)
+    def hold(self, run_id: str, acquired_sent_at: float, attempt: int) -> HeldLease:
+        """Register a run's lease just acquired under `attempt` by a statement sent at `acquired_sent_at`."""
+        return self.hold_lease(lease_name(run_id), acquired_sent_at, run_id, attempt)
 
-    def hold_lease(self, name: str, acquired_sent_at: float, run_id: str = "") -> HeldLease:
+    def hold_lease(self, name: str, acquired_sent_at: float, run_id: str = "", attempt: int = 0) -> HeldLease:
         lease = HeldLease(
             run_id=run_id or name,
             deadline=deadline_after(acquired_sent_at, self.ttl_s, self.margin_s),
             since=acquired_sent_at,
+            attempt=attempt,
         )
         self.held[name] = lease
         return lease
 
-    def drop(self, run_id: str) -> None:
-        self.held.pop(lease_name(run_id), None)
+    def drop(self, lease: HeldLease) -> None:
+        """Stop renewing this lease, unless a later attempt's lease of the same run replaced it."""
+        name = lease_name(lease.run_id)
+        if self.held.get(name) is lease:
+            del self.held[name]
 
     def drop_lease(self, name: str) -> None:
         self.held.pop(name, None)

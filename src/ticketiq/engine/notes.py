@@ -57,6 +57,11 @@ def call_result(step: int, call: PlannedCall, key: str | None, ok: bool, result:
     )
 
 
+def text_altered(step: int, where: str) -> dict[str, Any]:
+    """I16: text Postgres cannot store (NUL, lone surrogates) was replaced with U+FFFD."""
+    return entry("text_altered", step=step, where=where, replaced_with="U+FFFD")
+
+
 def clip(value: Any) -> Any:
     """Keep transcripts readable: a long result is cut, with a note saying so."""
     text = orjson.dumps(value, default=str)

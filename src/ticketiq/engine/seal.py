@@ -1,17 +1,25 @@
-"""Checkpoint seals: HMAC-SHA256 over the run id, the step and the state's canonical JSON text, with a
-key id so keys can rotate. The text is stored exactly as sealed, so no JSON round trip (jsonb turns
-1e20 into 100000000000000000000) can make a good checkpoint fail verification.
+"""Checkpoint seals: HMAC-SHA256 with a key id, so tampering is detected and keys can rotate (I17).
+
+A seal covers the run id, the step, the attempt that wrote the checkpoint, the loss count it knew, the
+seal of the checkpoint it replaced, and the state's canonical JSON text exactly as stored (so no JSON
+round trip can make a good checkpoint fail). An edited checkpoint, a loss count reset below what was
+sealed, or a checkpoint put back in place of a later one (rows written after it remain; see the
+driver) fails verification on resume. Checkpoints sealed before the chain (format 1) cover the run
+id, the step and the state only, and verify as such until their next write.
 
 Keys come from TICKETIQ_SEAL_KEYS (`id:secret,...`: the first signs, all verify) or, unset, from a key
-generated once into TICKETIQ_HOME/seal.key with mode 0600. Secrets never leave this module.
+generated once into TICKETIQ_HOME/seal.key (mode 0600, written atomically). At start a process checks
+the cluster's key probe: a fixed text sealed by the key that signs. Secrets never leave this module.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import os
 import secrets
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +28,8 @@ import orjson
 
 from ticketiq.errors import ConfigError, SealInvalid
 from ticketiq.settings import Settings
+
+PROBE_TEXT = b"ticketiq seal key probe\n"
 
 
 def canonical(value: Any) -> bytes:
@@ -39,6 +49,17 @@ class SealKeys:
 
     def __repr__(self) -> str:  # never show a secret, even in a traceback
         return f"SealKeys(signing_id={self.signing_id!r}, ids={sorted(self.secrets)})"
+
+
+@dataclass(frozen=True)
+class Chain:
+    """What a seal covers besides the state text (I17)."""
+
+    run_id: str
+    step: int
+    attempt: int
+    losses: int
+    prev_seal: str | None
 
 
 def parse_keys(spec: str) -> SealKeys:
@@ -65,36 +86,83 @@ def load_keys(settings: Settings) -> SealKeys:
         return parse_keys(settings.seal_keys)
     path = Path(settings.home) / "seal.key"
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        spec = f"k{secrets.token_hex(4)}:{secrets.token_hex(32)}"
-        # O_EXCL: two processes starting together keep whichever key was written first.
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            pass
-        else:
-            with os.fdopen(fd, "w") as handle:
-                handle.write(spec)
+        _write_key_file(path, f"k{secrets.token_hex(4)}:{secrets.token_hex(32)}")
     if path.stat().st_mode & 0o077:
         raise ConfigError(f"{path} must be readable by its owner only (chmod 600 {path})")
-    return parse_keys(path.read_text().strip())
+    text = path.read_text().strip()
+    if not text:
+        raise ConfigError(f"{path} is empty; delete it to have a new key generated, or set TICKETIQ_SEAL_KEYS")
+    return parse_keys(text)
 
 
-def _mac(secret: bytes, run_id: str, step: int, state: str | bytes) -> str:
+def _write_key_file(path: Path, spec: str) -> None:
+    """Write the whole key to a private temporary file, then link it into place: the file appears
+    complete or not at all, and of two processes starting together the first link wins and the other
+    reads the winner's key (never an empty file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".seal.key.", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(spec)
+            handle.flush()
+            os.fsync(handle.fileno())
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, path)
+    finally:
+        os.unlink(tmp)
+
+
+def _mac(secret: bytes, chain: Chain, state: str | bytes, seal_format: int = 2) -> str:
     body = state if isinstance(state, bytes) else state.encode()
+    if seal_format == 1:
+        head = f"{chain.run_id}\n{chain.step}\n"
+    else:
+        head = f"v2\n{chain.run_id}\n{chain.step}\n{chain.attempt}\n{chain.losses}\n{chain.prev_seal or ''}\n"
     # hmac.digest is OpenSSL's one-shot HMAC: the same value as hmac.new(...).hexdigest(), once a step.
-    return hmac.digest(secret, f"{run_id}\n{step}\n".encode() + body, "sha256").hex()
+    return hmac.digest(secret, head.encode() + body, "sha256").hex()
 
 
-def seal(keys: SealKeys, run_id: str, step: int, state: str | bytes) -> tuple[str, str]:
-    """(seal, key id) over a checkpoint's state text, exactly as it is stored."""
-    return _mac(keys.secrets[keys.signing_id], run_id, step, state), keys.signing_id
+def seal(keys: SealKeys, chain: Chain, state: str | bytes) -> tuple[str, str]:
+    """(seal, key id) over a checkpoint's state text, exactly as it is stored, and its chain."""
+    return _mac(keys.secrets[keys.signing_id], chain, state), keys.signing_id
 
 
-def verify(keys: SealKeys, run_id: str, step: int, state: str, seal_hex: str, key_id: str) -> None:
+def verify(keys: SealKeys, chain: Chain, state: str, seal_hex: str, key_id: str, seal_format: int = 2) -> None:
     """Raise SealInvalid unless the seal was made over exactly this checkpoint by a known key."""
     secret = keys.secrets.get(key_id)
     if secret is None:
-        raise SealInvalid(run_id, f"sealed with unknown key id {key_id!r}")
-    if not hmac.compare_digest(_mac(secret, run_id, step, state), seal_hex):
-        raise SealInvalid(run_id, "seal does not match the checkpoint (altered after it was written)")
+        raise SealInvalid(chain.run_id, f"sealed with unknown key id {key_id!r} (TICKETIQ_SEAL_KEYS lacks it)")
+    if not hmac.compare_digest(_mac(secret, chain, state, seal_format), seal_hex):
+        raise SealInvalid(chain.run_id, "seal does not match the checkpoint (altered after it was written)")
+
+
+def check_counters(run_id: str, attempt: int, losses: int, sealed_attempt: int, sealed_losses: int) -> None:
+    """I17: the attempt and the loss count only grow, and each loss raised the attempt. A count below
+    what the seal covers was reset; more losses than takes since the seal were made up."""
+    if attempt <= sealed_attempt:
+        raise SealInvalid(run_id, f"attempt {attempt} is not above the sealed attempt {sealed_attempt}")
+    if losses < sealed_losses:
+        raise SealInvalid(run_id, f"loss count {losses} is below the sealed count {sealed_losses} (it was reset)")
+    if losses - sealed_losses > attempt - sealed_attempt:
+        raise SealInvalid(run_id, f"loss count {losses} grew more than the attempt since the seal")
+
+
+def probe(keys: SealKeys) -> tuple[str, str]:
+    """(key id, seal) of the cluster's key probe, made with the signing key."""
+    return keys.signing_id, hmac.digest(keys.secrets[keys.signing_id], PROBE_TEXT, "sha256").hex()
+
+
+def check_probe(keys: SealKeys, key_id: str, seal_hex: str) -> None:
+    """Raise ConfigError unless these keys verify the probe the cluster's signing key made."""
+    secret = keys.secrets.get(key_id)
+    if secret is None:
+        raise ConfigError(
+            f"this cluster's checkpoints are sealed with key id {key_id!r}, which TICKETIQ_SEAL_KEYS of this "
+            f"process lacks (it has {sorted(keys.secrets)}): give every process the same TICKETIQ_SEAL_KEYS"
+        )
+    if not hmac.compare_digest(hmac.digest(secret, PROBE_TEXT, "sha256").hex(), seal_hex):
+        raise ConfigError(
+            f"key id {key_id!r} in TICKETIQ_SEAL_KEYS has another secret than the key this cluster signs with: "
+            "give every process the same TICKETIQ_SEAL_KEYS"
+        )

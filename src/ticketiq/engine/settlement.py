@@ -1,7 +1,8 @@
-"""How the calls a checkpointed step left are routed when the run goes on (I6, I9, I10).
+"""How the calls a checkpointed step left are routed when the run goes on (I6, I9, I10, I14, I15).
 
 A pure decision over the call's row (what was marked and recorded), the tool as registered now, and
-the approval filed for it, if any. The driver in `route.py` carries it out.
+the request filed for exactly this call, if any. The driver carries the route out and reports what
+happened; both go into the `agent.run.crash_resumed` audit (I8).
 """
 
 from __future__ import annotations
@@ -19,13 +20,29 @@ RESUME_HORIZON_S = 3600.0
 
 
 class Route(StrEnum):
+    """What the resume plans for a call."""
+
     REUSE = "reused"  # its outcome is recorded: not made again
     MAKE = "made"  # never sent (or a read, I9): make it now, through every gate as it stands
     RESEND_SAME_KEY = "resent_same_key"  # the vendor dedupes on the key for longer than a resume
-    READ_BACK = "read_back"  # find the write again by its key
+    READ_BACK = "read_back"  # once it can no longer be in flight (I14), find the write by its key
     UNKNOWN = "unknown_not_sent"  # no way to tell: report it, never resend
     DELEGATION = "asked_again_by_delegation_key"
-    APPROVAL_DECIDED = "approval_decided"  # a person decided meanwhile: use that decision
+    APPROVAL_DECIDED = "approval_decided"  # a person decided this very call meanwhile: use that decision
+
+
+class Happened(StrEnum):
+    """What became of a call the resume routed (I8: the audit says what happened, not what was planned)."""
+
+    FOUND = "found"  # read back: it had landed
+    SENT_ONCE = "sent_once"  # read back: it had not landed, so it was sent now, once
+    RESENT_SAME_KEY = "resent_same_key"  # sent again with its key (a keyed write, or a delegation asked again)
+    UNKNOWN_NOT_SENT = "unknown_not_sent"  # the model is told the outcome is unknown; not sent again
+    REFUSED = "refused"  # a gate as it stands now refused it (for a write in doubt: not sent again)
+    APPROVAL_FILED = "approval_filed"  # the approval gate now holds it: a request waits for a person
+    APPROVAL_DECIDED = "approval_decided"  # a person's decision on this very call was carried out
+    MADE = "made"  # made now, through every gate
+    REUSED = "reused"  # its recorded outcome was used
 
 
 @dataclass(frozen=True)
@@ -44,7 +61,8 @@ class ToolNow:
 
 
 def route(row: CallRow | None, tool_now: ToolNow, approval_status: str | None = None) -> Route:
-    """Decide what becomes of one call of the step a run resumes at."""
+    """Decide what becomes of one call of the step a run goes on from. `approval_status` is that of
+    the request filed for exactly this call (I15), if any."""
     if row is None or row.status == "pending":
         # Never marked, so never sent (a write is marked before it is sent, I2; a read never is).
         if approval_status in ("approved", "rejected"):
@@ -65,6 +83,13 @@ def route(row: CallRow | None, tool_now: ToolNow, approval_status: str | None = 
     if tool_now.exists and tool_now.has_reader and row.sent_key is not None:
         return Route.READ_BACK
     return Route.UNKNOWN
+
+
+def read_back_wait(route_taken: Route, in_flight_s: float) -> float:
+    """I14: seconds to wait before a write in doubt may be read back: until the process that marked it
+    can no longer have it in flight. Only a read-back waits: a keyed resend is deduped by its vendor, a
+    delegation is found by its key, and an unknown outcome is never sent again."""
+    return max(0.0, in_flight_s) if route_taken is Route.READ_BACK else 0.0
 
 
 UNKNOWN_FOR_MODEL = (

@@ -24,6 +24,8 @@ class PlannedCall:
     args: dict[str, Any]
     step_key: str | None  # None when the provider id is only a position (I11)
     args_error: str | None = None
+    # Not part of the checkpoint: whether the model's arguments held text made storable (I16).
+    args_altered: bool = field(default=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         # By hand, not dataclasses.asdict: this runs for every call of every checkpoint.
@@ -31,6 +33,11 @@ class PlannedCall:
             "idx": self.idx, "id": self.id, "tool": self.tool, "tool_class": self.tool_class.value,
             "args": self.args, "step_key": self.step_key, "args_error": self.args_error,
         }  # fmt: skip
+
+    def with_class(self, cls: ToolClass) -> PlannedCall:
+        if self.tool_class is cls:
+            return self
+        return PlannedCall(self.idx, self.id, self.tool, cls, self.args, self.step_key, self.args_error)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PlannedCall:

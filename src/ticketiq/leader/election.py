@@ -56,6 +56,8 @@ class Elector:
 
     async def run(self) -> None:
         while True:
+            # Never under an identity whose liveness mark is gone: wait until the process holds one.
+            await self.engine.admitted.wait()
             try:
                 if await self.try_lead():
                     await self.lead()

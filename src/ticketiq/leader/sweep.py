@@ -42,37 +42,40 @@ class Sweeper:
     def settings(self) -> Any:
         return self.engine.deps.settings
 
-    async def claim(self, query: str) -> int:
-        """Run one claim statement and execute what it took; return how many runs it took."""
+    async def claim(self, why: str) -> int:
+        """Claim what is dead (`dead`) or lapsed (`lapsed`) and execute it here; return how many runs.
+        Runs this process still drives are never claimed back (one driver per run per process)."""
         deps = self.engine.deps
+        ttl = self.settings.lease_ttl_s
         sent_at = time.monotonic()
-        rows = await deps.db.fetch_all(query, {
-            "holder": deps.holder, "ttl": self.settings.lease_ttl_s, "limit": CLAIM_BATCH,
-        })  # fmt: skip
-        for row in rows:
-            deps.metrics.claimed(str(row["why"]))
-            log.warning("claimed run %s (%s), attempt %s, losses %s", row["run_id"], row["why"],
-                        row["attempt"], row["losses"])  # fmt: skip
-            self.engine.launch_claimed(row, sent_at)
-        return len(rows)
+        if why == "dead":
+            taken = await deps.store.claim_dead(deps.holder, ttl, self.engine.driving())
+        else:
+            taken = await deps.store.claim_lapsed(deps.holder, ttl, CLAIM_BATCH, self.engine.driving())
+        for checkpoint in taken:
+            deps.metrics.claimed(checkpoint.why)
+            log.warning("claimed run %s (%s), attempt %s, losses %s", checkpoint.run_id, checkpoint.why,
+                        checkpoint.attempt, checkpoint.losses)  # fmt: skip
+            self.engine.launch(checkpoint, sent_at, claimed=True)
+        return len(taken)
 
     async def sweep_once(self, lapsed: bool) -> float | None:
         """Claim what is dead (and, when `lapsed`, what lapsed); return the seconds until the next
         checkpoint lease would lapse, when that was looked up."""
-        await self.claim("leader.claim_dead")
+        store = self.engine.deps.store
+        await self.claim("dead")
         if not lapsed:
             return None
-        while await self.claim("leader.claim_lapsed") == CLAIM_BATCH:
+        while await self.claim("lapsed") == CLAIM_BATCH:
             pass
-        rows = await self.engine.deps.db.fetch_all(
-            "leader.orphaned_queued", {"grace": self.settings.queued_grace_s, "limit": CLAIM_BATCH}
-        )
-        for queued in rows:
-            await self.engine.start(str(queued["id"]))
+        for run_id in await store.orphaned_queued(self.settings.queued_grace_s, CLAIM_BATCH):
+            await self.engine.start(run_id)
+        # I15: a run left waiting with every request decided (its wake-up was lost) goes on.
+        for run_id in await store.waiting_decided(CLAIM_BATCH):
+            await self.engine.start(run_id)
         if self.pruned_at is None or time.monotonic() - self.pruned_at >= PRUNE_EVERY_S:
             await self.prune()
-        lapse = await self.engine.deps.db.fetch_one("leader.next_lapse")
-        return None if lapse is None or lapse["in_s"] is None else float(lapse["in_s"])
+        return await store.next_lapse_s()
 
     async def prune(self, keep_s: float = PROCESS_ROWS_KEPT_S) -> int:
         """Delete the rows of processes long ended that hold no lease; return how many went."""

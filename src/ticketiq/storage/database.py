@@ -209,11 +209,21 @@ async def _cursor(conn: Connection, name: str, params: Mapping[str, Any] | None)
         raise _translate(exc, name) from exc
 
 
+# SQLSTATE classes a later try can get past: connection exceptions, transaction rollbacks (serialization,
+# deadlock), insufficient resources, operator intervention (a cancel, a shutdown), system errors.
+_RETRYABLE_CLASSES = frozenset({"08", "40", "53", "57", "58"})
+
+
+def retryable(sqlstate: str | None) -> bool:
+    """Whether a statement that failed with this SQLSTATE can succeed when tried again. No state at
+    all means the server never answered: the connection failed."""
+    return sqlstate is None or sqlstate[:2] in _RETRYABLE_CLASSES
+
+
 def _translate(exc: psycopg.Error, name: str | None = None) -> StorageError:
     where = f" in {name}" if name else ""
-    error = StorageError(f"database error{where}: {exc.__class__.__name__}: {str(exc).strip()}")
-    error.sqlstate = exc.sqlstate  # type: ignore[attr-defined]
-    return error
+    message = f"database error{where}: {exc.__class__.__name__}: {str(exc).strip()}"
+    return StorageError(message, exc.sqlstate, retryable(exc.sqlstate))
 
 
 def _redact(url: str) -> str:

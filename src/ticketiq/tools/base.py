@@ -32,6 +32,26 @@ class ToolClass(StrEnum):
 
 
 @dataclass(frozen=True)
+class SendWindow:
+    """I14: when the tries of one write may be sent and how long each may last, by the monotonic clock.
+
+    Its budget starts before the in-doubt mark is sent (so it ends no later than the mark plus the
+    budget on the database clock). No try starts after the budget or after the lease deadline the
+    process had at the mark; a try lasts at most until the budget ends. So the mark can record the
+    latest moment the write can be in flight, and a resume reads it back only after that.
+    """
+
+    budget_ends: float
+    lease_deadline: float
+
+    def may_send(self, now: float) -> bool:
+        return now < min(self.budget_ends, self.lease_deadline)
+
+    def try_timeout(self, now: float, request_timeout_s: float) -> float:
+        return max(0.0, min(request_timeout_s, self.budget_ends - now))
+
+
+@dataclass(frozen=True)
 class CallContext:
     """Everything an executor or reader needs for one call."""
 
@@ -44,9 +64,12 @@ class CallContext:
     key: str
     http: httpx.AsyncClient
     settings: Settings
-    # Called before every request the adapter sends: raises LeaseLost once the lease deadline passed
-    # (I3), so no write leaves the process after it may have been taken over.
+    # Called before every request the adapter sends, at the last moment before its bytes go out (after
+    # the connection came from the pool): raises LeaseLost once the lease deadline passed or the write's
+    # window closed (I3, I14), so no write leaves the process after it may have been taken over.
     before_send: Callable[[], None] = lambda: None
+    # A write's window (I14); None for reads and readers.
+    window: SendWindow | None = None
 
 
 @dataclass(frozen=True)

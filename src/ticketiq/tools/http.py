@@ -6,7 +6,10 @@
   writes only (the vendor dedupes on our key). A plain write is never resent: its outcome is
   `uncertain`, and the engine settles it (I9).
 - A failure to connect is retried for every kind: nothing reached the vendor.
-- `ctx.before_send()` runs before every attempt, so no write leaves after the lease deadline (I3).
+- `ctx.before_send()` runs at the last moment before each try's bytes are sent, after its connection
+  came from the pool (httpcore's trace hook), so no request leaves after the lease deadline (I3).
+- A write's tries fit its window (I14): none starts after the budget or the lease deadline it had at
+  its mark, and each is cut off when the budget ends, so the mark bounds how long it can be in flight.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import asyncio
 import email.utils
 import random
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -23,6 +27,9 @@ import httpx
 
 from ticketiq.errors import ToolError
 from ticketiq.tools.base import CallContext, Outcome
+
+# httpcore names the event that fires once the connection is ready and the request line is next.
+_SENDING = "send_request_headers.started"
 
 
 class Send(StrEnum):
@@ -65,24 +72,37 @@ async def request(
     """Send one request (retrying as the module says) and return a 2xx reply, or raise VendorFailed."""
     limit = ctx.settings.vendor_max_retries
     retries = 0
+    reached = False  # whether a try of this write may have reached the vendor
     while True:
+        timeout = ctx.settings.http_timeout_s
+        if ctx.window is not None:
+            now = time.monotonic()
+            if not ctx.window.may_send(now):
+                spent = f"{vendor}: the write's budget was spent before it could be sent" + (
+                    " again" if retries else ""
+                )
+                raise _failed(spent, uncertain=reached)
+            timeout = ctx.window.try_timeout(now, timeout)
         ctx.before_send()
         try:
-            response = await ctx.http.request(
-                method, url, headers=headers, json=json, params=params, timeout=ctx.settings.http_timeout_s
-            )
+            async with asyncio.timeout(timeout):  # the whole try, not only each phase of it
+                response = await ctx.http.request(
+                    method, url, headers=headers, json=json, params=params, timeout=timeout,
+                    extensions={"trace": _last_moment(ctx)},
+                )  # fmt: skip
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
             if retries < limit:
                 retries += 1
                 await asyncio.sleep(_backoff(retries))
                 continue
-            raise _failed(f"{vendor} could not be reached ({type(exc).__name__})") from exc
-        except httpx.TransportError as exc:
+            raise _failed(f"{vendor} could not be reached ({type(exc).__name__})", uncertain=reached) from exc
+        except (httpx.TransportError, TimeoutError) as exc:
+            reached = reached or send is not Send.READ
             if send.resendable and retries < limit:
                 retries += 1
                 await asyncio.sleep(_backoff(retries))
                 continue
-            raise _failed(f"{vendor} did not answer ({type(exc).__name__})", uncertain=send is not Send.READ) from exc
+            raise _failed(f"{vendor} did not answer ({type(exc).__name__})", uncertain=reached) from exc
         reply = Reply(response.status_code, _body(response), response.headers)
         if reply.status == 429:
             wait = _retry_after(reply)
@@ -90,20 +110,34 @@ async def request(
                 retries += 1
                 await asyncio.sleep(wait)
                 continue
-            raise _failed(f"{vendor} is rate limiting (retry after {wait:g} s): {message_of(reply.body)}", 429)
+            raise _failed(
+                f"{vendor} is rate limiting (retry after {wait:g} s): {message_of(reply.body)}", 429, uncertain=reached
+            )
         if reply.status >= 500:
+            reached = reached or send is not Send.READ
             if send.resendable and retries < limit:
                 retries += 1
                 await asyncio.sleep(_backoff(retries))
                 continue
             raise _failed(
-                f"{vendor} failed ({reply.status}): {message_of(reply.body)}",
-                reply.status,
-                uncertain=send is not Send.READ,
+                f"{vendor} failed ({reply.status}): {message_of(reply.body)}", reply.status, uncertain=reached
             )
         if reply.status >= 400:
-            raise _failed(f"{vendor} refused the request ({reply.status}): {message_of(reply.body)}", reply.status)
+            raise _failed(
+                f"{vendor} refused the request ({reply.status}): {message_of(reply.body)}", reply.status,
+                uncertain=reached,
+            )  # fmt: skip
         return reply
+
+
+def _last_moment(ctx: CallContext) -> Callable[[str, dict[str, Any]], Awaitable[None]]:
+    """httpcore's trace hook: the lease check (I3) right before the request's bytes are sent."""
+
+    async def trace(event: str, info: dict[str, Any]) -> None:
+        if event.endswith(_SENDING):
+            ctx.before_send()
+
+    return trace
 
 
 def message_of(body: Any) -> str:

@@ -1,6 +1,3 @@
--- name: append
-INSERT INTO audit_log (action, run_id, actor, detail) VALUES (%(action)s, %(run_id)s, %(actor)s, %(detail)s)
-
 -- name: list
 SELECT id, at, action, run_id, actor, detail FROM audit_log
  WHERE (%(run_id)s::uuid IS NULL OR run_id = %(run_id)s::uuid)

@@ -8,12 +8,17 @@ WITH fence AS (
     SELECT run_id FROM checkpoints WHERE run_id = %(run_id)s AND attempt = %(attempt)s FOR SHARE
 ), mark AS (
     INSERT INTO calls (run_id, step, idx, attempt, provider_call_id, tool, class, step_key, sent_key, args,
-                       gate, status)
+                       gate, status, in_flight_until)
     SELECT fence.run_id, %(step)s, %(idx)s, %(attempt)s, %(provider_call_id)s, %(tool)s, %(class)s,
-           %(step_key)s, %(sent_key)s, %(args)s, 'allow', 'in_doubt'
+           %(step_key)s, %(sent_key)s, %(args)s, 'allow', 'in_doubt',
+           -- I14: the latest moment this write can be in flight, on the database clock.
+           LEAST(now() + make_interval(secs => %(budget)s),
+                 (SELECT l.expires_at FROM leases l WHERE l.name = 'checkpoint:' || %(run_id)s::text)
+                 + make_interval(secs => %(request_timeout)s))
       FROM fence
     ON CONFLICT (run_id, step, idx) DO UPDATE
-       SET status = 'in_doubt', attempt = EXCLUDED.attempt, sent_key = EXCLUDED.sent_key, updated_at = now()
+       SET status = 'in_doubt', attempt = EXCLUDED.attempt, sent_key = EXCLUDED.sent_key,
+           in_flight_until = EXCLUDED.in_flight_until, updated_at = now()
      WHERE calls.status IN ('pending', 'in_doubt')
     RETURNING run_id
 ), note AS (
@@ -38,7 +43,9 @@ WITH fence AS (
 SELECT run_id FROM done
 
 -- name: for_step
-SELECT step, idx, attempt, provider_call_id, tool, class, step_key, sent_key, args, gate, status, outcome, settlement
+-- `in_flight_s`: how long, on the database clock, the call may still be in flight (I14); 0 when past.
+SELECT step, idx, attempt, provider_call_id, tool, class, step_key, sent_key, args, gate, status, outcome, settlement,
+       greatest(0, coalesce(extract(epoch FROM in_flight_until - now()), 0))::float8 AS in_flight_s
   FROM calls WHERE run_id = %(run_id)s AND step = %(step)s ORDER BY idx
 
 -- name: for_run

@@ -39,26 +39,18 @@ RETURNING holder
 SELECT holder, expires_at, expires_at < now() AS lapsed FROM leases WHERE name = 'leader'
 
 -- name: claim_lapsed
--- I5: checkpoint leases whose TTL ran out (the database clock decides), each claimed once.
+-- I5: checkpoint leases whose TTL ran out (the database clock decides), each claimed once, except those
+-- of runs this process still drives (it never takes its own runs back while their drivers live).
 WITH lapsed AS (
     SELECT name FROM leases
      WHERE expires_at < now() AND name LIKE 'checkpoint:%%'
+       AND substr(name, 12) NOT IN (SELECT jsonb_array_elements_text(%(driving)s))
      ORDER BY expires_at
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED
-), taken AS (
-    UPDATE leases l
-       SET holder = %(holder)s, expires_at = now() + make_interval(secs => %(ttl)s), acquired_at = now()
-      FROM lapsed
-     WHERE l.name = lapsed.name AND l.expires_at < now()
-    RETURNING l.name
-), claimed AS (
-    UPDATE checkpoints c SET attempt = c.attempt + 1, losses = c.losses + 1
-      FROM taken
-     WHERE c.run_id = substr(taken.name, 12)::uuid
-    RETURNING c.run_id, c.attempt, c.step, c.losses, c.state, c.seal, c.key_id
 )
-SELECT run_id, attempt, step, losses, state, seal, key_id, 'lapsed' AS why FROM claimed
+SELECT t.*, 'lapsed' AS why
+  FROM lapsed, LATERAL take_run(substr(lapsed.name, 12)::uuid, %(holder)s, %(ttl)s, true) t
 
 -- name: next_lapse
 -- Seconds until the first checkpoint lease runs out, as things stand (NULL with none held). A lease
@@ -67,41 +59,33 @@ SELECT run_id, attempt, step, losses, state, seal, key_id, 'lapsed' AS why FROM 
 SELECT extract(epoch FROM min(expires_at) - now())::float8 AS in_s FROM leases WHERE name LIKE 'checkpoint:%%'
 
 -- name: claim_dead
--- Processes whose liveness mark is free are ended, and their checkpoint leases claimed at once,
--- without waiting out the TTL. Fencing (I3) keeps this safe if one was alive after all.
+-- Processes whose liveness mark is free are ended, and their checkpoint leases claimed at once, without
+-- waiting out the TTL. Fencing (I3) keeps this safe if one was alive after all. (A process that
+-- stopped cleanly handed its runs back; a lease it still holds waits for its TTL.)
 WITH dead AS (
     UPDATE processes SET ended_at = now()
      WHERE ended_at IS NULL AND id <> %(holder)s AND NOT process_alive(id)
     RETURNING id
-), taken AS (
-    UPDATE leases l
-       SET holder = %(holder)s, expires_at = now() + make_interval(secs => %(ttl)s), acquired_at = now()
-      FROM dead
-     WHERE l.holder = dead.id AND l.name LIKE 'checkpoint:%%'
-    RETURNING l.name
-), claimed AS (
-    UPDATE checkpoints c SET attempt = c.attempt + 1, losses = c.losses + 1
-      FROM taken
-     WHERE c.run_id = substr(taken.name, 12)::uuid
-    RETURNING c.run_id, c.attempt, c.step, c.losses, c.state, c.seal, c.key_id
+), orphaned AS (
+    SELECT l.name FROM leases l
+     WHERE l.name LIKE 'checkpoint:%%' AND l.holder IN (SELECT id FROM dead)
+       AND substr(l.name, 12) NOT IN (SELECT jsonb_array_elements_text(%(driving)s))
+       FOR UPDATE SKIP LOCKED
 )
-SELECT run_id, attempt, step, losses, state, seal, key_id, 'dead' AS why FROM claimed
+SELECT t.*, 'dead' AS why
+  FROM orphaned, LATERAL take_run(substr(orphaned.name, 12)::uuid, %(holder)s, %(ttl)s, true) t
 
 -- name: claim_one
 -- Take over one lapsed lease (a delegation's child): the same rule as the sweep, for one run.
-WITH taken AS (
-    UPDATE leases l
-       SET holder = %(holder)s, expires_at = now() + make_interval(secs => %(ttl)s), acquired_at = now()
+WITH lapsed AS (
+    SELECT l.name FROM leases l
      WHERE l.name = 'checkpoint:' || %(run_id)s::text
        AND (l.expires_at < now() OR NOT process_alive(l.holder))
-    RETURNING l.name
-), claimed AS (
-    UPDATE checkpoints c SET attempt = c.attempt + 1, losses = c.losses + 1
-      FROM taken
-     WHERE c.run_id = substr(taken.name, 12)::uuid
-    RETURNING c.run_id, c.attempt, c.step, c.losses, c.state, c.seal, c.key_id
+       AND %(run_id)s::text NOT IN (SELECT jsonb_array_elements_text(%(driving)s))
+       FOR UPDATE SKIP LOCKED
 )
-SELECT run_id, attempt, step, losses, state, seal, key_id, 'lapsed' AS why FROM claimed
+SELECT t.*, 'lapsed' AS why
+  FROM lapsed, LATERAL take_run(substr(lapsed.name, 12)::uuid, %(holder)s, %(ttl)s, true) t
 
 -- name: orphaned_queued
 -- Runs queued (or handed back) with no lease, whose creator did not start them in time.
@@ -112,14 +96,22 @@ SELECT r.id FROM runs r
  LIMIT %(limit)s
 
 -- name: hand_back
--- A process stopping cleanly hands its runs back: their leases go, they are queued again, and the
--- sweep gives them to another process under a new attempt without counting a loss.
+-- A process stopping cleanly hands back the runs it drove: under the attempt it held each by (I3),
+-- their leases go and they are queued again; the sweep gives them to another process under a new
+-- attempt without counting a loss.
 WITH mine AS (
-    DELETE FROM leases WHERE holder = %(holder)s RETURNING name
+    SELECT c.run_id FROM checkpoints c
+      JOIN jsonb_to_recordset(%(held)s) AS h (run_id uuid, attempt int)
+        ON h.run_id = c.run_id AND h.attempt = c.attempt
+       FOR UPDATE OF c
+), released AS (
+    DELETE FROM leases l USING mine
+     WHERE l.name = 'checkpoint:' || mine.run_id::text AND l.holder = %(holder)s
+    RETURNING mine.run_id
 )
 UPDATE runs SET status = 'queued'
-  FROM mine
- WHERE mine.name LIKE 'checkpoint:%%' AND runs.id = substr(mine.name, 12)::uuid AND runs.status = 'running'
+  FROM released
+ WHERE runs.id = released.run_id AND runs.status = 'running'
 RETURNING runs.id
 
 -- name: step_down

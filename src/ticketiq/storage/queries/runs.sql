@@ -12,8 +12,8 @@ WITH run AS (
     ON CONFLICT DO NOTHING
     RETURNING id, status
 ), checkpoint AS (
-    INSERT INTO checkpoints (run_id, attempt, step, state, seal, key_id)
-    SELECT run.id, 0, 0, %(state)s, %(seal)s, %(key_id)s FROM run
+    INSERT INTO checkpoints (run_id, attempt, step, state, seal, key_id, sealed_attempt, sealed_losses)
+    SELECT run.id, 0, 0, %(state)s, %(seal)s, %(key_id)s, 0, 0 FROM run
 ), note AS (
     INSERT INTO transcripts (run_id, kind, body)
     SELECT run.id, 'input', jsonb_build_object('agent', %(agent)s::text, 'input', %(input)s::text) FROM run
@@ -41,27 +41,15 @@ SELECT r.id, r.agent, r.input, r.owner, r.tenant, r.channel, r.may_wait, r.corre
 SELECT status, answer, error FROM runs WHERE id = %(run_id)s
 
 -- name: acquire
--- Take a queued or waiting run: its lease (unless another live process holds it) and a new attempt,
--- in one statement. Returns the checkpoint to start from, or no row when someone else has it.
+-- Take a queued or waiting run that no live lease holds: the lease and a new attempt (take_run).
+-- Returns the checkpoint to start from, or no row when another process has it.
 WITH run AS (
-    SELECT id FROM runs WHERE id = %(run_id)s AND status IN ('queued', 'waiting') FOR UPDATE
-), lease AS (
-    INSERT INTO leases (name, holder, expires_at)
-    SELECT 'checkpoint:' || run.id::text, %(holder)s, now() + make_interval(secs => %(ttl)s) FROM run
-    ON CONFLICT (name) DO UPDATE
-       SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at, acquired_at = now()
-     WHERE leases.expires_at < now()
-    RETURNING name
-), checkpoint AS (
-    UPDATE checkpoints SET attempt = attempt + 1
-      FROM lease
-     WHERE run_id = %(run_id)s
-    RETURNING run_id, attempt, step, losses, state, seal, key_id
-), started AS (
-    UPDATE runs SET status = 'running', started_at = coalesce(started_at, now())
-      FROM checkpoint WHERE runs.id = checkpoint.run_id
+    SELECT r.id FROM runs r
+     WHERE r.id = %(run_id)s AND r.status IN ('queued', 'waiting')
+       AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.name = 'checkpoint:' || r.id::text AND l.expires_at >= now())
+       FOR UPDATE
 )
-SELECT run_id, attempt, step, losses, state, seal, key_id FROM checkpoint
+SELECT t.*, 'acquired' AS why FROM run, LATERAL take_run(run.id, %(holder)s, %(ttl)s, false) t
 
 -- name: write_checkpoint
 -- I1: the sealed checkpoint in ONE statement, before any call of the step is made. The same statement
@@ -69,7 +57,8 @@ SELECT run_id, attempt, step, losses, state, seal, key_id FROM checkpoint
 -- entries, so a read-only step costs exactly this one write.
 WITH checkpoint AS (
     UPDATE checkpoints
-       SET step = %(step)s, state = %(state)s, seal = %(seal)s, key_id = %(key_id)s, written_at = now()
+       SET step = %(step)s, state = %(state)s, seal = %(seal)s, key_id = %(key_id)s, prev_seal = %(prev_seal)s,
+           sealed_attempt = %(attempt)s, sealed_losses = %(losses)s, seal_format = 2, written_at = now()
      WHERE run_id = %(run_id)s AND attempt = %(attempt)s
     RETURNING run_id
 ), finished AS (
@@ -92,7 +81,8 @@ SELECT run_id FROM checkpoint
 -- the last finished calls, transcript and audit, in one fenced statement.
 WITH checkpoint AS (
     UPDATE checkpoints
-       SET step = %(step)s, state = %(state)s, seal = %(seal)s, key_id = %(key_id)s, written_at = now()
+       SET step = %(step)s, state = %(state)s, seal = %(seal)s, key_id = %(key_id)s, prev_seal = %(prev_seal)s,
+           sealed_attempt = %(attempt)s, sealed_losses = %(losses)s, seal_format = 2, written_at = now()
      WHERE run_id = %(run_id)s AND attempt = %(attempt)s
     RETURNING run_id
 ), finished AS (
@@ -120,14 +110,19 @@ WITH checkpoint AS (
 )
 SELECT run_id FROM checkpoint
 
--- name: fail_unstarted
--- A run whose checkpoint cannot be trusted or whose owner may not run it is failed without executing.
-WITH run AS (
+-- name: fail
+-- The run fails without a new checkpoint: its checkpoint could not be trusted, its owner may not run
+-- it, or a statement of it was refused for good. Fenced like every other (I3): a process can fail
+-- only the run it drives under its own attempt.
+WITH fence AS (
+    SELECT run_id FROM checkpoints WHERE run_id = %(run_id)s AND attempt = %(attempt)s FOR UPDATE
+), run AS (
     UPDATE runs SET status = 'failed', error = %(error)s, finished_at = now()
-     WHERE id = %(run_id)s AND status NOT IN ('succeeded', 'failed', 'interrupted')
+      FROM fence
+     WHERE runs.id = fence.run_id AND runs.status NOT IN ('succeeded', 'failed', 'interrupted')
     RETURNING id
 ), lease AS (
-    DELETE FROM leases USING run WHERE leases.name = 'checkpoint:' || run.id::text AND leases.holder = %(holder)s
+    DELETE FROM leases USING run WHERE leases.name = 'checkpoint:' || run.id::text
 ), notes AS (
     INSERT INTO transcripts (run_id, kind, body)
     SELECT run.id, 'error', jsonb_build_object('reason', %(error)s::text) FROM run
@@ -135,7 +130,7 @@ WITH run AS (
     INSERT INTO audit_log (action, run_id, actor, detail)
     SELECT %(action)s, run.id, %(actor)s, %(audit)s FROM run
 )
-SELECT id FROM run
+SELECT fence.run_id FROM fence
 
 -- name: request_stop
 WITH run AS (
@@ -147,6 +142,52 @@ WITH run AS (
     SELECT 'agent.run.stop_requested', run.id, %(by)s, '{}'::jsonb FROM run
 )
 SELECT id, status FROM run
+
+-- name: lock
+-- The first statement of a suspend: the run's row is locked (a decision's wake-up that comes after
+-- waits for it) and the attempt checked, so the suspend that follows sees every decision made so far.
+SELECT r.id FROM runs r JOIN checkpoints c ON c.run_id = r.id
+ WHERE r.id = %(run_id)s AND c.attempt = %(attempt)s
+   FOR UPDATE OF r
+
+-- name: suspend
+-- I15: the run waits for a person only while one of its requests is still pending. The checkpoint and
+-- what the step produced land either way; when every request was decided meanwhile the run stays
+-- running under this attempt and goes on (`suspended` false).
+WITH checkpoint AS (
+    UPDATE checkpoints
+       SET step = %(step)s, state = %(state)s, seal = %(seal)s, key_id = %(key_id)s, prev_seal = %(prev_seal)s,
+           sealed_attempt = %(attempt)s, sealed_losses = %(losses)s, seal_format = 2, written_at = now()
+     WHERE run_id = %(run_id)s AND attempt = %(attempt)s
+    RETURNING run_id
+), finished AS (
+    INSERT INTO calls (run_id, step, idx, attempt, provider_call_id, tool, class, step_key, args, gate,
+                       status, outcome, settlement)
+    SELECT checkpoint.run_id, f.step, f.idx, %(attempt)s, f.id, f.tool, f.class, f.step_key, f.args, f.gate,
+           'done', f.outcome, f.how
+      FROM checkpoint,
+           jsonb_to_recordset(%(finished)s) AS f (step int, idx int, id text, tool text, class text,
+                                                  step_key text, args jsonb, gate text, outcome jsonb, how text)
+    ON CONFLICT (run_id, step, idx) DO NOTHING
+), pending AS (
+    SELECT EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = %(run_id)s AND a.status = 'pending') AS any
+), run AS (
+    UPDATE runs SET status = 'waiting'
+      FROM checkpoint, pending
+     WHERE runs.id = checkpoint.run_id AND pending.any
+    RETURNING runs.id
+), lease AS (
+    DELETE FROM leases USING run WHERE leases.name = 'checkpoint:' || run.id::text
+), notes AS (
+    INSERT INTO transcripts (run_id, kind, body)
+    SELECT checkpoint.run_id, 'entries', jsonb_build_object(
+               'entries', %(entries)s::jsonb || CASE WHEN pending.any THEN %(waiting)s::jsonb ELSE '[]' END)
+      FROM checkpoint, pending
+), audit AS (
+    INSERT INTO audit_log (action, run_id, actor, detail)
+    SELECT 'agent.run.waiting', run.id, %(actor)s, %(audit)s FROM run
+)
+SELECT checkpoint.run_id, pending.any AS suspended FROM checkpoint, pending
 
 -- name: gate_facts
 -- Everything the gates need for one run, in one read.
@@ -188,9 +229,28 @@ RETURNING id
 -- name: write_checkpoint_only
 -- I1 for a step that has nothing to flush: the sealed checkpoint alone, fenced (I3).
 UPDATE checkpoints
-   SET step = %(step)s, state = %(state)s, seal = %(seal)s, key_id = %(key_id)s, written_at = now()
+   SET step = %(step)s, state = %(state)s, seal = %(seal)s, key_id = %(key_id)s, prev_seal = %(prev_seal)s,
+           sealed_attempt = %(attempt)s, sealed_losses = %(losses)s, seal_format = 2, written_at = now()
  WHERE run_id = %(run_id)s AND attempt = %(attempt)s
 
 -- name: unflushed
 -- Transcript entries still waiting in the checkpoint, for readers of the transcript.
 SELECT coalesce((state::jsonb) -> 'unflushed', '[]'::jsonb) AS entries FROM checkpoints WHERE run_id = %(run_id)s
+
+-- name: rows_after_head
+-- I17: rows the run wrote after the checkpoint it holds now: a call or an approval of a later step, or
+-- a call written by a later attempt than the one that sealed it. Each attempt seals before it writes
+-- anything else, so any such row means the checkpoint was rolled back.
+SELECT (SELECT count(*) FROM calls
+         WHERE run_id = %(run_id)s AND (step > %(step)s OR attempt > %(sealed_attempt)s))
+     + (SELECT count(*) FROM approvals WHERE run_id = %(run_id)s AND step > %(step)s) AS n
+
+-- name: waiting_decided
+-- I15: runs left waiting although every request they filed was decided (a decision whose wake-up was
+-- lost): the sweep takes them.
+SELECT r.id FROM runs r
+ WHERE r.status = 'waiting'
+   AND EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.id)
+   AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.id AND a.status = 'pending')
+ ORDER BY r.created_at
+ LIMIT %(limit)s

@@ -1,0 +1,315 @@
+"""Making the calls of one step, and carrying out the plan for the calls a checkpointed step left.
+
+A read is just made. A changing call is marked in doubt by one fenced statement committed before it is
+sent (I2), which records how long it can be in flight (I14); it is sent inside its window and its
+outcome recorded by one more statement, fenced by the attempt only. The calls of a step run
+concurrently up to `call_concurrency`; a TaskGroup stops the others when one finds the run fenced off.
+
+On resume every call is routed by `resume.plan` and carried out here, through every gate as it stands
+now (I6, I15): a write resent, or sent after a read-back found nothing, passes the approval gate again.
+Each call reports what happened to it, for the `agent.run.crash_resumed` audit (I8).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ticketiq.engine import approvals, notes
+from ticketiq.engine.context import EngineDeps
+from ticketiq.engine.gates import GateDecision, GateFacts, Verdict, run_gate
+from ticketiq.engine.leases import HeldLease
+from ticketiq.engine.resume import LeftCall
+from ticketiq.engine.settlement import UNKNOWN_FOR_MODEL, Happened, Route
+from ticketiq.engine.state import PlannedCall, RunState
+from ticketiq.engine.step_keys import approval_key, fresh_key
+from ticketiq.storage.rows import Approval
+from ticketiq.storage.run_store import RunHandle
+from ticketiq.tools.base import CallContext, SendWindow, Tool
+from ticketiq.tools.schema import validate
+
+UNCERTAIN = "unknown: the vendor's answer leaves it open whether the write took effect; not sent again"
+
+
+@dataclass
+class StepWork:
+    """What one step's calls produced, gathered for the next statement."""
+
+    results: dict[int, Any] = field(default_factory=dict)  # idx -> what goes back to the model
+    finished: list[dict[str, Any]] = field(default_factory=list)  # reads and refusals: rows to land
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    waiting: bool = False
+    happened: dict[int, Happened] = field(default_factory=dict)
+
+    def merge(self, other: StepWork) -> None:
+        self.results.update(other.results)
+        self.finished += other.finished
+        self.entries += other.entries
+        self.waiting = self.waiting or other.waiting
+        self.happened.update(other.happened)
+
+
+class Run(Protocol):
+    """What the call maker needs of the run it makes calls for."""
+
+    @property
+    def state(self) -> RunState: ...
+
+    async def gate_facts(self, fresh: bool = False) -> GateFacts: ...
+
+    def decide(self, facts: GateFacts, call: PlannedCall, approved: bool = False) -> GateDecision: ...
+
+
+class CallMaker:
+    def __init__(self, deps: EngineDeps, handle: RunHandle, lease: HeldLease, run: Run) -> None:
+        self.deps = deps
+        self.handle = handle
+        self.lease = lease
+        self.run = run
+
+    @property
+    def step(self) -> int:
+        return self.run.state.step
+
+    # ----- a step's calls ---------------------------------------------------------------------------
+
+    async def make(self, calls: list[tuple[PlannedCall, GateDecision]]) -> StepWork:
+        work = StepWork()
+        await self._each([self._made(work, call, decision) for call, decision in calls])
+        return work
+
+    async def carry_out(self, left: list[LeftCall], facts: GateFacts) -> StepWork:
+        """Carry out the plan for the calls a step left; `work.happened` says what became of each."""
+        work = StepWork()
+        await self._each([self._settle(work, item, facts) for item in left])
+        return work
+
+    async def _each(self, jobs: list[Any]) -> None:
+        if len(jobs) == 1:  # the common step: one call, no tasks to schedule
+            await jobs[0]
+            return
+        limit = asyncio.Semaphore(self.deps.settings.call_concurrency)
+
+        async def bounded(job: Any) -> None:
+            async with limit:
+                await job
+
+        # A TaskGroup cancels the step's other calls when one finds the run fenced off (I3).
+        async with asyncio.TaskGroup() as group:
+            for job in jobs:
+                group.create_task(bounded(job))
+
+    async def _made(self, work: StepWork, call: PlannedCall, decision: GateDecision) -> None:
+        work.happened[call.idx] = await self._make(work, call, decision)
+
+    async def _make(
+        self, work: StepWork, call: PlannedCall, decision: GateDecision, key: str | None = None
+    ) -> Happened:
+        """Make one call through its gate decision: refuse it, hold it for a person, or send it. `key`:
+        the key it must carry (an approved call's)."""
+        if call.args_error:
+            return self.finish(work, call, {"error": f"arguments rejected: {call.args_error}"}, "refused")
+        if decision.verdict is Verdict.REFUSE:
+            return self.finish(work, call, {"refused": decision.reason, "gate": decision.gate}, "refused")
+        happened = Happened.MADE
+        if decision.verdict is Verdict.APPROVAL:
+            approval = await self.file_approval(call)
+            if approval.status == "pending":
+                work.waiting = True
+                return Happened.APPROVAL_FILED
+            if approval.status == "rejected":
+                refusal = {"refused": f"approval rejected by {approval.decided_by}", "gate": "approval"}
+                return self.finish(work, call, refusal, "refused")
+            key = approval_key(approval.id)  # I11: an approved call's key is the approval's
+            happened = Happened.APPROVAL_DECIDED
+        tool = self.deps.registry.get(call.tool)
+        assert tool is not None
+        problem = validate(tool.parameters, call.args)
+        if problem:
+            return self.finish(work, call, {"error": f"arguments rejected: {problem}"}, "refused")
+        if not call.tool_class.changes:
+            outcome = await tool.executor(self.context(tool, call, key or call.step_key or fresh_key()))
+            result = notes.scrub(outcome.for_model(), self.deps.settings.secrets())
+            self.finish(work, call, result, "read", ok=outcome.ok)
+            return happened
+        # A Stop or a quarantine may have landed since the step's gates were read: writes look afresh.
+        now = run_gate(await self.run.gate_facts(fresh=True))
+        if not now.allowed:
+            work.entries.append(notes.gate(self.step, call, now))
+            return self.finish(work, call, {"refused": now.reason, "gate": now.gate}, "refused")
+        work.results[call.idx] = await self.send_write(call, tool, key or call.step_key or fresh_key())
+        return happened
+
+    def finish(self, work: StepWork, call: PlannedCall, result: Any, how: str, ok: bool = False) -> Happened:
+        """A read or a refusal: its row and note land with the next statement, not one of their own."""
+        work.results[call.idx] = result
+        work.finished.append(
+            {
+                "step": self.step,
+                "idx": call.idx,
+                "id": call.id,
+                "tool": call.tool,
+                "class": call.tool_class.value,
+                "step_key": call.step_key,
+                "args": call.args,
+                "gate": "allow" if how == "read" else "refuse",
+                "outcome": {"result": result},
+                "how": how,
+            }
+        )
+        work.entries.append(notes.call_result(self.step, call, None, ok or how == "read", result, how))
+        return Happened.REFUSED if how == "refused" else Happened.MADE
+
+    # ----- writes -----------------------------------------------------------------------------------
+
+    async def send_write(self, call: PlannedCall, tool: Tool, sent_key: str, how: str = "sent") -> Any:
+        """Mark in doubt (I2), send inside the write's window (I3, I14), record the outcome (I2)."""
+        settings = self.deps.settings
+        self.lease.check()
+        # The window opens before the mark is sent, so it closes no later than the mark's own horizon.
+        opened = time.monotonic()
+        window = SendWindow(budget_ends=opened + settings.write_budget_s, lease_deadline=self.lease.deadline)
+        mark = notes.statement(
+            "in_doubt", step=self.step, idx=call.idx, tool=call.tool, cls=call.tool_class.value, key=sent_key
+        )
+        await self.handle.mark_in_doubt({
+            "step": self.step, "idx": call.idx, "provider_call_id": call.id, "tool": call.tool,
+            "class": call.tool_class.value, "step_key": call.step_key, "sent_key": sent_key, "args": call.args,
+            "entries": [mark], "budget": settings.write_budget_s, "request_timeout": settings.http_timeout_s,
+        })  # fmt: skip
+        self.deps.faults.hit("after_mark")
+        outcome = await tool.executor(self.context(tool, call, sent_key, window))
+        self.deps.faults.hit("after_send")
+        result = notes.scrub(outcome.for_model(), settings.secrets())
+        if outcome.uncertain:
+            result = {"error": outcome.error, "outcome": UNCERTAIN}
+        await self.record(call, result, "done", how, sent_key, outcome.ok)
+        return result
+
+    async def record(self, call: PlannedCall, result: Any, status: str, how: str, key: str | None, ok: bool) -> None:
+        """I2: the outcome, fenced by the attempt only: no lease deadline check, so an answer that came
+        back after the deadline is kept unless the run was taken over (then the statement is refused)."""
+        entries = [
+            notes.call_result(self.step, call, key, ok, result, how),
+            notes.statement("outcome", step=self.step, idx=call.idx, tool=call.tool),
+        ]
+        await self.handle.record_outcome({
+            "step": self.step, "idx": call.idx, "status": status, "outcome": {"result": result},
+            "settlement": how, "entries": entries,
+        })  # fmt: skip
+
+    def context(self, tool: Tool, call: PlannedCall, key: str, window: SendWindow | None = None) -> CallContext:
+        return CallContext(
+            run_id=self.handle.run_id,
+            tool=tool.name,
+            args=call.args,
+            key=key,
+            http=self.deps.http,
+            settings=self.deps.settings,
+            before_send=self.lease.check,
+            window=window,
+        )
+
+    async def file_approval(self, call: PlannedCall) -> Approval:
+        """I15: file (or find) the request bound to exactly this call."""
+        bound_by = approvals.binding(self.handle.run_id, self.step, call.idx, call.tool, call.step_key, call.args)
+        return await self.handle.file_approval({
+            "id": str(uuid.uuid4()), "step": self.step, "idx": call.idx, "tool": call.tool, "args": call.args,
+            "step_key": call.step_key, "binding": bound_by,
+        })  # fmt: skip
+
+    # ----- the calls a step left ------------------------------------------------------------------
+
+    async def _settle(self, work: StepWork, item: LeftCall, facts: GateFacts) -> None:
+        work.happened[item.call.idx] = await self._carry(work, item, facts)
+
+    async def _carry(self, work: StepWork, item: LeftCall, facts: GateFacts) -> Happened:
+        call = item.call
+        if item.route is Route.REUSE:
+            assert item.row is not None
+            work.results[call.idx] = (item.row.outcome or {}).get("result")
+            return Happened.REUSED
+        if item.route is Route.MAKE:
+            return await self._make(work, call, self.run.decide(facts, call))
+        if item.route is Route.APPROVAL_DECIDED:
+            assert item.approval is not None
+            if item.approval.status == "rejected":
+                refusal = {"refused": f"approval rejected by {item.approval.decided_by}", "gate": "approval"}
+                return self.finish(work, call, refusal, "refused")
+            decision = self.run.decide(facts, call, approved=True)
+            # I11: an approved call's key is the approval's, however often it is sent.
+            happened = await self._make(work, call, decision, key=approval_key(item.approval.id))
+            return Happened.APPROVAL_DECIDED if happened is Happened.MADE else happened
+        return await self._in_doubt(work, item, facts)
+
+    async def _in_doubt(self, work: StepWork, item: LeftCall, facts: GateFacts) -> Happened:
+        """A write in doubt: it may or may not have reached its vendor. Never blindly sent again (I9)."""
+        call, row = item.call, item.row
+        assert row is not None
+        tool = self.deps.registry.get(call.tool)
+        key = row.sent_key
+        if tool is None or key is None or item.route is Route.UNKNOWN:
+            work.results[call.idx] = await self._unknown(call, key, None, Happened.UNKNOWN_NOT_SENT)
+            return Happened.UNKNOWN_NOT_SENT
+        if item.route is Route.READ_BACK:
+            await self._wait_in_flight(item.wait_s)  # I14: until it can no longer be in flight
+            assert tool.reader is not None
+            found = await tool.reader(self.context(tool, call, key))
+            if found.found is True:
+                landed = found.outcome.for_model() if found.outcome else {"landed": True}
+                result = notes.scrub(landed, self.deps.settings.secrets())
+                await self.record(call, result, "settled", Happened.FOUND.value, key, True)
+                work.results[call.idx] = result
+                return Happened.FOUND
+            if found.found is None:
+                why = "the vendor could not say whether it landed"
+                work.results[call.idx] = await self._unknown(call, key, why, Happened.UNKNOWN_NOT_SENT)
+                return Happened.UNKNOWN_NOT_SENT
+        # Sent again (a keyed resend, a delegation asked again, or a write read back and not there):
+        # through the approval gate as it stands now, an approval of this very call counting (I15).
+        approved = item.approval is not None and item.approval.status == "approved"
+        gate = self.run.decide(facts, call, approved=approved)
+        if gate.verdict is Verdict.APPROVAL:
+            approval = await self.file_approval(call)
+            if approval.status == "pending":
+                work.waiting = True
+                return Happened.APPROVAL_FILED
+            approved = approval.status == "approved"
+            gate = self.run.decide(facts, call, approved=approved) if approved else GateDecision(
+                Verdict.REFUSE, "approval", f"approval rejected by {approval.decided_by}"
+            )  # fmt: skip
+        if gate.verdict is not Verdict.ALLOW:
+            why = f"not sent again: {gate.reason}"
+            work.results[call.idx] = await self._unknown(call, key, why, Happened.REFUSED)
+            return Happened.REFUSED
+        if item.route is Route.READ_BACK:
+            # Read back and not there after it could no longer be in flight: it never landed.
+            work.results[call.idx] = await self.send_write(call, tool, key, how=Happened.SENT_ONCE.value)
+            return Happened.SENT_ONCE
+        # A keyed write its vendor dedupes for longer than a resume takes, or a delegation asked again
+        # by its key: sending it again applies it once.
+        work.results[call.idx] = await self.send_write(call, tool, key, how=item.route.value)
+        return Happened.RESENT_SAME_KEY
+
+    async def _wait_in_flight(self, seconds: float) -> None:
+        """Wait, holding the lease (it is renewed meanwhile), until a write can no longer be in flight."""
+        ends = time.monotonic() + seconds
+        while (left := ends - time.monotonic()) > 0:
+            self.lease.check()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(left, 0.5)):
+                    await self.lease.lost.wait()
+        self.lease.check()
+
+    async def _unknown(self, call: PlannedCall, key: str | None, why: str | None, happened: Happened) -> Any:
+        result = {"outcome": "unknown", "message": UNKNOWN_FOR_MODEL + (f" ({why})" if why else "")}
+        await self.record(call, result, "settled", happened.value, key, False)
+        await self.handle.audit("agent.call.settled_unknown", self.deps.holder, {
+            "idx": call.idx, "tool": call.tool, "class": call.tool_class.value, "key": key, "step": self.step,
+            "why": why, "happened": happened.value,
+        })  # fmt: skip
+        return result

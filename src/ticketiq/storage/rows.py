@@ -1,0 +1,154 @@
+"""Typed rows the stores return: what the engine and the entry points read, never driver dicts."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def row_as(cls: type[T], row: dict[str, Any]) -> T:
+    """Build a row dataclass from a driver row, keeping the columns it names (uuids become text)."""
+    values = {}
+    for f in fields(cls):  # type: ignore[arg-type]
+        if f.name in row:
+            value = row[f.name]
+            values[f.name] = str(value) if isinstance(value, uuid.UUID) else value
+    return cls(**values)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A run's checkpoint as a take (acquire or claim) found it, under the attempt it now holds."""
+
+    run_id: str
+    attempt: int
+    step: int
+    losses: int
+    state: str
+    seal: str
+    key_id: str
+    sealed_attempt: int
+    sealed_losses: int
+    seal_format: int = 2
+    prev_seal: str | None = None
+    # The lease's expiry before this attempt took it: the last holder sent nothing after it (I14).
+    lease_expired_at: datetime | None = None
+    why: str = "acquired"  # acquired, lapsed, dead
+
+
+@dataclass(frozen=True)
+class Created:
+    id: str
+    status: str
+    created: bool  # False: an earlier request with the same key made it
+    request_hash: str | None = None
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    status: str
+    answer: str | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: str
+    agent: str
+    input: str
+    owner: str
+    tenant: str
+    channel: str
+    may_wait: bool
+    status: str
+    answer: str | None
+    error: str | None
+    parent_run_id: str | None
+    stop_requested_at: datetime | None
+    stopped_by: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    attempt: int
+    step: int
+    losses: int
+    checkpoint_at: datetime
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One call's row: what was marked (I2) and recorded, as a resume reads it."""
+
+    step: int
+    idx: int
+    attempt: int
+    provider_call_id: str
+    tool: str
+    tool_class: str
+    step_key: str | None
+    sent_key: str | None
+    args: dict[str, Any]
+    status: str  # pending / in_doubt / done / settled
+    outcome: Any
+    settlement: str | None
+    in_flight_s: float = 0.0  # I14: how long it may still be in flight, by the database clock
+
+
+@dataclass(frozen=True)
+class Approval:
+    id: str
+    run_id: str
+    step: int
+    idx: int
+    tool: str
+    args: dict[str, Any]
+    step_key: str | None
+    binding: str
+    status: str  # pending / approved / rejected
+    decided_by: str | None
+    reason: str | None
+    created_at: datetime
+    decided_at: datetime | None
+
+    def shown(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class GateFacts:
+    """What the gates know about one run, read in one query at the step."""
+
+    agent: str
+    tenant: str
+    owner: str
+    channel: str
+    may_wait: bool
+    agent_quarantine: str | None = None  # reason, when quarantined
+    tenant_quarantine: str | None = None
+    stopped_by: str | None = None
+    channel_enabled: bool = True
+    owner_may_run: bool = True
+    granted: frozenset[str] = field(default_factory=frozenset)
+    needs_approval: frozenset[str] = field(default_factory=frozenset)
+
+
+@dataclass(frozen=True)
+class TranscriptRow:
+    id: int
+    at: datetime
+    kind: str
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    id: int
+    at: datetime
+    action: str
+    run_id: str | None
+    actor: str
+    detail: dict[str, Any]

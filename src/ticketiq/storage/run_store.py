@@ -1,0 +1,317 @@
+"""The run store: every statement about a run, behind one module (DESIGN.md, "The run store").
+
+A driver holds a `RunHandle` bound to `(run id, attempt)`. The handle adds the fence to every statement
+it makes and turns a statement that matched nothing into `Fenced` in exactly one place (`_fenced`), so
+the fence (I3) is one piece of code rather than a habit. Statements that are not a driver's (a run is
+created, taken, stopped by a person, an approval decided) are the `RunStore`'s own methods. Both return
+typed rows. Nothing else in the package names a query about a run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ticketiq.errors import Fenced
+from ticketiq.storage.database import Database, Row
+from ticketiq.storage.rows import (
+    Approval,
+    AuditRow,
+    CallRecord,
+    Checkpoint,
+    Created,
+    GateFacts,
+    RunRecord,
+    RunStatus,
+    TranscriptRow,
+    row_as,
+)
+
+
+@dataclass(frozen=True)
+class Sealed:
+    """A checkpoint ready to be written: its state text exactly as sealed, and what the seal covers
+    besides (I17): the step, the attempt writing it, the loss count and the seal it replaces."""
+
+    step: int
+    state: str
+    seal: str
+    key_id: str
+    prev_seal: str | None
+    losses: int
+
+
+@dataclass
+class Flush:
+    """Rows that ride on a statement: finished calls (reads, refusals) and transcript entries."""
+
+    finished: list[dict[str, Any]] = field(default_factory=list)
+    entries: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _checkpoint(row: Row) -> Checkpoint:
+    return row_as(Checkpoint, row)
+
+
+def _call(row: Row) -> CallRecord:
+    return CallRecord(
+        step=int(row["step"]),
+        idx=int(row["idx"]),
+        attempt=int(row["attempt"]),
+        provider_call_id=str(row["provider_call_id"]),
+        tool=str(row["tool"]),
+        tool_class=str(row["class"]),
+        step_key=row["step_key"],
+        sent_key=row["sent_key"],
+        args=dict(row["args"] or {}),
+        status=str(row["status"]),
+        outcome=row["outcome"],
+        settlement=row["settlement"],
+        in_flight_s=float(row.get("in_flight_s") or 0.0),
+    )
+
+
+class RunStore:
+    """Statements about runs that no attempt makes: a run created, taken, read, stopped, decided."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def bound(self, run_id: str, attempt: int) -> RunHandle:
+        return RunHandle(self.db, run_id, attempt)
+
+    # ----- a run is born ---------------------------------------------------------------------------
+
+    async def create(self, params: dict[str, Any]) -> Created | None:
+        """Insert the run with its first sealed checkpoint in one statement; None when its
+        Idempotency-Key or delegation key was used before."""
+        row = await self.db.fetch_one("runs.create", params)
+        return None if row is None else Created(str(row["id"]), str(row["status"]), True, params["request_hash"])
+
+    async def by_idempotency_key(self, key: str) -> Created | None:
+        row = await self.db.fetch_one("runs.by_idempotency_key", {"key": key})
+        return None if row is None else Created(str(row["id"]), str(row["status"]), False, row["request_hash"])
+
+    async def by_delegation_key(self, key: str) -> Created | None:
+        row = await self.db.fetch_one("runs.by_delegation_key", {"key": key})
+        return None if row is None else Created(str(row["id"]), str(row["status"]), False)
+
+    # ----- taking a run (each through take_run: the lease and a new attempt) -----------------------
+
+    async def acquire(self, run_id: str, holder: str, ttl_s: float) -> Checkpoint | None:
+        row = await self.db.fetch_one("runs.acquire", {"run_id": run_id, "holder": holder, "ttl": ttl_s})
+        return None if row is None else _checkpoint(row)
+
+    async def claim_lapsed(self, holder: str, ttl_s: float, limit: int, driving: Iterable[str]) -> list[Checkpoint]:
+        params = {"holder": holder, "ttl": ttl_s, "limit": limit, "driving": sorted(driving)}
+        return [_checkpoint(r) for r in await self.db.fetch_all("leader.claim_lapsed", params)]
+
+    async def claim_dead(self, holder: str, ttl_s: float, driving: Iterable[str]) -> list[Checkpoint]:
+        params = {"holder": holder, "ttl": ttl_s, "driving": sorted(driving)}
+        return [_checkpoint(r) for r in await self.db.fetch_all("leader.claim_dead", params)]
+
+    async def claim_one(self, run_id: str, holder: str, ttl_s: float, driving: Iterable[str]) -> Checkpoint | None:
+        params = {"run_id": run_id, "holder": holder, "ttl": ttl_s, "driving": sorted(driving)}
+        row = await self.db.fetch_one("leader.claim_one", params)
+        return None if row is None else _checkpoint(row)
+
+    async def orphaned_queued(self, grace_s: float, limit: int) -> list[str]:
+        rows = await self.db.fetch_all("leader.orphaned_queued", {"grace": grace_s, "limit": limit})
+        return [str(r["id"]) for r in rows]
+
+    async def waiting_decided(self, limit: int) -> list[str]:
+        return [str(r["id"]) for r in await self.db.fetch_all("runs.waiting_decided", {"limit": limit})]
+
+    async def hand_back(self, holder: str, held: Iterable[tuple[str, int]]) -> list[str]:
+        """Queue again the runs this process drove, each under the attempt it held it by (I3)."""
+        items = [{"run_id": run_id, "attempt": attempt} for run_id, attempt in held]
+        if not items:
+            return []
+        rows = await self.db.fetch_all("leader.hand_back", {"holder": holder, "held": items})
+        return [str(r["id"]) for r in rows]
+
+    async def next_lapse_s(self) -> float | None:
+        row = await self.db.fetch_one("leader.next_lapse")
+        return None if row is None or row["in_s"] is None else float(row["in_s"])
+
+    # ----- reading ---------------------------------------------------------------------------------
+
+    async def get(self, run_id: str) -> RunRecord | None:
+        row = await self.db.fetch_one("runs.get", {"run_id": run_id})
+        return None if row is None else row_as(RunRecord, row)
+
+    async def status(self, run_id: str) -> RunStatus | None:
+        row = await self.db.fetch_one("runs.status", {"run_id": run_id})
+        return None if row is None else row_as(RunStatus, row)
+
+    async def transcript(self, run_id: str, after: int, limit: int) -> list[TranscriptRow]:
+        params = {"run_id": run_id, "after": after, "limit": limit}
+        return [row_as(TranscriptRow, r) for r in await self.db.fetch_all("transcripts.for_run", params)]
+
+    async def unflushed(self, run_id: str) -> list[dict[str, Any]]:
+        """Transcript entries still riding in the checkpoint (written with it, not yet to the table)."""
+        row = await self.db.fetch_one("runs.unflushed", {"run_id": run_id})
+        entries: list[dict[str, Any]] = list((row or {}).get("entries") or [])
+        return entries
+
+    async def audit_log(self, run_id: str | None, action: str | None, after: int, limit: int) -> list[AuditRow]:
+        params = {"run_id": run_id, "action": action, "after": after, "limit": limit}
+        return [row_as(AuditRow, r) for r in await self.db.fetch_all("audit.list", params)]
+
+    # ----- what people do ---------------------------------------------------------------------------
+
+    async def request_stop(self, run_id: str, by: str) -> bool:
+        """Flag the run stopped (its driver sees it at its next gate check); a run no process drives
+        (queued or waiting) ends at once. False when there is no such run."""
+        if await self.db.fetch_one("runs.request_stop", {"run_id": run_id, "by": by}) is None:
+            return False
+        await self.db.execute("runs.stop_idle", {"run_id": run_id, "by": by})
+        return True
+
+    async def approvals(self, status: str | None, limit: int) -> list[Approval]:
+        rows = await self.db.fetch_all("approvals.list", {"status": status, "limit": limit})
+        return [row_as(Approval, r) for r in rows]
+
+    async def approval(self, approval_id: str) -> Approval | None:
+        row = await self.db.fetch_one("approvals.get", {"id": approval_id})
+        return None if row is None else row_as(Approval, row)
+
+    async def decide(self, approval_id: str, status: str, by: str, reason: str | None) -> Approval | None:
+        """Decide a pending request; None when it was decided already."""
+        params = {"id": approval_id, "status": status, "by": by, "reason": reason}
+        row = await self.db.fetch_one("approvals.decide", params)
+        return None if row is None else row_as(Approval, row)
+
+    async def ping(self) -> None:
+        await self.db.fetch_one("runs.ping")
+
+
+class RunHandle:
+    """Every statement one attempt makes about its run, each fenced by `(run id, attempt)` (I3)."""
+
+    def __init__(self, db: Database, run_id: str, attempt: int) -> None:
+        self.db = db
+        self.run_id = run_id
+        self.attempt = attempt
+
+    async def _fenced(self, name: str, what: str, params: dict[str, Any]) -> Row:
+        """The one place a statement that matched nothing becomes `Fenced`: the run was taken over."""
+        row = await self.db.fetch_one(name, {"run_id": self.run_id, "attempt": self.attempt, **params})
+        if row is None:
+            raise Fenced(self.run_id, self.attempt, what)  # I3: zero rows means stop now
+        return row
+
+    async def _fenced_count(self, name: str, what: str, params: dict[str, Any]) -> None:
+        matched = await self.db.execute(name, {"run_id": self.run_id, "attempt": self.attempt, **params})
+        if matched != 1:
+            raise Fenced(self.run_id, self.attempt, what)
+
+    def _sealed(self, sealed: Sealed) -> dict[str, Any]:
+        return {
+            "step": sealed.step,
+            "state": sealed.state,
+            "seal": sealed.seal,
+            "key_id": sealed.key_id,
+            "prev_seal": sealed.prev_seal,
+            "losses": sealed.losses,
+        }
+
+    # ----- checkpoints (I1) and the run's end --------------------------------------------------------
+
+    async def write_checkpoint(self, sealed: Sealed, flush: Flush | None) -> None:
+        """I1: the sealed checkpoint in ONE statement; with `flush`, the rows riding on it too. Without,
+        a plain UPDATE of the checkpoint row: what a read-only step costs."""
+        if flush is None:
+            await self._fenced_count("runs.write_checkpoint_only", "writing the checkpoint", self._sealed(sealed))
+            return
+        params = {**self._sealed(sealed), "finished": flush.finished, "entries": flush.entries}
+        await self._fenced("runs.write_checkpoint", "writing the checkpoint", params)
+
+    async def end(
+        self, sealed: Sealed, flush: Flush, status: str, answer: str | None, error: str | None, actor: str
+    ) -> None:
+        """The run ends (succeeded or failed): final checkpoint, status, lease released, its last rows,
+        transcript and audit, in one statement."""
+        await self._fenced("runs.end", f"ending the run as {status}", {
+            **self._sealed(sealed), "finished": flush.finished, "entries": flush.entries, "status": status,
+            "answer": answer, "error": error, "action": f"agent.run.{status}", "actor": actor,
+            "audit": {"step": sealed.step, "attempt": self.attempt, "error": error},
+        })  # fmt: skip
+
+    async def suspend(self, sealed: Sealed, flush: Flush, waiting: list[dict[str, Any]], actor: str) -> bool:
+        """I15: end waiting for a person only while a request of the run is still pending. The run's
+        row is locked first, so a decision whose wake-up came while the run was still running is seen
+        here. True when the run now waits; False when every request was decided meanwhile (the
+        checkpoint and rows are written, the run stays running under this attempt)."""
+        async with self.db.transaction() as tx:
+            fence = {"run_id": self.run_id, "attempt": self.attempt}
+            if await tx.fetch_one("runs.lock", fence) is None:
+                raise Fenced(self.run_id, self.attempt, "suspending the run")
+            row = await tx.fetch_one("runs.suspend", {
+                **fence, **self._sealed(sealed), "finished": flush.finished, "entries": flush.entries,
+                "waiting": waiting, "actor": actor, "audit": {"step": sealed.step, "attempt": self.attempt},
+            })  # fmt: skip
+        if row is None:
+            raise Fenced(self.run_id, self.attempt, "suspending the run")
+        return bool(row["suspended"])
+
+    async def fail(self, error: str, action: str, actor: str) -> None:
+        """Fail the run without writing a checkpoint (one that cannot be trusted, an owner who may not
+        run it, a statement refused for good), fenced like every other statement (I3)."""
+        await self._fenced("runs.fail", "failing the run", {
+            "error": error, "action": action, "actor": actor, "audit": {"reason": error, "attempt": self.attempt},
+        })  # fmt: skip
+
+    # ----- calls (I2) ------------------------------------------------------------------------------------
+
+    async def mark_in_doubt(self, params: dict[str, Any]) -> None:
+        """I2: one statement committed just before a changing call is sent; it records how long the
+        call can be in flight (I14)."""
+        await self._fenced("calls.mark_in_doubt", "marking a call in doubt", params)
+
+    async def record_outcome(self, params: dict[str, Any]) -> None:
+        """I2: a call's outcome, fenced by the attempt only: an answer that came back after the lease
+        deadline is still known and kept unless the run was taken over."""
+        await self._fenced("calls.record_outcome", "recording a call's outcome", params)
+
+    async def file_approval(self, params: dict[str, Any]) -> Approval:
+        """I15: file (or find, by its binding) the request for one call."""
+        return row_as(Approval, await self._fenced("approvals.file", "filing an approval", params))
+
+    async def audit(self, action: str, actor: str, detail: dict[str, Any]) -> None:
+        await self._fenced("runs.audit", f"auditing {action}", {"action": action, "actor": actor, "detail": detail})
+
+    # ----- reads an attempt makes -----------------------------------------------------------------------
+
+    async def gate_facts(self) -> GateFacts:
+        row = await self.db.fetch_one("runs.gate_facts", {"run_id": self.run_id})
+        if row is None:
+            raise Fenced(self.run_id, self.attempt, "reading gate facts (the run is gone)")
+        return GateFacts(
+            agent=row["agent"],
+            tenant=row["tenant"],
+            owner=row["owner"],
+            channel=row["channel"],
+            may_wait=row["may_wait"],
+            agent_quarantine=row["agent_quarantine"],
+            tenant_quarantine=row["tenant_quarantine"],
+            stopped_by=row["stopped_by"],
+            channel_enabled=row["channel_enabled"],
+            owner_may_run=row["owner_may_run"],
+            granted=frozenset(row["granted"]),
+            needs_approval=frozenset(row["needs_approval"]),
+        )
+
+    async def calls_for_step(self, step: int) -> list[CallRecord]:
+        return [_call(r) for r in await self.db.fetch_all("calls.for_step", {"run_id": self.run_id, "step": step})]
+
+    async def approvals_for_step(self, step: int) -> list[Approval]:
+        rows = await self.db.fetch_all("approvals.for_step", {"run_id": self.run_id, "step": step})
+        return [row_as(Approval, r) for r in rows]
+
+    async def rows_after_head(self, step: int, sealed_attempt: int) -> int:
+        """I17: rows written after the checkpoint the run holds (a rolled-back checkpoint leaves some)."""
+        params = {"run_id": self.run_id, "step": step, "sealed_attempt": sealed_attempt}
+        row = await self.db.fetch_one("runs.rows_after_head", params)
+        return int(row["n"]) if row else 0
