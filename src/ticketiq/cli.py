@@ -1,14 +1,26 @@
-"""`ticketiq`: serve an app process, run the stand-ins, manage the embedded database, run the demo."""
+"""`ticketiq`: serve an app process, run the stand-ins, manage the embedded database and the API's
+tokens, run the demo."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ticketiq.errors import TicketIQError
+from ticketiq.errors import Conflict, NotFound, TicketIQError
 from ticketiq.settings import Settings
+
+if TYPE_CHECKING:
+    from ticketiq.engine.tokens import Role
+    from ticketiq.storage.token_store import TokenStore
+
+    NewToken = tuple[Role, tuple[str, ...] | None]  # its role and the agents it may start (None: every one)
+
+CLI_ACTOR = "cli"  # the actor of the audit rows of `ticketiq tokens`: whoever may reach the database
 
 
 class SecretFilter(logging.Filter):
@@ -74,6 +86,81 @@ def db_command(settings: Settings, action: str) -> int:
     raise AssertionError(action)
 
 
+def tokens_command(settings: Settings, args: argparse.Namespace) -> int:
+    """`ticketiq tokens create|list|revoke`. Input is checked before the database is touched; a refusal
+    is a RequestError, which `main` prints as one line with exit code 2, having written nothing."""
+    from ticketiq.storage import database
+    from ticketiq.storage.token_store import TokenStore
+
+    act = {"create": _create_token, "revoke": _revoke_token, "list": _list_tokens}[args.action]
+    checked = _checked_token(settings, args) if args.action == "create" else None
+
+    async def run() -> int:
+        async with TokenStore.opened(target.url, database.ConnectionLimits.from_settings(settings)) as store:
+            return await act(store, args, checked)
+
+    target = database.resolve(settings)
+    try:
+        return asyncio.run(run())
+    finally:
+        target.release()
+
+
+def _checked_token(settings: Settings, args: argparse.Namespace) -> NewToken:
+    from ticketiq.agents import catalog
+    from ticketiq.engine import tokens
+
+    tokens.checked_name(args.name)
+    role = tokens.checked_role(args.role)
+    if args.agents is None:
+        return role, None
+    return role, tokens.checked_agents(args.agents.split(","), catalog.load(settings.agents).agents)
+
+
+async def _create_token(store: TokenStore, args: argparse.Namespace, checked: NewToken | None) -> int:
+    from ticketiq.engine import tokens
+
+    assert checked is not None
+    role, agents = checked
+    token = tokens.mint()
+    made = await store.create(args.name, role.value, agents, tokens.token_hash(token), CLI_ACTOR)
+    if made is None:
+        raise Conflict("name", f"a token named {args.name} exists; choose another name (names are never reused)")
+    print(token, flush=True)  # stdout holds the token alone, for `TOKEN=$(ticketiq tokens create ...)`
+    print(f"token {made.name} ({made.role}, {_agents(made.agents)}): shown this once and stored only as its "
+          'SHA-256. Use it as: export TICKETIQ_TOKEN=<token>; curl -H "Authorization: Bearer $TICKETIQ_TOKEN" ...',
+          file=sys.stderr)  # fmt: skip
+    return 0
+
+
+async def _revoke_token(store: TokenStore, args: argparse.Namespace, checked: NewToken | None) -> int:
+    revoked = await store.revoke(args.name, CLI_ACTOR)
+    if revoked is None:
+        existing = await store.get(args.name)
+        if existing is None:
+            raise NotFound("name", f"no token named {args.name}; `ticketiq tokens list` shows the names")
+        raise Conflict("name", f"token {args.name} was revoked already, at {_when(existing.revoked_at)}")
+    print(f"revoked token {revoked.name}: requests with it are refused from now on")
+    return 0
+
+
+async def _list_tokens(store: TokenStore, args: argparse.Namespace, checked: NewToken | None) -> int:
+    rows = [("NAME", "ROLE", "AGENTS", "CREATED", "REVOKED")]
+    rows += [(t.name, t.role, _agents(t.agents), _when(t.created_at), _when(t.revoked_at)) for t in await store.every()]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def _agents(agents: tuple[str, ...] | None) -> str:
+    return "*" if agents is None else ",".join(agents)
+
+
+def _when(at: datetime | None) -> str:
+    return "-" if at is None else at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def settings_table(settings: Settings) -> int:
     print("| setting | default | what it does |\n| --- | --- | --- |")
     for name, default, doc in settings.describe():
@@ -97,6 +184,15 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["url", "stop"],
         help="url: print its URL, starting it if needed (it keeps running); stop: stop it",
     )
+    p_tokens = sub.add_parser("tokens", help="bearer tokens of the HTTP API: create (shown once), list, revoke")
+    actions = p_tokens.add_subparsers(dest="action", required=True)
+    p_create = actions.add_parser("create", help="make a token; prints it once on stdout")
+    p_create.add_argument("--name", required=True, help="the actor of what the token does; never reused")
+    p_create.add_argument("--role", required=True, help="caller, operator or admin")
+    p_create.add_argument("--agents", help="comma-separated agents it may start (default: every agent)")
+    actions.add_parser("list", help="names, roles, agents, when made and revoked (never a token or hash)")
+    p_revoke = actions.add_parser("revoke", help="refuse the token from now on")
+    p_revoke.add_argument("--name", required=True)
     sub.add_parser("demo", help="run the triage agent end to end against the stand-ins")
     sub.add_parser("settings", help="print every TICKETIQ_* setting with its default")
     return parser
@@ -116,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "db":
             return db_command(settings, args.action)
+        if args.command == "tokens":
+            return tokens_command(settings, args)
         if args.command == "demo":
             from ticketiq.demo import run_demo
 

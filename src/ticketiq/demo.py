@@ -1,10 +1,15 @@
 """`ticketiq demo`: an embedded Postgres, the stand-ins and one app process; the triage agent run end to
-end, each step printed as it happens, then the answer and `run <id>: succeeded`."""
+end, each step printed as it happens, then the answer and `run <id>: succeeded`.
+
+The API takes a bearer token: the demo makes an operator token in its database first, sends it with its
+own requests and prints how to use it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import secrets
 import tempfile
 import time
 from pathlib import Path
@@ -12,9 +17,13 @@ from typing import Any
 
 import httpx
 
+from ticketiq.engine import tokens
+from ticketiq.engine.tokens import Role
+from ticketiq.errors import TicketIQError
 from ticketiq.launch import Child, start_serve, start_standins
 from ticketiq.settings import Settings
 from ticketiq.storage import database
+from ticketiq.storage.token_store import TokenStore
 
 DEMO_INPUT = "Triage OPS-123: checkout requests fail with 502 since the last deploy"
 
@@ -49,11 +58,27 @@ def describe(entry: dict[str, Any]) -> str | None:
     return None
 
 
-def follow(base: str, run_id: str, timeout_s: float = 120.0) -> dict[str, Any]:
+def make_token(url: str, settings: Settings) -> tuple[str, str]:
+    """An operator token for the demo (a fresh name each time: names are never reused); its name and
+    the token."""
+    name = f"demo-{secrets.token_hex(4)}"
+    token = tokens.mint()
+
+    async def save() -> None:
+        async with TokenStore.opened(url, database.ConnectionLimits.from_settings(settings)) as store:
+            if await store.create(name, Role.OPERATOR.value, None, tokens.token_hash(token), "demo") is None:
+                raise TicketIQError(f"a token named {name} exists already; run the demo again")
+
+    asyncio.run(save())
+    return name, token
+
+
+def follow(base: str, run_id: str, token: str, timeout_s: float = 120.0) -> dict[str, Any]:
     """Print the run's transcript as it grows; return the run once it ended."""
     seen = 0
     deadline = time.monotonic() + timeout_s
-    with httpx.Client(base_url=base, timeout=10.0) as client:
+    auth = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=base, timeout=10.0, headers=auth) as client:
         while True:
             entries = client.get(f"/v1/runs/{run_id}/transcript", params={"after": seen}).json()["entries"]
             for entry in entries:
@@ -82,10 +107,17 @@ def run_demo(settings: Settings) -> int:
         app, base = start_serve({**env, **standins.env}, logs)
         children.append(app)
         print(f"app       pid {app.pid}: {base}", flush=True)
-        created = httpx.post(f"{base}/v1/runs", json={"agent": "triage", "input": DEMO_INPUT}, timeout=10.0)
+        name, token = make_token(target.url, settings)
+        print(f"token     {name} (operator), shown this once; to use it while the app runs:", flush=True)
+        print(f"          export TICKETIQ_TOKEN={token}", flush=True)
+        print(f'          curl -s {base}/v1/runs -H "Authorization: Bearer $TICKETIQ_TOKEN" '
+              """-H 'content-type: application/json' -d '{"agent": "triage", "input": "Triage OPS-124"}'""",
+              flush=True)  # fmt: skip
+        created = httpx.post(f"{base}/v1/runs", json={"agent": "triage", "input": DEMO_INPUT},
+                             headers={"Authorization": f"Bearer {token}"}, timeout=10.0)  # fmt: skip
         created.raise_for_status()
         run_id = created.json()["id"]
-        run = follow(base, run_id)
+        run = follow(base, run_id, token)
         standin = standins.env["TICKETIQ_MODEL_BASE_URL"].removesuffix("/v1")
         writes: list[dict[str, Any]] = httpx.get(f"{standin}/_standin/writes", timeout=10.0).json()
         applied = [w for w in writes if w["effect"] == "applied"]

@@ -1,78 +1,74 @@
-"""Process metrics in the Prometheus text format (`GET /metrics`). Counters are per process; a
-scraper sums them across processes."""
+"""Process metrics for `GET /metrics`, through prometheus-client. Counters are per process; a scraper
+sums them across processes. Each process has a registry of its own, so two engines in one Python
+process (tests, benchmarks) never share a count."""
 
 from __future__ import annotations
 
-import bisect
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 RECOVERY_BUCKETS_S = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 11.0, 15.0, 30.0, 60.0)
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
-@dataclass
-class Histogram:
-    buckets: tuple[float, ...]
-    counts: list[int] = field(default_factory=list)
-    total: float = 0.0
-    n: int = 0
+class _LeaseLapses(Collector):
+    """Leases the process's lease keeper found lost: read from the keeper when scraped."""
 
-    def __post_init__(self) -> None:
-        self.counts = [0] * len(self.buckets)
+    def __init__(self) -> None:
+        self.count: Callable[[], int] = lambda: 0
 
-    def observe(self, value: float) -> None:
-        self.total += value
-        self.n += 1
-        index = bisect.bisect_left(self.buckets, value)
-        for i in range(index, len(self.buckets)):
-            self.counts[i] += 1
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        yield CounterMetricFamily(
+            "ticketiq_lease_lapses", "Leases this process found lost (taken over or lapsed).", value=self.count()
+        )
 
 
-@dataclass
 class Metrics:
-    runs_resumed: int = 0
-    runs_lost: int = 0  # failed for passing the loss limit (I7)
-    claims: dict[str, int] = field(default_factory=dict)  # by why: lapsed, dead
-    settlements: dict[str, int] = field(default_factory=dict)  # by route
-    recovery: Histogram = field(default_factory=lambda: Histogram(RECOVERY_BUCKETS_S))
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._resumed = Counter(
+            "ticketiq_runs_resumed", "Runs resumed from their checkpoint after a loss.", registry=self.registry
+        )
+        self._lost = Counter(
+            "ticketiq_runs_lost", "Runs failed for being lost more often than the limit.", registry=self.registry
+        )
+        self._claims = Counter(
+            "ticketiq_claims",
+            "Lapsed or dead-holder leases claimed by this process's sweeps.",
+            ["why"],
+            registry=self.registry,
+        )
+        self._settlements = Counter(
+            "ticketiq_settlements",
+            "Calls a resumed step left, by what happened to them.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.recovery = Histogram(
+            "ticketiq_recovery_seconds",
+            "From a loss detected to its run executing again.",
+            buckets=RECOVERY_BUCKETS_S,
+            registry=self.registry,
+        )
+        self._lapses = _LeaseLapses()
+        self.registry.register(self._lapses)
+
+    def resumed(self) -> None:
+        self._resumed.inc()
+
+    def lost(self) -> None:
+        self._lost.inc()
 
     def claimed(self, why: str) -> None:
-        self.claims[why] = self.claims.get(why, 0) + 1
+        self._claims.labels(why=why).inc()
 
-    def settled(self, how: str) -> None:
-        self.settlements[how] = self.settlements.get(how, 0) + 1
+    def settled(self, kind: str) -> None:
+        self._settlements.labels(kind=kind).inc()
 
     def render(self, lease_lapses: int) -> str:
-        """`lease_lapses`: leases this process found lost, counted by its lease keeper."""
-        lines = [
-            "# HELP ticketiq_runs_resumed_total Runs resumed from their checkpoint after a loss.",
-            "# TYPE ticketiq_runs_resumed_total counter",
-            f"ticketiq_runs_resumed_total {self.runs_resumed}",
-            "# HELP ticketiq_runs_lost_total Runs failed for being lost more often than the limit.",
-            "# TYPE ticketiq_runs_lost_total counter",
-            f"ticketiq_runs_lost_total {self.runs_lost}",
-            "# HELP ticketiq_lease_lapses_total Leases this process found lost (taken over or lapsed).",
-            "# TYPE ticketiq_lease_lapses_total counter",
-            f"ticketiq_lease_lapses_total {lease_lapses}",
-            "# HELP ticketiq_claims_total Lapsed or dead-holder leases claimed by this process's sweeps.",
-            "# TYPE ticketiq_claims_total counter",
-        ]
-        for why in sorted(self.claims) or ["lapsed"]:
-            lines.append(f'ticketiq_claims_total{{why="{why}"}} {self.claims.get(why, 0)}')
-        lines += [
-            "# HELP ticketiq_settlements_total Calls a resumed step left, by how they were settled.",
-            "# TYPE ticketiq_settlements_total counter",
-        ]
-        for how in sorted(self.settlements):
-            lines.append(f'ticketiq_settlements_total{{kind="{how}"}} {self.settlements[how]}')
-        lines += [
-            "# HELP ticketiq_recovery_seconds From a loss detected to its run executing again.",
-            "# TYPE ticketiq_recovery_seconds histogram",
-        ]
-        for bound, count in zip(self.recovery.buckets, self.recovery.counts, strict=True):
-            lines.append(f'ticketiq_recovery_seconds_bucket{{le="{bound}"}} {count}')
-        lines += [
-            f'ticketiq_recovery_seconds_bucket{{le="+Inf"}} {self.recovery.n}',
-            f"ticketiq_recovery_seconds_sum {self.recovery.total}",
-            f"ticketiq_recovery_seconds_count {self.recovery.n}",
-        ]
-        return "\n".join(lines) + "\n"
+        """The Prometheus text exposition; `lease_lapses`: leases the process's keeper found lost."""
+        self._lapses.count = lambda: lease_lapses
+        return generate_latest(self.registry).decode()

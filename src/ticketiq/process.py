@@ -6,9 +6,10 @@ import asyncio
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 
@@ -27,7 +28,7 @@ from ticketiq.metrics import Metrics
 from ticketiq.model.client import ModelClient
 from ticketiq.settings import Settings
 from ticketiq.storage import database
-from ticketiq.storage.database import Database
+from ticketiq.storage.database import ConnectionLimits, Database
 from ticketiq.storage.gate_store import GateStore
 from ticketiq.storage.migrate import migrate
 from ticketiq.storage.run_store import RunStore
@@ -35,6 +36,11 @@ from ticketiq.tools.base import Tool
 from ticketiq.tools.registry import build_registry
 
 log = logging.getLogger(__name__)
+
+# How long a process coming back under a new identity waits for its drivers to stop and its elector to
+# step down before it lets the old identity's mark go: a driver that takes longer sends nothing anyway
+# (its lease is lost), and the wait only spares a claim that would find the run still driven here.
+STEP_DOWN_WAIT_S = 5.0
 
 
 def new_identity() -> str:
@@ -53,18 +59,21 @@ class AppProcess:
     http: httpx.AsyncClient
     liveness: Liveness
     elector: Elector
+    _reincarnation: asyncio.Task[None] | None = field(default=None, init=False)
+    _stopping: bool = field(default=False, init=False)
 
     @classmethod
     async def start(cls, settings: Settings, extra_tools: Sequence[Tool] = ()) -> AppProcess:
         target = database.resolve(settings)
+        limits = ConnectionLimits.from_settings(settings)
         try:
             keys = seal.load_keys(settings)
-            conn = await database.connect(target.url)
+            conn = await database.connect(target.url, limits)
             try:
                 await migrate(conn)
             finally:
                 await conn.close()
-            db = Database(target.url, min_size=settings.db_pool_min, max_size=settings.db_pool_max)
+            db = Database(target.url, min_size=settings.db_pool_min, max_size=settings.db_pool_max, limits=limits)
             await db.open()
             try:
                 await check_key_probe(db, keys)
@@ -79,23 +88,25 @@ class AppProcess:
             registry.register(tool)
         holder = new_identity()
         keeper = LeaseKeeper(target.url, holder, settings.lease_ttl_s, settings.lease_renew_s,
-                             settings.lease_margin_s)  # fmt: skip
+                             settings.lease_margin_s, limits)  # fmt: skip
         model = ModelClient(settings)
         http = httpx.AsyncClient(timeout=settings.http_timeout_s)
         deps = EngineDeps(
             db=db, settings=settings, registry=registry, catalog=agents.Catalog(agents={}), model=model,
             keys=keys, keeper=keeper, holder=holder, http=http,
-            faults=Faults(settings.fault_point, settings.fault_after), gate_watch=GateWatch(target.url),
+            faults=Faults(settings.fault_point, settings.fault_after), gate_watch=GateWatch(target.url, limits),
             metrics=Metrics(), store=RunStore(db), gates=GateStore(db),
         )  # fmt: skip
         engine = Engine(deps)
         registry.register(delegation_tool(engine))
         deps.catalog = agents.load(settings.agents, known_tools=set(registry.tools))
         await deps.gates.seed(deps.catalog.owner_tools(), deps.catalog.approval_required)
-        liveness = Liveness(target.url, settings.liveness_poll_s, on_lost=lambda why: None)
+        liveness = Liveness(target.url, settings.liveness_poll_s, on_lost=lambda why: None, limits=limits)
         await liveness.register(holder)
         process = cls(settings, target, db, engine, keeper, model, http, liveness, Elector(engine, target.url))
         liveness.on_lost = process._liveness_lost
+        # Renewals that failed past a lease's deadline lose the identity's runs as surely (I14).
+        keeper.on_lost = process._liveness_lost
         liveness.start()
         keeper.start()
         deps.gate_watch.start()
@@ -105,14 +116,23 @@ class AppProcess:
         return process
 
     def _liveness_lost(self, why: str) -> None:
-        """Our mark may be free: another process may take our runs at any moment. Send nothing more
-        under this identity (I14: every lease is lost at once), admit no run until a new identity holds
-        its own mark, and come back as it (I4: a fresh identity holds nothing)."""
+        """Our mark may be free, or our leases lapsing: another process may take our runs at any moment.
+        Send nothing more under this identity (I14: every lease is lost at once, the elector steps
+        down), admit no run until a new identity holds its own mark, and come back as it (I4: a fresh
+        identity holds nothing)."""
         self.engine.admitted.clear()
         self.keeper.lose_all(why)
-        self._reincarnation = asyncio.create_task(self._reincarnate(), name="reincarnate")
+        if self._stopping or (self._reincarnation is not None and not self._reincarnation.done()):
+            return  # stopping anyway, or already coming back
+        self._reincarnation = asyncio.create_task(self._reincarnate(why), name="reincarnate")
 
-    async def _reincarnate(self) -> None:
+    async def _reincarnate(self, why: str) -> None:
+        old = self.engine.deps.holder
+        await self._step_down()
+        # Taken meanwhile under the old identity (an election or a claim in flight): lost as well.
+        self.keeper.lose_all(why)
+        # The leader then finds the old identity dead and claims its runs at once, each once (I5).
+        await self.liveness.release()
         while True:
             holder = new_identity()
             try:
@@ -125,12 +145,28 @@ class AppProcess:
             self.engine.deps.holder = holder
             self.liveness.start()
             self.engine.admitted.set()
-            log.warning("process continues as %s", holder)
+            log.warning("process %s continues as %s", old, holder)
             return
+
+    async def _step_down(self) -> None:
+        """Wait, for a while, until the old identity's drivers stopped and the elector stepped down."""
+        deadline = time.monotonic() + STEP_DOWN_WAIT_S
+        driving = [task for task in self.engine.tasks.values() if not task.done()]
+        if driving:
+            await asyncio.wait(driving, timeout=STEP_DOWN_WAIT_S)
+        while self.elector.leading and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        if self.engine.driving() or self.elector.leading:
+            log.error("drivers or the elector of %s still ran after %.0f s; letting its mark go",
+                      self.engine.deps.holder, STEP_DOWN_WAIT_S)  # fmt: skip
 
     async def stop(self) -> None:
         """Stop cleanly: step down, let runs finish for the grace period, hand the rest back (they go
         on elsewhere without counting a loss), say we ended, free the liveness mark."""
+        self._stopping = True
+        if self._reincarnation is not None:
+            self._reincarnation.cancel()
+            await asyncio.gather(self._reincarnation, return_exceptions=True)
         await self.elector.stop()
         held = await self.engine.shutdown(self.settings.shutdown_grace_s)
         await self.keeper.stop()

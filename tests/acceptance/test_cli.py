@@ -13,11 +13,13 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.cluster import create_token
 from ticketiq.launch import Child, start_serve, start_standins
 
 
 @pytest.fixture
 def stack(db_url: str, tmp_path: Path) -> Iterator[tuple[str, Child, dict[str, str]]]:
+    """The stand-ins and an app process; the env holds TICKETIQ_TOKEN, an admin token the real CLI made."""
     env = {
         **os.environ,
         "TICKETIQ_DATABASE_URL": db_url,
@@ -26,20 +28,25 @@ def stack(db_url: str, tmp_path: Path) -> Iterator[tuple[str, Child, dict[str, s
     }
     children: list[Child] = []
     try:
+        token = create_token(env, "acceptance", "admin")
         standins = start_standins(env, tmp_path)
         children.append(standins)
         app, base = start_serve({**env, **standins.env}, tmp_path)
         children.append(app)
-        yield base, standins, {**env, **standins.env}
+        yield base, standins, {**env, **standins.env, "TICKETIQ_TOKEN": token}
     finally:
         for child in reversed(children):
             child.stop()
 
 
-def wait_for(base: str, run_id: str, timeout_s: float = 60) -> dict[str, Any]:
+def bearer(env: dict[str, str]) -> dict[str, str]:
+    return {"Authorization": f"Bearer {env['TICKETIQ_TOKEN']}"}
+
+
+def wait_for(base: str, run_id: str, auth: dict[str, str], timeout_s: float = 60) -> dict[str, Any]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        run: dict[str, Any] = httpx.get(f"{base}/v1/runs/{run_id}").json()
+        run: dict[str, Any] = httpx.get(f"{base}/v1/runs/{run_id}", headers=auth).json()
         if run["status"] in ("succeeded", "failed"):
             return run
         time.sleep(0.1)
@@ -49,13 +56,15 @@ def wait_for(base: str, run_id: str, timeout_s: float = 60) -> dict[str, Any]:
 def test_concurrent_triage_runs_write_each_vendor_once_per_ticket(
     stack: tuple[str, Child, dict[str, str]],
 ) -> None:
-    base, standins, _ = stack
+    base, standins, env = stack
     assert standins.env["TICKETIQ_MODEL_BASE_URL"].endswith("/v1")
     ids = [
-        httpx.post(f"{base}/v1/runs", json={"agent": "triage", "input": f"Triage OPS-{n}: it broke"}).json()["id"]
+        httpx.post(
+            f"{base}/v1/runs", json={"agent": "triage", "input": f"Triage OPS-{n}: it broke"}, headers=bearer(env)
+        ).json()["id"]
         for n in (101, 102, 103)
     ]
-    runs = [wait_for(base, run_id) for run_id in ids]
+    runs = [wait_for(base, run_id, bearer(env)) for run_id in ids]
     assert [r["status"] for r in runs] == ["succeeded"] * 3, runs
     assert all(r["steps"] == 3 for r in runs)
     standin = standins.env["TICKETIQ_MODEL_BASE_URL"].removesuffix("/v1")

@@ -1,4 +1,7 @@
-"""The HTTP API over a real socket: runs, Idempotency-Key, bad input, approvals, Stop, gates, audit."""
+"""The HTTP API over a real socket: runs, Idempotency-Key, bad input, approvals, Stop, gates, audit.
+
+Every request carries an admin's bearer token, named `ops`: whoever acts in a decision, a Stop or a gate
+change is that name (tests/integration/test_auth.py covers who may do what)."""
 
 from __future__ import annotations
 
@@ -18,16 +21,20 @@ READ: dict[str, Any] = {"calls": [{"tool": "probe_read", "arguments": {"note": "
 WRITE: dict[str, Any] = {"calls": [{"tool": "probe_write", "arguments": {"note": "{jira_key}"}}]}
 SCRIPTS = {"a": [READ, WRITE, {"text": "answered {jira_key}"}]}
 AGENTS = {"a": {"tools": ["probe_read", "probe_write"]}}
+ACTOR = "ops"
 
 
 @asynccontextmanager
-async def api(db_url: str, tmp: Path, **kw: Any) -> AsyncIterator[tuple[httpx.AsyncClient, Harness]]:
-    async with (
-        engine_under_test(db_url, tmp, SCRIPTS, AGENTS, **kw) as h,
-        serving(create_app(h.settings, h.process)) as base,
-        httpx.AsyncClient(base_url=base, timeout=30) as client,
-    ):
-        yield client, h
+async def api(
+    db_url: str, tmp: Path, actor: str = ACTOR, **kw: Any
+) -> AsyncIterator[tuple[httpx.AsyncClient, Harness]]:
+    async with engine_under_test(db_url, tmp, SCRIPTS, AGENTS, **kw) as h:
+        token = await h.token(actor, "admin")
+        async with (
+            serving(create_app(h.settings, h.process)) as base,
+            httpx.AsyncClient(base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"}) as client,
+        ):
+            yield client, h
 
 
 async def until(client: httpx.AsyncClient, run_id: str, *statuses: str) -> dict[str, Any]:
@@ -94,8 +101,9 @@ async def test_an_approved_write_waits_then_goes_out_with_the_approval_key(db_ur
         pending = (await client.get("/v1/approvals")).json()["approvals"]
         assert [p["tool"] for p in pending] == ["probe_write"]
         assert h.probe.writes() == []  # held, not sent
-        decided = await client.post(f"/v1/approvals/{pending[0]['id']}", json={"decision": "approve", "by": "bob"})
+        decided = await client.post(f"/v1/approvals/{pending[0]['id']}", json={"decision": "approve"})
         assert decided.status_code == 200 and decided.json()["status"] == "approved"
+        assert decided.json()["decided_by"] == ACTOR
         run = await until(client, run_id, "succeeded")
         twice = await client.post(f"/v1/approvals/{pending[0]['id']}", json={"decision": "reject"})
         assert twice.status_code == 409
@@ -112,12 +120,12 @@ async def test_a_rejected_write_is_refused_back_to_the_model(db_url: str, tmp_pa
         run_id = (await client.post("/v1/runs", json={"agent": "a", "input": "check OPS-11"})).json()["id"]
         await until(client, run_id, "waiting")
         approval = (await client.get("/v1/approvals")).json()["approvals"][0]
-        await client.post(f"/v1/approvals/{approval['id']}", json={"decision": "reject", "by": "carol"})
+        await client.post(f"/v1/approvals/{approval['id']}", json={"decision": "reject"})
         await until(client, run_id, "succeeded")
     assert h.probe.writes() == []
     state = await read_rows(db_url, "SELECT state::jsonb AS state FROM checkpoints WHERE run_id = %s", run_id)
     tool_messages = [m["content"] for m in state[0]["state"]["messages"] if m["role"] == "tool"]
-    assert "approval rejected by carol" in tool_messages[-1]
+    assert f"approval rejected by {ACTOR}" in tool_messages[-1]
 
 
 async def test_a_quarantined_agent_is_refused_and_the_reason_reaches_the_model(db_url: str, tmp_path: Path) -> None:
@@ -147,14 +155,14 @@ async def test_stop_ends_a_waiting_run_and_a_running_one_at_its_next_step(db_url
     async with api(db_url, tmp_path, approval=["probe_write"]) as (client, h):
         run_id = (await client.post("/v1/runs", json={"agent": "a", "input": "check OPS-14"})).json()["id"]
         await until(client, run_id, "waiting")
-        stopped = await client.post(f"/v1/runs/{run_id}/stop", json={"by": "dave"})
+        stopped = await client.post(f"/v1/runs/{run_id}/stop", json={})
         assert stopped.status_code == 202 and stopped.json()["status"] == "failed"
-        assert (await client.get(f"/v1/runs/{run_id}")).json()["error"] == "stopped by dave"
-    async with api(db_url, tmp_path, latency_ms=400) as (client, h):
+        assert (await client.get(f"/v1/runs/{run_id}")).json()["error"] == f"stopped by {ACTOR}"
+    async with api(db_url, tmp_path, actor="ops-2", latency_ms=400) as (client, h):
         run_id = (await client.post("/v1/runs", json={"agent": "a", "input": "check OPS-15"})).json()["id"]
-        await client.post(f"/v1/runs/{run_id}/stop", json={"by": "erin"})
+        await client.post(f"/v1/runs/{run_id}/stop")
         run = await until(client, run_id, "failed")
-    assert "stopped by erin" in run["error"]
+    assert "stopped by ops-2" in run["error"]
     assert h.probe.writes() == []
     audit = await read_rows(db_url, "SELECT action FROM audit_log WHERE run_id = %s", run_id)
     assert "agent.run.stop_requested" in [a["action"] for a in audit]

@@ -24,6 +24,7 @@ EXPECTED_TABLES = {
     "schema_migrations",
     "processes",
     "seal_probe",
+    "api_tokens",
 }
 
 

@@ -1,11 +1,14 @@
 """Real `ticketiq serve` processes and the stand-ins as subprocesses over one Postgres, for crash
 tests: start them, kill them (SIGKILL, SIGSTOP) by pid, and judge from the database and the stand-ins'
-records."""
+records. The cluster makes an admin token once, with the real `ticketiq tokens create`, and sends it
+with every request to the API."""
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,6 +42,7 @@ class Cluster:
     standins: Child | None = None
     apps: list[App] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
+    token: str = ""
 
     def start(self) -> Cluster:
         base = {k: v for k, v in os.environ.items() if not k.startswith("TICKETIQ_")}
@@ -46,9 +50,14 @@ class Cluster:
             "TICKETIQ_DATABASE_URL": self.db_url, "TICKETIQ_HOME": str(self.tmp / "home"),
             "TICKETIQ_SEAL_KEYS": "crash:crash-test-secret", "TICKETIQ_LOG_LEVEL": "INFO",
         })  # fmt: skip
+        self.token = create_token(base, "cluster-admin", "admin")
         self.standins = start_standins(base, self.tmp, *self.standin_args)
         self.env = {**base, **self.standins.env}
         return self
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
 
     def app(self, name: str, **settings: Any) -> App:
         env = dict(self.env)
@@ -75,7 +84,9 @@ class Cluster:
     # ----- acting ----------------------------------------------------------------------------------
 
     def post_run(self, app: App, agent: str, text: str) -> str:
-        response = httpx.post(f"{app.base}/v1/runs", json={"agent": agent, "input": text}, timeout=30)
+        response = httpx.post(
+            f"{app.base}/v1/runs", json={"agent": agent, "input": text}, headers=self.auth, timeout=30
+        )
         response.raise_for_status()
         return str(response.json()["id"])
 
@@ -117,3 +128,15 @@ class Cluster:
 
     def logs(self) -> str:
         return "\n".join(f"--- {a.child.name} (pid {a.pid}) ---\n{a.child.log_tail(3000)}" for a in self.apps)
+
+
+def create_token(env: dict[str, str], name: str, role: str, *agents: str) -> str:
+    """A token made by the real CLI, `ticketiq tokens create`, which prints it alone on stdout."""
+    more = ["--agents", ",".join(agents)] if agents else []
+    made = subprocess.run(
+        [sys.executable, "-m", "ticketiq.cli", "tokens", "create", "--name", name, "--role", role, *more],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    if made.returncode != 0:
+        raise AssertionError(f"ticketiq tokens create exited with {made.returncode}: {made.stderr}")
+    return made.stdout.strip()

@@ -14,9 +14,11 @@ import yaml
 from fastapi import FastAPI, Request
 
 from tests.support.http import serving
+from ticketiq.engine import tokens
 from ticketiq.process import AppProcess
 from ticketiq.settings import Settings
 from ticketiq.standins.model import create_router
+from ticketiq.storage.token_store import TokenStore
 from ticketiq.tools.base import CallContext, Outcome, ReadBack, Tool, ToolClass
 
 OBJECT = {"type": "object", "properties": {"note": {"type": "string"}}, "additionalProperties": False}
@@ -107,6 +109,13 @@ class Harness:
         assert catalog_agent is not None
         created = await self.process.engine.create_run(catalog_agent, text, **kw)
         return str(created.id)
+
+    async def token(self, name: str, role: str = "admin", agents: list[str] | None = None) -> str:
+        """A bearer token in the test database, made as `ticketiq tokens create` makes one."""
+        token = tokens.mint()
+        made = await TokenStore(self.process.db).create(name, role, agents, tokens.token_hash(token), "test")
+        assert made is not None, f"a token named {name} exists"
+        return token
 
     async def finish(self, run_id: str, timeout_s: float = 30.0) -> dict[str, Any]:
         """Start the run and wait until its driver task ends; return the run's row."""

@@ -145,3 +145,10 @@ def test_the_seal_is_hmac_sha256_over_the_chain_and_text_whether_given_text_or_b
     expected = hmac.new(b"secret-one", b"v2\nrun-1\n3\n2\n1\nabc\n" + body, hashlib.sha256).hexdigest()
     assert seal(keys, CHAIN, body) == (expected, "k1")
     assert seal(keys, CHAIN, body.decode()) == (expected, "k1")
+
+
+def test_an_empty_key_file_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    (tmp_path / "seal.key").write_text("")
+    os.chmod(tmp_path / "seal.key", 0o600)
+    with pytest.raises(ConfigError, match="is empty; delete it"):
+        load_keys(Settings(home=tmp_path))

@@ -54,3 +54,12 @@ def test_a_delegation_is_asked_again_by_its_key(cls: ToolClass) -> None:
 def test_a_marked_write_stays_a_write_when_its_tool_is_gone_or_reclassed() -> None:
     # I10: the class it was marked with rules; a missing tool cannot be read back or resent.
     assert route(doubt(ToolClass.KEYED_WRITE), ToolNow(False, False, None)) is Route.UNKNOWN
+
+
+def test_only_a_read_back_waits_out_the_time_a_write_can_still_be_in_flight() -> None:
+    from ticketiq.engine.settlement import read_back_wait
+
+    assert read_back_wait(Route.READ_BACK, 4.5) == 4.5  # I14
+    assert read_back_wait(Route.READ_BACK, -1.0) == 0.0
+    for other in (Route.RESEND_SAME_KEY, Route.DELEGATION, Route.UNKNOWN, Route.MAKE, Route.REUSE):
+        assert read_back_wait(other, 4.5) == 0.0

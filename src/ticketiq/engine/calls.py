@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -27,6 +29,7 @@ from ticketiq.engine.resume import LeftCall
 from ticketiq.engine.settlement import UNKNOWN_FOR_MODEL, Happened, Route
 from ticketiq.engine.state import PlannedCall, RunState
 from ticketiq.engine.step_keys import approval_key, fresh_key
+from ticketiq.engine.storable import storable
 from ticketiq.storage.rows import Approval
 from ticketiq.storage.run_store import RunHandle
 from ticketiq.tools.base import CallContext, SendWindow, Tool
@@ -79,24 +82,24 @@ class CallMaker:
 
     async def make(self, calls: list[tuple[PlannedCall, GateDecision]]) -> StepWork:
         work = StepWork()
-        await self._each([self._made(work, call, decision) for call, decision in calls])
+        await self._each([functools.partial(self._made, work, call, decision) for call, decision in calls])
         return work
 
     async def carry_out(self, left: list[LeftCall], facts: GateFacts) -> StepWork:
         """Carry out the plan for the calls a step left; `work.happened` says what became of each."""
         work = StepWork()
-        await self._each([self._settle(work, item, facts) for item in left])
+        await self._each([functools.partial(self._settle, work, item, facts) for item in left])
         return work
 
-    async def _each(self, jobs: list[Any]) -> None:
+    async def _each(self, jobs: list[Callable[[], Awaitable[None]]]) -> None:
         if len(jobs) == 1:  # the common step: one call, no tasks to schedule
-            await jobs[0]
+            await jobs[0]()
             return
         limit = asyncio.Semaphore(self.deps.settings.call_concurrency)
 
-        async def bounded(job: Any) -> None:
+        async def bounded(job: Callable[[], Awaitable[None]]) -> None:
             async with limit:
-                await job
+                await job()
 
         # A TaskGroup cancels the step's other calls when one finds the run fenced off (I3).
         async with asyncio.TaskGroup() as group:
@@ -133,7 +136,7 @@ class CallMaker:
             return self.finish(work, call, {"error": f"arguments rejected: {problem}"}, "refused")
         if not call.tool_class.changes:
             outcome = await tool.executor(self.context(tool, call, key or call.step_key or fresh_key()))
-            result = notes.scrub(outcome.for_model(), self.deps.settings.secrets())
+            result = self.clean(outcome.for_model(), call, work.entries)
             self.finish(work, call, result, "read", ok=outcome.ok)
             return happened
         # A Stop or a quarantine may have landed since the step's gates were read: writes look afresh.
@@ -184,16 +187,35 @@ class CallMaker:
         self.deps.faults.hit("after_mark")
         outcome = await tool.executor(self.context(tool, call, sent_key, window))
         self.deps.faults.hit("after_send")
-        result = notes.scrub(outcome.for_model(), settings.secrets())
+        notes_of_text: list[dict[str, Any]] = []
+        result = self.clean(outcome.for_model(), call, notes_of_text)
         if outcome.uncertain:
-            result = {"error": outcome.error, "outcome": UNCERTAIN}
-        await self.record(call, result, "done", how, sent_key, outcome.ok)
+            result = {"error": result.get("error") if isinstance(result, dict) else None, "outcome": UNCERTAIN}
+        await self.record(call, result, "done", how, sent_key, outcome.ok, notes_of_text)
         return result
 
-    async def record(self, call: PlannedCall, result: Any, status: str, how: str, key: str | None, ok: bool) -> None:
+    def clean(self, value: Any, call: PlannedCall, entries: list[dict[str, Any]]) -> Any:
+        """What a tool or vendor answered, fit for a transcript and for Postgres: secrets a vendor
+        echoed are masked, and text Postgres cannot store is replaced, with a note saying so (I16)."""
+        value, altered = storable(notes.scrub(value, self.deps.settings.secrets()))
+        if altered:
+            entries.append(notes.text_altered(self.step, f"the result of {call.tool} (call {call.idx})"))
+        return value
+
+    async def record(
+        self,
+        call: PlannedCall,
+        result: Any,
+        status: str,
+        how: str,
+        key: str | None,
+        ok: bool,
+        extra: list[dict[str, Any]] | None = None,
+    ) -> None:
         """I2: the outcome, fenced by the attempt only: no lease deadline check, so an answer that came
         back after the deadline is kept unless the run was taken over (then the statement is refused)."""
         entries = [
+            *(extra or []),
             notes.call_result(self.step, call, key, ok, result, how),
             notes.statement("outcome", step=self.step, idx=call.idx, tool=call.tool),
         ]
@@ -261,8 +283,9 @@ class CallMaker:
             found = await tool.reader(self.context(tool, call, key))
             if found.found is True:
                 landed = found.outcome.for_model() if found.outcome else {"landed": True}
-                result = notes.scrub(landed, self.deps.settings.secrets())
-                await self.record(call, result, "settled", Happened.FOUND.value, key, True)
+                notes_of_text: list[dict[str, Any]] = []
+                result = self.clean(landed, call, notes_of_text)
+                await self.record(call, result, "settled", Happened.FOUND.value, key, True, notes_of_text)
                 work.results[call.idx] = result
                 return Happened.FOUND
             if found.found is None:

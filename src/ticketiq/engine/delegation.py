@@ -43,6 +43,8 @@ def delegation_tool(engine: Engine) -> Tool:
         agent = engine.deps.catalog.get(str(ctx.args["agent"]))
         if agent is None:
             return Outcome(ok=False, error=f"no agent named {ctx.args['agent']}")
+        # The child is part of the parent's work: whoever started the parent may read it.
+        parent = await engine.get_run(ctx.run_id)
         ctx.before_send()
         child = await engine.create_run(
             agent,
@@ -51,6 +53,7 @@ def delegation_tool(engine: Engine) -> Tool:
             parent_run_id=ctx.run_id,
             delegation_key=ctx.key,
             actor=f"run:{ctx.run_id}",
+            created_by=parent.created_by if parent is not None else None,
         )
         if child.status in ("queued", "waiting"):
             await engine.start(child.id)  # False: another process already drives it

@@ -110,7 +110,7 @@ class RunDriver:
         limit = self.deps.settings.max_losses
         if self.claimed_at is not None and self.losses > limit:
             # I7: lost more often than the limit: failed with the reason, and the transcript is told.
-            self.deps.metrics.runs_lost += 1
+            self.deps.metrics.lost()
             return await self._end("failed", error=f"the run was lost {self.losses} times, more than the "
                                    f"limit of {limit}; it is not resumed again")  # fmt: skip
         agent = self.deps.catalog.get(state.agent)
@@ -308,6 +308,7 @@ class RunDriver:
         extra: list[dict[str, Any]] | None = None,
     ) -> str:
         entries = list(extra or [])
+        answer, error = storable(answer)[0], storable(error)[0]  # I16: a vendor's error text included
         if answer is not None:
             entries.append(notes.entry("answer", text=answer))
         if error is not None:
@@ -349,7 +350,7 @@ class RunDriver:
     async def _audit_resumed(self, left: list[resume.LeftCall], work: StepWork) -> None:
         """I8: every resume is audited with the step, the losses and, per call left, its index, tool,
         class, the route planned and what happened."""
-        self.deps.metrics.runs_resumed += 1
+        self.deps.metrics.resumed()
         calls = []
         for item in left:
             happened = work.happened.get(item.call.idx, Happened.MADE)

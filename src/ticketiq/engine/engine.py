@@ -61,8 +61,9 @@ class Engine:
         request_hash: str | None = None,
         actor: str = "api",
     ) -> Created:
-        """Create a run and start it here. A repeated Idempotency-Key returns the first request's run
-        (422 when the body differs)."""
+        """Create a run and start it here, started by `actor` (the API token's name: the run's
+        `created_by`). A repeated Idempotency-Key returns the first request's run (422 when the body
+        differs, or another actor made it: a key is no way to reach someone else's run)."""
         agent = self.deps.catalog.get(agent_name)
         if agent is None:
             raise NotFound("body.agent", f"no agent named {agent_name!r}")
@@ -70,8 +71,10 @@ class Engine:
             raise RequestError("body.may_wait", f"agent {agent_name} may not wait: its agents file entry says so")
         created = await self.create_run(
             agent, text, may_wait=may_wait, channel=channel, idempotency_key=idempotency_key,
-            request_hash=request_hash, actor=actor,
+            request_hash=request_hash, actor=actor, created_by=actor,
         )  # fmt: skip
+        if not created.created and created.created_by != actor:
+            raise RequestError("header.Idempotency-Key", "another token used this Idempotency-Key; use a fresh key")
         if not created.created and created.request_hash != request_hash:
             raise RequestError("header.Idempotency-Key", "this Idempotency-Key was used with a different request body")
         if created.created:
@@ -79,11 +82,20 @@ class Engine:
         status = await self.store.status(created.id)
         return Created(created.id, status.status if status else created.status, created.created)
 
-    async def get_run(self, run_id: str) -> RunRecord | None:
-        return await self.store.get(run_id)
+    async def get_run(self, run_id: str, created_by: str | None = None) -> RunRecord | None:
+        """The run; with `created_by`, only a run that token started (else None, as if there were none:
+        a caller is not told that another's run exists)."""
+        run = await self.store.get(run_id)
+        if run is None or (created_by is not None and run.created_by != created_by):
+            return None
+        return run
 
-    async def transcript(self, run_id: str, after: int, limit: int) -> Transcript | None:
-        if await self.store.status(run_id) is None:
+    async def transcript(self, run_id: str, after: int, limit: int, created_by: str | None = None) -> Transcript | None:
+        """The run's transcript; `created_by` scopes it as `get_run` does."""
+        if created_by is not None:
+            if await self.get_run(run_id, created_by) is None:
+                return None
+        elif await self.store.status(run_id) is None:
             return None
         rows = await self.store.transcript(run_id, after, limit)
         return Transcript(rows, await self.store.unflushed(run_id))
@@ -132,9 +144,11 @@ class Engine:
         parent_run_id: str | None = None,
         delegation_key: str | None = None,
         actor: str = "api",
+        created_by: str | None = None,
     ) -> Created:
         """Insert the run with its first sealed checkpoint, in one statement. A repeated idempotency or
-        delegation key returns the run the first request made."""
+        delegation key returns the run the first request made. `actor` is audited as the creator;
+        `created_by` is the API token whose caller may read the run."""
         run_id = str(uuid.uuid4())
         state = RunState(
             agent=agent.name,
@@ -148,7 +162,7 @@ class Engine:
             "channel": channel, "may_wait": agent.may_wait if may_wait is None else may_wait,
             "correlation_id": run_id, "parent_run_id": parent_run_id, "delegation_key": delegation_key,
             "idempotency_key": idempotency_key, "request_hash": request_hash, "state": body, "seal": mac,
-            "key_id": key_id, "actor": actor,
+            "key_id": key_id, "actor": actor, "created_by": created_by,
             "audit": {"agent": agent.name, "channel": channel, "parent_run_id": parent_run_id},
         })  # fmt: skip
         if created is not None:

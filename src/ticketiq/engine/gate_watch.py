@@ -3,6 +3,11 @@
 A dedicated connection LISTENs on `ticketiq_gates` (triggers on the gate tables and on Stop requests
 notify it). Every notification bumps `generation`; facts read under an older generation are stale.
 While the listener is not connected, nothing is trusted from cache: every step reads afresh.
+
+A listener that hears nothing may be one whose peer went silent: it would leave the cache trusted
+while changes go unseen. So a quiet listener is asked to answer a ping every `check_s`, within as
+long; one that does not is dropped (the cache is distrusted) and opened again within the connect
+timeout.
 """
 
 from __future__ import annotations
@@ -13,13 +18,17 @@ import logging
 
 from ticketiq.background import Background
 from ticketiq.storage import database
+from ticketiq.storage.database import DEFAULT_LIMITS, ConnectionLimits
 
 log = logging.getLogger(__name__)
 
 
 class GateWatch:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, limits: ConnectionLimits = DEFAULT_LIMITS) -> None:
         self.url = url
+        self.limits = limits
+        # As long as TCP keepalives would take to notice a silent peer's first missed probe.
+        self.check_s = max(1.0, limits.keepalive_s)
         self.generation = 0
         self.connected = False
         self._background = Background("gate-watch", self.run)
@@ -29,13 +38,16 @@ class GateWatch:
         return self.generation if self.connected else None
 
     async def _listen_once(self) -> None:
-        conn = await database.connect(self.url)
+        conn = await database.connect(self.url, self.limits)  # within the connect timeout
         try:
-            await database.listen(conn, "ticketiq_gates")
+            await database.listen(conn, "ticketiq_gates", within_s=self.limits.answer_within_s)
             self.generation += 1  # anything may have changed while we were not listening
             self.connected = True
-            async for _ in conn.notifies():
-                self.generation += 1
+            while True:
+                async for _ in conn.notifies(timeout=self.check_s):
+                    self.generation += 1
+                # Notifications that arrive during the ping wait on the connection for the next wait.
+                await database.ping(conn, within_s=self.check_s)
         finally:
             self.connected = False
             self.generation += 1

@@ -5,6 +5,11 @@ own so that a busy pool never delays it. The answer names the leases still ours:
 was taken over and stops at once. A run also stops sending writes once its deadline passes: the time
 its last successful renewal was *sent* + TTL - margin, by the monotonic clock, so a renewal that took
 long to come back never stretches the deadline.
+
+A renewal that does not answer within the renewal interval has failed: its connection is closed and
+the next try opens a new one (within the connect timeout), so a connection whose peer went silent
+costs one interval, not every lease. When renewals fail until a lease held is past its deadline, the
+keeper gives up every lease and reports it (`on_lost`): the process treats it as a lost liveness mark.
 """
 
 from __future__ import annotations
@@ -13,11 +18,13 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ticketiq.background import Background
 from ticketiq.errors import LeaseLost, StorageError
 from ticketiq.storage import database
+from ticketiq.storage.database import DEFAULT_LIMITS, ConnectionLimits
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +42,27 @@ def lost_leases(held_since: dict[str, float], renewed: set[str], sent_at: float)
     """Leases held before the renewal was sent that its answer did not name: taken over (I4).
     A lease acquired after the renewal was sent cannot be in its answer and is not lost."""
     return {name for name, since in held_since.items() if since < sent_at and name not in renewed}
+
+
+def renewals_lost(deadlines: Iterable[float], now: float, failing: bool) -> bool:
+    """Whether the keeper's leases are as good as lost: its renewals are failing (the last try did not
+    answer in time) and a lease it held is past its local deadline (monotonic `now`), so renewals have
+    not got through for TTL - margin. That lease sends nothing more (I3) and lapses in the database,
+    where a sweep may claim it, back to this same identity whose renewals fail, and lose it again. A
+    lease past its deadline while renewals answer (acquired by a statement slower than the TTL) is that
+    run's loss alone."""
+    return failing and any(now >= deadline for deadline in deadlines)
+
+
+# After a failed renewal the next try comes this share of an interval after the failed one began: a
+# passing failure then costs no lease, and one that used up its interval (no answer) is retried at once.
+RETRY_SHARE = 0.25
+
+
+def renewal_delay(started: float, now: float, interval_s: float, failed: bool) -> float:
+    """Seconds to wait before the next renewal, from when the last try `started` (monotonic)."""
+    period = interval_s * RETRY_SHARE if failed else interval_s
+    return max(0.0, period - (now - started))
 
 
 @dataclass(eq=False)
@@ -59,16 +87,33 @@ class HeldLease:
             self.lost.set()
 
 
+def _ignore(why: str) -> None:
+    return None
+
+
 class LeaseKeeper:
-    def __init__(self, url: str, holder: str, ttl_s: float, interval_s: float, margin_s: float) -> None:
+    def __init__(
+        self,
+        url: str,
+        holder: str,
+        ttl_s: float,
+        interval_s: float,
+        margin_s: float,
+        limits: ConnectionLimits = DEFAULT_LIMITS,
+        on_lost: Callable[[str], None] = _ignore,
+    ) -> None:
         self.url = url
         self.holder = holder
         self.ttl_s = ttl_s
         self.interval_s = interval_s
         self.margin_s = margin_s
+        self.limits = limits
+        self.on_lost = on_lost  # told when renewals failed past a lease's deadline and every lease went
         self.held: dict[str, HeldLease] = {}  # by lease name
         self.renewals = 0  # statements sent, for benchmarks and metrics
         self.lapses = 0  # leases found lost
+        self.failures = 0  # renewals that failed or did not answer in time
+        self.failing = False  # the last renewal failed: set until one answers
         self._conn: database.Connection | None = None
         self._background = Background("lease-renewer", self.run)
 
@@ -91,9 +136,18 @@ class LeaseKeeper:
         name = lease_name(lease.run_id)
         if self.held.get(name) is lease:
             del self.held[name]
+            self._dropped(lease)
 
     def drop_lease(self, name: str) -> None:
-        self.held.pop(name, None)
+        lease = self.held.pop(name, None)
+        if lease is not None:
+            self._dropped(lease)
+
+    def _dropped(self, lease: HeldLease) -> None:
+        # A driver or the elector that saw its deadline pass first gives its lease up: the failing
+        # renewals lost it all the same.
+        if renewals_lost([lease.deadline], time.monotonic(), self.failing):
+            self._give_up()
 
     def lose_all(self, why: str) -> None:
         for name in list(self.held):
@@ -107,16 +161,21 @@ class LeaseKeeper:
         lease.lose(why)
         log.warning("lease %s lost (%s)", name, why)
 
-    async def renew_once(self) -> None:
+    async def renew_once(self) -> bool:
+        """Renew every lease held in one statement; False when nothing is held (no statement)."""
+        if not self.held:
+            return False
         if self._conn is None or self._conn.closed:
-            self._conn = await database.connect(self.url)
+            self._conn = await database.connect(self.url, self.limits)  # within the connect timeout
         sent_at = time.monotonic()
         held_since = {name: lease.since for name, lease in self.held.items()}
         if not held_since:
-            return  # nothing to renew: no statement
+            return False
+        # An answer later than the interval is no answer: the next renewal is due by then.
         rows = await database.run_on(
-            self._conn, "leases.renew", {"holder": self.holder, "ttl": self.ttl_s, "names": list(held_since)}
-        )
+            self._conn, "leases.renew", {"holder": self.holder, "ttl": self.ttl_s, "names": list(held_since)},
+            within_s=self.interval_s,
+        )  # fmt: skip
         self.renewals += 1
         renewed = {str(row["name"]) for row in rows}
         for name in lost_leases(held_since, renewed, sent_at):
@@ -125,26 +184,48 @@ class LeaseKeeper:
         for name, lease in self.held.items():
             if name in renewed:
                 lease.deadline = max(lease.deadline, deadline)
+        return True
 
     async def run(self) -> None:
         while True:
             started = time.monotonic()
+            failed = False
             try:
-                await self.renew_once()
+                if await self.renew_once():
+                    self.failing = False
             except StorageError as exc:
                 # Deadlines keep running down: runs send nothing once theirs pass (I3).
+                failed = True
                 log.error("lease renewal failed: %s", exc)
-                if self._conn is not None:
-                    with contextlib.suppress(Exception):
-                        await self._conn.close()
-                    self._conn = None
-            await asyncio.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
+            except Exception:
+                failed = True
+                log.exception("lease renewal failed")
+            if failed:
+                self.failing = True
+                self.failures += 1
+                await self._disconnect()  # the next try opens a new connection
+            now = time.monotonic()
+            if renewals_lost((lease.deadline for lease in self.held.values()), now, self.failing):
+                self._give_up()
+            await asyncio.sleep(renewal_delay(started, now, self.interval_s, failed))
+
+    def _give_up(self) -> None:
+        """Every lease goes, and the process is told: it comes back under a new identity, whose runs a
+        leader then claims once (I5) rather than over and over."""
+        why = "lease renewals failed past a lease's deadline"
+        log.error("%s: %s gives up its %d leases", why, self.holder, len(self.held))
+        self.lose_all(why)
+        self.on_lost(why)
+
+    async def _disconnect(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                await self._conn.close()
+            self._conn = None
 
     def start(self) -> None:
         self._background.start()
 
     async def stop(self) -> None:
         await self._background.stop()
-        if self._conn is not None:
-            await self._conn.close()
-            self._conn = None
+        await self._disconnect()

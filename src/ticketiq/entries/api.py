@@ -1,7 +1,9 @@
-"""The HTTP API: runs, their transcripts, Stop, approvals, audit, gates, health.
+"""The HTTP API: runs, their transcripts, Stop, approvals, audit, gates, tokens, health.
 
 Handlers only translate: parse, call one engine method, map its typed result or domain error to a
 response. Bad input gets a 4xx whose body names the field; nothing is written for a refused request.
+Every route but health, readiness, metrics and the OpenAPI takes a bearer token (`entries/auth.py`);
+each names the permission it needs, and the token's name is the actor of what it does.
 """
 
 from __future__ import annotations
@@ -14,17 +16,21 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI, Header, Query, Request
+from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from ticketiq.engine import tokens
 from ticketiq.engine.engine import Engine
 from ticketiq.engine.seal import canonical
-from ticketiq.entries import gates_api
-from ticketiq.errors import RequestError, StorageError
+from ticketiq.engine.tokens import Permission, Principal
+from ticketiq.entries import auth, gates_api, text_guard
+from ticketiq.entries.auth import requires
+from ticketiq.errors import Forbidden, RequestError, StorageError
 from ticketiq.process import AppProcess
 from ticketiq.settings import Settings
 from ticketiq.storage.rows import Approval, RunRecord, TranscriptRow
+from ticketiq.storage.token_store import TokenStore
 
 log = logging.getLogger(__name__)
 
@@ -44,15 +50,15 @@ class RunCreated(BaseModel):
 
 
 class Decision(BaseModel):
+    # No `by`: who decided is the token's name, never a field a client asserts.
     model_config = ConfigDict(extra="forbid")
     decision: Literal["approve", "reject"]
-    by: str = Field(default="api", min_length=1, max_length=200)
     reason: str = Field(default="", max_length=2000)
 
 
 class StopRequest(BaseModel):
+    # Empty: who stopped the run is the token's name. Kept so a client that sends `{}` is still served.
     model_config = ConfigDict(extra="forbid")
-    by: str = Field(default="api", min_length=1, max_length=200)
 
 
 def field_error(status: int, field: str, message: str) -> JSONResponse:
@@ -66,6 +72,7 @@ def create_app(settings: Settings, process: AppProcess | None = None) -> FastAPI
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = process is None
         app.state.process = process or await AppProcess.start(settings)
+        app.state.tokens = TokenStore(app.state.process.db)
         try:
             yield
         finally:
@@ -73,6 +80,10 @@ def create_app(settings: Settings, process: AppProcess | None = None) -> FastAPI
                 await app.state.process.stop()
 
     app = FastAPI(title="TicketIQ run engine", version="0.1.0", lifespan=lifespan)
+    # The last added runs first: a request without a valid token is refused before its body is read;
+    # then one holding text Postgres cannot store (I16), before any route sees it.
+    app.add_middleware(text_guard.StorableText)
+    app.add_middleware(auth.BearerAuth, store=lambda scope: scope["app"].state.tokens)
 
     def proc(request: Request) -> AppProcess:
         p: AppProcess = request.app.state.process
@@ -80,6 +91,10 @@ def create_app(settings: Settings, process: AppProcess | None = None) -> FastAPI
 
     def engine(request: Request) -> Engine:
         return proc(request).engine
+
+    def token_store(request: Request) -> TokenStore:
+        store: TokenStore = request.app.state.tokens
+        return store
 
     @app.exception_handler(RequestError)
     async def refused(request: Request, exc: RequestError) -> JSONResponse:
@@ -98,18 +113,24 @@ def create_app(settings: Settings, process: AppProcess | None = None) -> FastAPI
     async def create_run(
         body: RunRequest,
         request: Request,
+        caller: Annotated[Principal, Depends(requires(Permission.START_RUNS))],
         idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
     ) -> RunCreated:
+        refusal = tokens.start_refusal(caller, body.agent)
+        if refusal is not None:
+            raise Forbidden("body.agent", refusal)
         digest = hashlib.sha256(canonical(body.model_dump())).hexdigest() if idempotency_key else None
         created = await engine(request).submit(
             body.agent, body.input, may_wait=body.may_wait, channel="api", idempotency_key=idempotency_key,
-            request_hash=digest,
+            request_hash=digest, actor=caller.name,
         )  # fmt: skip
         return RunCreated(id=created.id, status=created.status)
 
     @app.get("/v1/runs/{run_id}", response_model=None)
-    async def get_run(run_id: uuid.UUID, request: Request) -> dict[str, Any] | JSONResponse:
-        run = await engine(request).get_run(str(run_id))
+    async def get_run(
+        run_id: uuid.UUID, request: Request, reader: Annotated[Principal, Depends(requires(Permission.READ_OWN_RUNS))]
+    ) -> dict[str, Any] | JSONResponse:
+        run = await engine(request).get_run(str(run_id), tokens.run_scope(reader))
         if run is None:
             return field_error(404, "path.run_id", f"no run {run_id}")
         return _run(run)
@@ -118,10 +139,11 @@ def create_app(settings: Settings, process: AppProcess | None = None) -> FastAPI
     async def transcript(
         run_id: uuid.UUID,
         request: Request,
+        reader: Annotated[Principal, Depends(requires(Permission.READ_OWN_RUNS))],
         after: Annotated[int, Query(ge=0, le=2**62)] = 0,
         limit: Annotated[int, Query(ge=1, le=1000)] = 500,
     ) -> dict[str, Any] | JSONResponse:
-        found = await engine(request).transcript(str(run_id), after, limit)
+        found = await engine(request).transcript(str(run_id), after, limit, tokens.run_scope(reader))
         if found is None:
             return field_error(404, "path.run_id", f"no run {run_id}")
         return {
@@ -132,28 +154,40 @@ def create_app(settings: Settings, process: AppProcess | None = None) -> FastAPI
         }
 
     @app.post("/v1/runs/{run_id}/stop", status_code=202)
-    async def stop_run(run_id: uuid.UUID, request: Request, body: StopRequest | None = None) -> dict[str, Any]:
-        status = await engine(request).request_stop(str(run_id), (body or StopRequest()).by)
+    async def stop_run(
+        run_id: uuid.UUID,
+        request: Request,
+        operator: Annotated[Principal, Depends(requires(Permission.STOP_RUNS))],
+        body: StopRequest | None = None,
+    ) -> dict[str, Any]:
+        status = await engine(request).request_stop(str(run_id), operator.name)
         return {"id": str(run_id), "stop_requested": True, "status": status.status}
 
     @app.get("/v1/approvals")
     async def approvals(
         request: Request,
+        _: Annotated[Principal, Depends(requires(Permission.DECIDE_APPROVALS))],
         status: Literal["pending", "approved", "rejected"] | None = "pending",
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> dict[str, Any]:
         return {"approvals": [_approval(a) for a in await engine(request).approvals(status, limit)]}
 
     @app.post("/v1/approvals/{approval_id}")
-    async def decide(approval_id: uuid.UUID, body: Decision, request: Request) -> dict[str, Any]:
+    async def decide(
+        approval_id: uuid.UUID,
+        body: Decision,
+        request: Request,
+        operator: Annotated[Principal, Depends(requires(Permission.DECIDE_APPROVALS))],
+    ) -> dict[str, Any]:
         decided = await engine(request).decide_approval(
-            str(approval_id), body.decision == "approve", body.by, body.reason or None
+            str(approval_id), body.decision == "approve", operator.name, body.reason or None
         )
         return _approval(decided)
 
     @app.get("/v1/audit")
     async def audit(
         request: Request,
+        _: Annotated[Principal, Depends(requires(Permission.READ_AUDIT))],
         run_id: uuid.UUID | None = None,
         action: Annotated[str | None, Query(max_length=200)] = None,
         after: Annotated[int, Query(ge=0, le=2**62)] = 0,
@@ -186,6 +220,7 @@ def create_app(settings: Settings, process: AppProcess | None = None) -> FastAPI
         return JSONResponse({"ready": True, "process": engine(request).deps.holder})
 
     gates_api.add_routes(app, engine)
+    auth.add_routes(app, engine, token_store)
     return app
 
 
@@ -203,6 +238,7 @@ def _run(run: RunRecord) -> dict[str, Any]:
         "channel": run.channel,
         "may_wait": run.may_wait,
         "parent_run_id": run.parent_run_id,
+        "created_by": run.created_by,
         "stop_requested_at": run.stop_requested_at,
         "created_at": run.created_at,
         "started_at": run.started_at,

@@ -1,19 +1,29 @@
-"""Routes that read and change the gates' state. Each change and its audit row land in one transaction."""
+"""Routes that read and change the gates' state. Each change and its audit row land in one transaction.
+
+Reading takes an operator's token, changing an admin's; the change is audited as the token's name.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from ticketiq.engine.engine import Engine
+from ticketiq.engine.tokens import Permission, Principal
+from ticketiq.entries.auth import requires
+
+Reader = Annotated[Principal, Depends(requires(Permission.READ_GATES))]
+Admin = Annotated[Principal, Depends(requires(Permission.CHANGE_GATES))]
+# A gate's names are keys of indexed rows: bounded, so no name can exceed what an index row takes.
+Name = Annotated[str, Path(min_length=1, max_length=200)]
 
 
 class Change(BaseModel):
+    # No `by`: who changed a gate is the token's name, never a field a client asserts.
     model_config = ConfigDict(extra="forbid")
-    by: str = Field(default="api", min_length=1, max_length=200)
 
 
 class Quarantine(Change):
@@ -41,31 +51,31 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
         return {"ok": True, **params}
 
     @app.get("/v1/gates")
-    async def state(request: Request) -> dict[str, Any]:
+    async def state(request: Request, _: Reader) -> dict[str, Any]:
         return await engine(request).gates.state()
 
     @app.put("/v1/gates/quarantines/{kind}/{name}")
     async def quarantine(
-        kind: Literal["agent", "tenant"], name: str, body: Quarantine, request: Request
+        kind: Literal["agent", "tenant"], name: Name, body: Quarantine, request: Request, admin: Admin
     ) -> dict[str, Any]:
-        return ok(await engine(request).gates.quarantine(kind, name, body.reason, body.by))
+        return ok(await engine(request).gates.quarantine(kind, name, body.reason, admin.name))
 
     @app.delete("/v1/gates/quarantines/{kind}/{name}")
-    async def release(kind: Literal["agent", "tenant"], name: str, request: Request) -> dict[str, Any]:
-        return ok(await engine(request).gates.release(kind, name, "api"))
+    async def release(kind: Literal["agent", "tenant"], name: Name, request: Request, admin: Admin) -> dict[str, Any]:
+        return ok(await engine(request).gates.release(kind, name, admin.name))
 
     @app.put("/v1/gates/channels/{name}")
-    async def channel(name: str, body: Enabled, request: Request) -> dict[str, Any]:
-        return ok(await engine(request).gates.set_channel(name, body.enabled, body.by))
+    async def channel(name: Name, body: Enabled, request: Request, admin: Admin) -> dict[str, Any]:
+        return ok(await engine(request).gates.set_channel(name, body.enabled, admin.name))
 
     @app.put("/v1/gates/grants/{principal}/{tool}")
-    async def grant(principal: str, tool: str, body: Granted, request: Request) -> dict[str, Any]:
-        return ok(await engine(request).gates.set_grant(principal, tool, body.granted, body.by))
+    async def grant(principal: Name, tool: Name, body: Granted, request: Request, admin: Admin) -> dict[str, Any]:
+        return ok(await engine(request).gates.set_grant(principal, tool, body.granted, admin.name))
 
     @app.put("/v1/gates/principals/{name}")
-    async def principal(name: str, body: MayRun, request: Request) -> dict[str, Any]:
-        return ok(await engine(request).gates.set_may_run(name, body.may_run, body.by))
+    async def principal(name: Name, body: MayRun, request: Request, admin: Admin) -> dict[str, Any]:
+        return ok(await engine(request).gates.set_may_run(name, body.may_run, admin.name))
 
     @app.put("/v1/gates/policies/{tool}")
-    async def policy(tool: str, body: NeedsApproval, request: Request) -> dict[str, Any]:
-        return ok(await engine(request).gates.set_policy(tool, body.needs_approval, body.by))
+    async def policy(tool: Name, body: NeedsApproval, request: Request, admin: Admin) -> dict[str, Any]:
+        return ok(await engine(request).gates.set_policy(tool, body.needs_approval, admin.name))

@@ -4,11 +4,14 @@ A SIGKILLed process's connections close at once, its lock is free, and the leade
 without waiting out the lease TTL. The other way round, a process whose liveness connection drops
 cannot know whether its lock is still held: it treats every lease as lost and sends nothing more
 (DESIGN: "detect death in under 2 s").
+
+The connection is watched all the time, not only at each poll: between heartbeats the watch waits on
+its socket, so a connection that drops ends the wait at once. A heartbeat that does not answer within
+`heartbeat_within(poll)` counts as a drop too: a hung connection may have lost its lock as surely.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
@@ -17,43 +20,70 @@ from collections.abc import Callable
 
 from ticketiq.background import Background
 from ticketiq.storage import database
+from ticketiq.storage.database import DEFAULT_LIMITS, ConnectionLimits
 
 log = logging.getLogger(__name__)
 
 
+def heartbeat_within(poll_s: float) -> float:
+    """How long a heartbeat may take before the liveness connection counts as lost: a few polls, and
+    never under a second, so a busy server does not make a live process give up its runs."""
+    return max(1.0, 4 * poll_s)
+
+
 class Liveness:
-    def __init__(self, url: str, poll_s: float, on_lost: Callable[[str], None]) -> None:
+    def __init__(
+        self, url: str, poll_s: float, on_lost: Callable[[str], None], limits: ConnectionLimits = DEFAULT_LIMITS
+    ) -> None:
         self.url = url
         self.poll_s = poll_s
         self.on_lost = on_lost
+        self.limits = limits
         self.holder = ""
         self.lock_key: int | None = None
         self._conn: database.Connection | None = None
         self._background = Background("liveness", self.watch)
 
     async def register(self, holder: str) -> None:
-        """Take the mark for `holder` (a fresh identity) and announce it."""
-        conn = await database.connect(self.url)
-        rows = await database.run_on(
-            conn, "leader.register", {"id": holder, "pid": os.getpid(), "host": socket.gethostname()}
-        )
+        """Take the mark for `holder` (a fresh identity) and announce it. A mark held before is let go."""
+        await self._close()
+        conn = await database.connect(self.url, self.limits)
+        try:
+            rows = await database.run_on(
+                conn, "leader.register", {"id": holder, "pid": os.getpid(), "host": socket.gethostname()},
+                within_s=self.limits.answer_within_s,
+            )  # fmt: skip
+        except BaseException:
+            await conn.close()
+            raise
         self._conn, self.holder, self.lock_key = conn, holder, int(rows[0]["lock_key"])
 
     async def watch(self) -> None:
-        """Look at the mark's connection every poll; report its loss once and stop."""
-        while True:
-            await asyncio.sleep(self.poll_s)
-            try:
-                assert self._conn is not None
-                await database.run_on(self._conn, "leader.heartbeat")
-            except Exception as exc:  # any failure: the lock may be gone
-                log.error("liveness connection of %s lost: %s", self.holder, exc)
-                await self._close()
-                self.on_lost(f"liveness connection lost: {exc}")
-                return
+        """Wait on the mark's connection for a poll, then ask it to answer a heartbeat in time; at any
+        failure the lock may be gone: report the loss once and stop."""
+        try:
+            conn = self._conn
+            if conn is None:
+                raise RuntimeError("no liveness mark is held")
+            while True:
+                # Nothing is ever sent on it: the wait only watches its socket, and a connection that
+                # closes (the server ended it, the network reset it) ends the wait with an error at once.
+                async for _ in conn.notifies(timeout=self.poll_s):
+                    pass
+                await database.run_on(conn, "leader.heartbeat", within_s=heartbeat_within(self.poll_s))
+        except Exception as exc:  # any failure: the lock may be gone
+            log.error("liveness connection of %s lost: %s", self.holder, exc)
+            await self._close()
+            self.on_lost(f"liveness connection lost: {exc}")
 
     def start(self) -> None:
         self._background.start()
+
+    async def release(self) -> None:
+        """Let the mark go without saying this identity ended: the leader then finds it dead and claims
+        its runs at once, rather than waiting out their leases."""
+        await self._background.stop()
+        await self._close()
 
     async def stop(self, db: database.Database | None = None) -> None:
         """Clean stop: say so (so no one takes this for a death) and free the mark."""

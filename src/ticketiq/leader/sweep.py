@@ -98,10 +98,14 @@ class Sweeper:
                     if lapsed:
                         next_sweep = sweep_due(time.monotonic(), self.settings.sweep_interval_s, next_lapse)
                     if listener is None or listener.closed:
-                        listener = await database.connect(self.url)
-                        await database.listen(listener, "ticketiq_processes")
+                        limits = self.engine.deps.db.limits  # the pool's: within the connect timeout
+                        listener = await database.connect(self.url, limits)
+                        await database.listen(listener, "ticketiq_processes", within_s=limits.answer_within_s)
                 except Exception:
                     log.exception("sweep failed; trying again")
+                    if listener is not None:
+                        with contextlib.suppress(Exception):
+                            await listener.close()
                     listener = None
                 await self._wait(listener, min(self.settings.liveness_poll_s, next_sweep - time.monotonic()))
         finally:
@@ -114,7 +118,8 @@ class Sweeper:
         if listener is None:
             await asyncio.sleep(timeout)
             return
-        with contextlib.suppress(TimeoutError, Exception):
-            async with asyncio.timeout(timeout):
-                async for _ in listener.notifies():
-                    return
+        # Until the first announcement or the timeout (run to its end, so psycopg lets go of the
+        # connection); a lost listener is opened again after the next sweep.
+        with contextlib.suppress(Exception):
+            async for _ in listener.notifies(timeout=timeout, stop_after=1):
+                pass

@@ -3,19 +3,32 @@
 Connections run in autocommit: each named statement is its own transaction, which is what the engine
 wants (one statement per checkpoint, per in-doubt mark, per outcome). `transaction()` exists for the
 few places that need more than one statement to land together.
+
+No database I/O waits forever. Every connection, pooled or dedicated, opens within the connect timeout,
+carries TCP keepalives and a server-side statement timeout, and every statement is also bounded on the
+client: a peer that went silent (a stalled network, a frozen server) cannot answer a cancel either, so
+the server's own timeout is not enough. A statement that overruns its bound, or whose caller gives up
+on it, has its connection's socket shut down under it, fails at once (as retryable), and the connection
+is closed, never reused.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import math
+import os
+import socket
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import orjson
 import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb, set_json_dumps
 from psycopg_pool import AsyncConnectionPool
@@ -36,9 +49,105 @@ def _dumps(value: Any) -> bytes:
 set_json_dumps(_dumps)
 
 Row = dict[str, Any]
-Connection = psycopg.AsyncConnection[Row]
+
+
+class Connection(psycopg.AsyncConnection[Row]):
+    """A connection whose statements give up at once when the task waiting on one is cancelled (a
+    lease lost, a readiness probe out of time, a clean stop). psycopg answers that cancellation by
+    sending the server a cancel request and waiting again for the statement's answer, up to 10 s: a
+    peer that went silent answers neither, and the cancelled task would hang on. Instead its socket is
+    shut down: psycopg's wait fails at once and it closes the connection (a pool discards it)."""
+
+    async def cancel_safe(self, *, timeout: float = 30.0) -> None:  # noqa: ASYNC109 (its signature)
+        shut_down(self)
+
+
+def shut_down(conn: Connection) -> None:
+    """Shut the connection's socket down under whatever waits on it, which then fails at once. A
+    duplicate of the descriptor is used: shutdown() acts on the socket itself, and the connection's own
+    descriptor stays valid (no other socket can take its number before psycopg lets go of it)."""
+    with contextlib.suppress(OSError, psycopg.Error), socket.socket(fileno=os.dup(conn.pgconn.socket)) as dup:
+        dup.shutdown(socket.SHUT_RDWR)
+
 
 APP_DATABASE = "ticketiq"
+
+# The client gives up on a statement this long after the server should have cancelled it: time for
+# the server's answer (or its cancellation error) to arrive.
+ANSWER_MARGIN_S = 1.0
+# A silent peer is probed every half keepalive time once idle that long, and dropped after this many
+# probes go unanswered: about three keepalive times after it went quiet.
+KEEPALIVE_PROBES = 4
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """How long the database may take, on every connection the process opens (pooled and dedicated):
+    to open one, to run one statement, and to show it is still there. Built from Settings; nothing here
+    reads the environment. A value of 0 turns its bound off."""
+
+    connect_timeout_s: float
+    statement_timeout_s: float
+    keepalive_s: float
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ConnectionLimits:
+        return cls(settings.db_connect_timeout_s, settings.db_statement_timeout_s, settings.db_keepalive_s)
+
+    def parameters(self) -> dict[str, str]:
+        """The libpq connection parameters that carry these limits."""
+        params: dict[str, str] = {}
+        if self.connect_timeout_s > 0:
+            # libpq counts whole seconds and never fewer than 2.
+            params["connect_timeout"] = str(max(2, math.ceil(self.connect_timeout_s)))
+        if self.keepalive_s > 0:
+            idle = max(1, math.ceil(self.keepalive_s))
+            interval = max(1, math.ceil(idle / 2))
+            params |= {
+                "keepalives": "1", "keepalives_idle": str(idle), "keepalives_interval": str(interval),
+                "keepalives_count": str(KEEPALIVE_PROBES),
+                # Keepalives only probe an idle connection; this bounds data sent and never acknowledged.
+                "tcp_user_timeout": str((idle + KEEPALIVE_PROBES * interval) * 1000),
+            }  # fmt: skip
+        else:
+            params["keepalives"] = "0"
+        statement_ms = str(round(self.statement_timeout_s * 1000))
+        # A transaction left open by a stalled process would hold its row locks: the server ends it.
+        params["options"] = f"-c statement_timeout={statement_ms} -c idle_in_transaction_session_timeout={statement_ms}"
+        return params
+
+    def conninfo(self, url: str) -> str:
+        """`url` with these limits as connection parameters; `options` already in it are kept (ours
+        come last, so they win over the same setting there)."""
+        params: dict[str, Any] = conninfo_to_dict(url)
+        ours = self.parameters()
+        if params.get("options"):
+            ours["options"] = f"{params['options']} {ours['options']}"
+        return make_conninfo("", **{**params, **ours})
+
+    @property
+    def connect_within_s(self) -> float | None:
+        """Client-side bound on opening a connection: libpq's own (whole seconds) and a margin."""
+        if self.connect_timeout_s <= 0:
+            return None
+        return max(2, math.ceil(self.connect_timeout_s)) + ANSWER_MARGIN_S
+
+    @property
+    def answer_within_s(self) -> float | None:
+        """Client-side bound on one statement: the server's statement timeout and a margin."""
+        if self.statement_timeout_s <= 0:
+            return None
+        return self.statement_timeout_s + ANSWER_MARGIN_S
+
+    @property
+    def pool_wait_s(self) -> float:
+        """How long a statement waits for a pooled connection: for one to open, or a busy one to be
+        given back. Unbounded limits keep psycopg_pool's default."""
+        waits = [w for w in (self.connect_within_s, self.answer_within_s) if w is not None]
+        return sum(waits) if waits else 30.0
+
+
+DEFAULT_LIMITS = ConnectionLimits.from_settings(Settings())
 
 
 @dataclass
@@ -59,7 +168,8 @@ def resolve(settings: Settings, keep: bool = False) -> Target:
     if settings.database_url:
         return Target(url=settings.database_url)
     server = embedded.acquire(Path(settings.home), keep=keep)
-    with psycopg.connect(server.url(), autocommit=True) as conn:
+    limits = ConnectionLimits.from_settings(settings)
+    with psycopg.connect(limits.conninfo(server.url()), autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (APP_DATABASE,)).fetchone()
         if not exists:
             with contextlib.suppress(psycopg.errors.DuplicateDatabase):
@@ -91,15 +201,19 @@ class LastInFirstOutPool(AsyncConnectionPool[Connection]):
 class Database:
     """A pool and named statements. Every method takes a query name and keyword parameters."""
 
-    def __init__(self, url: str, min_size: int = 2, max_size: int = 20) -> None:
+    def __init__(
+        self, url: str, min_size: int = 2, max_size: int = 20, limits: ConnectionLimits = DEFAULT_LIMITS
+    ) -> None:
         self.url = url
+        self.limits = limits
         self.pool: AsyncConnectionPool[Connection] = LastInFirstOutPool(
-            url,
+            limits.conninfo(url),
             min_size=min_size,
             max_size=max_size,
             open=False,
             kwargs={"autocommit": True, "row_factory": dict_row},
-            connection_class=psycopg.AsyncConnection,
+            connection_class=Connection,
+            timeout=limits.pool_wait_s,
         )
 
     async def open(self) -> None:
@@ -114,86 +228,155 @@ class Database:
     # One statement borrows a connection with getconn/putconn rather than pool.connection(): that
     # context manager also enters the connection's own (a COMMIT check under its lock) and keeps usage
     # statistics, which a checkpoint statement paid for on every step. In autocommit there is nothing to
-    # commit or roll back; putconn still discards a connection left broken or mid-query.
+    # commit or roll back; putconn still discards a connection left broken, closed or mid-query.
 
     async def execute(self, name: str, params: Mapping[str, Any] | None = None) -> int:
         """Run a statement; return how many rows it matched."""
-        conn = await self.pool.getconn()
+        conn = await self._getconn()
         try:
-            return await _execute(conn, name, params)
+            return await _execute(conn, name, params, self.limits.answer_within_s)
         finally:
             await self.pool.putconn(conn)
 
     async def fetch_one(self, name: str, params: Mapping[str, Any] | None = None) -> Row | None:
-        conn = await self.pool.getconn()
+        conn = await self._getconn()
         try:
-            cur = await _cursor(conn, name, params)
+            cur = await _cursor(conn, name, params, self.limits.answer_within_s)
             return await cur.fetchone()
         finally:
             await self.pool.putconn(conn)
 
     async def fetch_all(self, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
-        conn = await self.pool.getconn()
+        conn = await self._getconn()
         try:
-            cur = await _cursor(conn, name, params)
+            cur = await _cursor(conn, name, params, self.limits.answer_within_s)
             return await cur.fetchall()
         finally:
             await self.pool.putconn(conn)
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Session]:
-        async with self.pool.connection() as conn:
+        """Statements that land together. BEGIN and COMMIT are bounded like any statement (psycopg's
+        own transaction block would wait on them unbounded)."""
+        within = self.limits.answer_within_s
+        conn = await self._getconn()
+        try:
+            await _control(conn, "BEGIN", within)
             try:
-                async with conn.transaction():
-                    yield Session(conn)
-            except psycopg.Error as exc:
-                raise _translate(exc) from exc
+                yield Session(conn, within)
+            except BaseException:
+                if not conn.closed:
+                    with contextlib.suppress(StorageError):
+                        await _control(conn, "ROLLBACK", within)
+                raise
+            await _control(conn, "COMMIT", within)
+        finally:
+            await self.pool.putconn(conn)
+
+    async def _getconn(self) -> Connection:
+        """A pooled connection within the pool's wait (psycopg_pool's PoolTimeout is retryable)."""
+        try:
+            return await self.pool.getconn()
+        except psycopg.Error as exc:
+            raise _translate(exc, "pool.getconn") from exc
 
 
 class Session:
     """Statements on one connection inside one transaction."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, within_s: float | None) -> None:
         self.conn = conn
+        self.within_s = within_s
 
     async def execute(self, name: str, params: Mapping[str, Any] | None = None) -> int:
-        return await _execute(self.conn, name, params)
+        return await _execute(self.conn, name, params, self.within_s)
 
     async def fetch_one(self, name: str, params: Mapping[str, Any] | None = None) -> Row | None:
-        cur = await _cursor(self.conn, name, params)
+        cur = await _cursor(self.conn, name, params, self.within_s)
         return await cur.fetchone()
 
     async def fetch_all(self, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
-        cur = await _cursor(self.conn, name, params)
+        cur = await _cursor(self.conn, name, params, self.within_s)
         return await cur.fetchall()
 
 
-async def connect(url: str) -> Connection:
-    """A dedicated connection outside the pool (lease renewal, liveness, LISTEN)."""
+async def connect(url: str, limits: ConnectionLimits) -> Connection:
+    """A dedicated connection outside the pool (lease renewal, liveness, LISTEN), with the pool's
+    limits, opened within the connect timeout."""
     try:
-        return await psycopg.AsyncConnection.connect(url, autocommit=True, row_factory=dict_row)
+        async with asyncio.timeout(limits.connect_within_s):
+            return await Connection.connect(limits.conninfo(url), autocommit=True, row_factory=dict_row)
     except psycopg.Error as exc:
         raise StorageError(f"cannot reach Postgres at {_redact(url)}: {exc}") from exc
+    except TimeoutError:
+        raise StorageError(
+            f"cannot reach Postgres at {_redact(url)}: no connection within {limits.connect_within_s:g} s"
+        ) from None
 
 
-async def run_on(conn: Connection, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
-    """Run a named statement on a dedicated connection and return its rows (empty if none)."""
-    cur = await _cursor(conn, name, params)
+async def run_on(
+    conn: Connection, name: str, params: Mapping[str, Any] | None = None, *, within_s: float | None
+) -> list[Row]:
+    """Run a named statement on a dedicated connection and return its rows (empty if none). No answer
+    within `within_s` (None: no bound but the server's): the connection is closed, a retryable
+    StorageError raised."""
+    cur = await _cursor(conn, name, params, within_s)
     return await cur.fetchall() if cur.description else []
 
 
-async def listen(conn: Connection, channel: str) -> None:
+async def ping(conn: Connection, *, within_s: float | None) -> None:
+    """Show a dedicated connection still answers (one that only listens sends nothing otherwise)."""
+    await run_on(conn, "runs.ping", within_s=within_s)
+
+
+async def listen(conn: Connection, channel: str, *, within_s: float | None) -> None:
     """LISTEN on a dedicated connection; the channel is one of ours, never user input."""
     if not channel.replace("_", "").isalnum():
         raise StorageError(f"not a channel name: {channel!r}")
-    try:
-        await conn.execute(f"LISTEN {channel}")
-    except psycopg.Error as exc:
-        raise _translate(exc) from exc
+    await _control(conn, f"LISTEN {channel}", within_s)
 
 
-async def _execute(conn: Connection, name: str, params: Mapping[str, Any] | None) -> int:
-    cur = await _cursor(conn, name, params)
+class AnsweredWithin:
+    """Bounds one exchange with the server. Past `within_s` the connection's socket is shut down under
+    it (rather than the task cancelled: see `Connection`), so psycopg's wait fails at once; the
+    connection is then closed (a pool discards it) and the failure is a retryable StorageError."""
+
+    __slots__ = ("conn", "severed", "timer", "what", "within_s")
+
+    def __init__(self, conn: Connection, within_s: float | None, what: str) -> None:
+        self.conn = conn
+        self.within_s = within_s
+        self.what = what
+        self.severed = False
+        self.timer: asyncio.TimerHandle | None = None
+
+    async def __aenter__(self) -> None:
+        if self.within_s is not None:
+            self.timer = asyncio.get_running_loop().call_later(self.within_s, self._sever)
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        if not self.severed:
+            return
+        # Severed, maybe just as the answer came: the connection is unusable either way.
+        await self.conn.close()
+        if isinstance(exc, psycopg.Error):
+            raise StorageError(
+                f"database error in {self.what}: no answer within {self.within_s:g} s; the connection was closed",
+                None, True,
+            ) from exc  # fmt: skip
+
+    def _sever(self) -> None:
+        self.severed = True
+        log.warning("no answer from Postgres within %g s in %s; closing the connection", self.within_s, self.what)
+        shut_down(self.conn)
+
+
+async def _execute(conn: Connection, name: str, params: Mapping[str, Any] | None, within_s: float | None) -> int:
+    cur = await _cursor(conn, name, params, within_s)
     return cur.rowcount
 
 
@@ -202,11 +385,23 @@ def _adapt(params: Mapping[str, Any] | None) -> dict[str, Any]:
     return {k: Jsonb(v) if isinstance(v, dict | list) else v for k, v in (params or {}).items()}
 
 
-async def _cursor(conn: Connection, name: str, params: Mapping[str, Any] | None) -> psycopg.AsyncCursor[Row]:
+async def _cursor(
+    conn: Connection, name: str, params: Mapping[str, Any] | None, within_s: float | None
+) -> psycopg.AsyncCursor[Row]:
     try:
-        return await conn.execute(sql(name), _adapt(params))
+        async with AnsweredWithin(conn, within_s, name):
+            return await conn.execute(sql(name), _adapt(params))
     except psycopg.Error as exc:
         raise _translate(exc, name) from exc
+
+
+async def _control(conn: Connection, command: str, within_s: float | None) -> None:
+    """A transaction or LISTEN command (not a named query: it names no data)."""
+    try:
+        async with AnsweredWithin(conn, within_s, command):
+            await conn.execute(command)
+    except psycopg.Error as exc:
+        raise _translate(exc, command) from exc
 
 
 # SQLSTATE classes a later try can get past: connection exceptions, transaction rollbacks (serialization,

@@ -2,6 +2,10 @@
 
 Two processes starting together must not both migrate: the first takes a transaction-level advisory
 lock, the second waits on it and then finds nothing left to apply.
+
+Migrations run with no statement timeout (nor an idle-in-transaction one): the connection's limits
+are for the engine's statements, and a long migration (or the wait for another process's) must not be
+cut off halfway.
 """
 
 from __future__ import annotations
@@ -11,7 +15,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ticketiq.storage.database import Connection
+import psycopg
+
+from ticketiq.storage.database import Row
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +46,12 @@ def discover(folder: Path = FOLDER) -> list[Migration]:
     return found
 
 
-async def migrate(conn: Connection, folder: Path = FOLDER) -> list[int]:
+async def migrate(conn: psycopg.AsyncConnection[Row], folder: Path = FOLDER) -> list[int]:
     """Apply what is missing; return the versions applied by this call."""
     applied_now: list[int] = []
     async with conn.transaction():
+        await conn.execute("SET LOCAL statement_timeout = 0")
+        await conn.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
         await conn.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations ("

@@ -46,6 +46,7 @@ class Created:
     status: str
     created: bool  # False: an earlier request with the same key made it
     request_hash: str | None = None
+    created_by: str | None = None  # the token that started it
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class RunRecord:
     step: int
     losses: int
     checkpoint_at: datetime
+    created_by: str | None = None  # the API token that started it (a child: its parent's)
 
 
 @dataclass(frozen=True)

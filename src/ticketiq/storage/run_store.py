@@ -87,11 +87,15 @@ class RunStore:
         """Insert the run with its first sealed checkpoint in one statement; None when its
         Idempotency-Key or delegation key was used before."""
         row = await self.db.fetch_one("runs.create", params)
-        return None if row is None else Created(str(row["id"]), str(row["status"]), True, params["request_hash"])
+        if row is None:
+            return None
+        return Created(str(row["id"]), str(row["status"]), True, params["request_hash"], params["created_by"])
 
     async def by_idempotency_key(self, key: str) -> Created | None:
         row = await self.db.fetch_one("runs.by_idempotency_key", {"key": key})
-        return None if row is None else Created(str(row["id"]), str(row["status"]), False, row["request_hash"])
+        if row is None:
+            return None
+        return Created(str(row["id"]), str(row["status"]), False, row["request_hash"], row["created_by"])
 
     async def by_delegation_key(self, key: str) -> Created | None:
         row = await self.db.fetch_one("runs.by_delegation_key", {"key": key})

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, cast
 
 from fastapi import Depends, Request, Response
-from fastapi.responses import JSONResponse
 
 from ticketiq.standins.faults import Fault, FaultBook, refusal
 from ticketiq.standins.records import Answer, Session, Store, Write
@@ -73,7 +72,10 @@ class Intake:
 def respond(answer: Answer) -> Response:
     if answer.status == 204:
         return Response(status_code=204, headers=dict(answer.headers))
-    return JSONResponse(answer.body, status_code=answer.status, headers=dict(answer.headers))
+    # ASCII with escapes, as many real APIs answer: it also carries text no UTF-8 encoder takes (a lone
+    # surrogate such as "\ud83d"), which a vendor's JSON can hold and the engine must cope with.
+    body = json.dumps(answer.body, ensure_ascii=True, separators=(",", ":")).encode()
+    return Response(body, status_code=answer.status, headers=dict(answer.headers), media_type="application/json")
 
 
 def _intake(request: Request) -> Intake:

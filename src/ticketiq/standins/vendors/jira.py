@@ -1,9 +1,11 @@
 """Jira Cloud v3 stand-in: issues, comments with properties, and a simplified workflow.
 
 Any well-formed key (`OPS-123`) exists on first sight, in `To Do`, with a summary and description
-derived from the key, so the same key always reads the same. The workflow is Jira's simplified one:
-global transitions `11` To Do, `21` In Progress, `31` Done, each offered from every status but its
-own target, so a replay after the status moved is refused 400 as Jira refuses it.
+derived from the key, so the same key always reads the same. Issues of the project `BIN` hold
+text Postgres cannot store in their description (a NUL and a lone surrogate), as pasted logs do.
+The workflow is Jira's simplified one: global transitions `11` To Do, `21` In Progress, `31` Done,
+each offered from every status but its own target, so a replay after the status moved is refused
+400 as Jira refuses it.
 """
 
 from __future__ import annotations
@@ -217,6 +219,8 @@ def _fields(issue: Row) -> dict[str, Any]:
     digest = int(hashlib.sha256(issue["key"].encode()).hexdigest(), 16)
     subject = _SUBJECTS[digest % len(_SUBJECTS)]
     text = f"{subject}. Reported by customer #{digest % 9000 + 1000}; affects {digest % 40 + 2} users."
+    if issue["key"].startswith("BIN-"):
+        text += " Pasted log: \u0000\u0000 exit=\ud83d (truncated)"
     return {
         "summary": subject,
         "description": _adf(text),

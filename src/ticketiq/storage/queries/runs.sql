@@ -6,9 +6,10 @@
 -- not at all. A repeated Idempotency-Key inserts nothing and returns no row.
 WITH run AS (
     INSERT INTO runs (id, agent, input, owner, tenant, channel, may_wait, correlation_id,
-                      parent_run_id, delegation_key, idempotency_key, request_hash)
+                      parent_run_id, delegation_key, idempotency_key, request_hash, created_by)
     VALUES (%(id)s, %(agent)s, %(input)s, %(owner)s, %(tenant)s, %(channel)s, %(may_wait)s,
-            %(correlation_id)s, %(parent_run_id)s, %(delegation_key)s, %(idempotency_key)s, %(request_hash)s)
+            %(correlation_id)s, %(parent_run_id)s, %(delegation_key)s, %(idempotency_key)s, %(request_hash)s,
+            %(created_by)s)
     ON CONFLICT DO NOTHING
     RETURNING id, status
 ), checkpoint AS (
@@ -24,14 +25,14 @@ WITH run AS (
 SELECT id, status FROM run
 
 -- name: by_idempotency_key
-SELECT id, status, request_hash FROM runs WHERE idempotency_key = %(key)s
+SELECT id, status, request_hash, created_by FROM runs WHERE idempotency_key = %(key)s
 
 -- name: by_delegation_key
 SELECT id, status, answer, error FROM runs WHERE delegation_key = %(key)s
 
 -- name: get
 SELECT r.id, r.agent, r.input, r.owner, r.tenant, r.channel, r.may_wait, r.correlation_id, r.parent_run_id,
-       r.status, r.answer, r.error, r.stop_requested_at, r.stopped_by,
+       r.status, r.answer, r.error, r.stop_requested_at, r.stopped_by, r.created_by,
        r.created_at, r.started_at, r.finished_at,
        c.attempt, c.step, c.losses, c.written_at AS checkpoint_at
   FROM runs r JOIN checkpoints c ON c.run_id = r.id

@@ -1,0 +1,169 @@
+"""Who may do what over HTTP: bearer tokens, roles, and the token routes (DESIGN.md, "Who may do what").
+
+`BearerAuth` authenticates every request but the open ones before anything else is done with it: no
+route is matched, no body read, nothing written for a request without a valid token (401). A route
+then names the permission it needs (`requires`), refused with 403 naming it. The token's name is the
+actor of whatever the request does. Neither a token nor its hash is ever logged or echoed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ticketiq.engine import tokens
+from ticketiq.engine.engine import Engine
+from ticketiq.engine.tokens import Permission, Principal, Role
+from ticketiq.errors import Conflict, Forbidden, NotFound, StorageError
+from ticketiq.storage.token_store import StoredToken, TokenStore
+
+log = logging.getLogger(__name__)
+
+# Answered without a token: probes and scrapers, and the API's own description.
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+HOW = "send `Authorization: Bearer <token>`; `ticketiq tokens create` makes one"
+
+# Documents the scheme in the OpenAPI; the check itself is `BearerAuth`'s.
+BEARER = HTTPBearer(auto_error=False, scheme_name="bearer", description="A token from `ticketiq tokens create`.")
+
+
+def _refused(status: int, message: str, challenge: str | None = None) -> JSONResponse:
+    headers = {"WWW-Authenticate": challenge} if challenge else None
+    body = {"detail": [{"loc": ["header", "Authorization"], "msg": message}]}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+class BearerAuth:
+    """Pure ASGI middleware: a request to any path but the open ones is refused 401 unless it carries
+    an unrevoked token, else it goes on with its `Principal` in `request.state.principal`."""
+
+    def __init__(self, app: ASGIApp, store: Callable[[Scope], TokenStore]) -> None:
+        self.app = app
+        self.store = store
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or _route_path(scope) in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        found = await self._authenticate(scope)
+        if isinstance(found, Principal):
+            scope.setdefault("state", {})["principal"] = found
+            await self.app(scope, receive, send)
+        else:
+            await found(scope, receive, send)
+
+    async def _authenticate(self, scope: Scope) -> Principal | JSONResponse:
+        """The principal the request acts as, or the response that refuses it."""
+        token = tokens.bearer(Headers(scope=scope).get("authorization"))
+        if token is None:
+            return _refused(401, f"no bearer token: {HOW}", 'Bearer realm="ticketiq"')
+        invalid = 'Bearer realm="ticketiq", error="invalid_token"'
+        if not tokens.well_formed(token):
+            return _refused(401, f"the bearer token is malformed: {HOW}", invalid)
+        try:
+            found = await self.store(scope).credential(tokens.token_hash(token))
+        except StorageError as exc:
+            # Not the exception's text: a driver message could quote a parameter, here the hash.
+            log.error("%s %s: could not check the bearer token (sqlstate %s)", scope["method"], scope["path"],
+                      exc.sqlstate)  # fmt: skip
+            if exc.retryable:
+                return JSONResponse({"detail": "the database is unavailable; retry"}, status_code=503,
+                                    headers={"Retry-After": "1"})  # fmt: skip
+            return JSONResponse({"detail": "the database refused this request; it was not applied"}, status_code=500)
+        if found is None or not tokens.matches(token, found.token_hash):
+            return _refused(401, f"the bearer token is unknown or revoked: {HOW}", invalid)
+        return Principal(found.name, Role(found.role), None if found.agents is None else frozenset(found.agents))
+
+
+def _route_path(scope: Scope) -> str:
+    """The path the router matches: behind a proxy's root path, `path` still carries it."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    return path[len(root) :] if root and path.startswith(root) else path
+
+
+def acting(request: Request) -> Principal:
+    """The principal `BearerAuth` found for this request."""
+    principal: Principal | None = getattr(request.state, "principal", None)
+    if principal is None:  # only if a route were served without the middleware: refuse, never guess
+        raise Forbidden("header.Authorization", f"this request was not authenticated: {HOW}")
+    return principal
+
+
+def requires(permission: Permission) -> Callable[..., Awaitable[Principal]]:
+    """A dependency: the acting principal when its role holds the permission, else 403. It runs before
+    the body is validated, so a refused request learns nothing about the route and writes nothing."""
+
+    async def check(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]) -> Principal:
+        principal = acting(request)
+        refusal = tokens.refusal(principal, permission)
+        if refusal is not None:
+            raise Forbidden("header.Authorization", refusal)
+        return principal
+
+    return check
+
+
+# ----- the token routes (admin) ------------------------------------------------------------------------
+
+TokenAdmin = Annotated[Principal, Depends(requires(Permission.MANAGE_TOKENS))]
+
+
+class TokenRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=100)
+    role: Role
+    agents: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(default=None, max_length=1000)
+
+
+class TokenShown(BaseModel):
+    name: str
+    role: str
+    agents: list[str] | None
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+class TokenIssued(TokenShown):
+    token: str = Field(description="Shown this once; only its SHA-256 is kept.")
+
+
+def _shown(token: StoredToken) -> dict[str, Any]:
+    agents = None if token.agents is None else list(token.agents)
+    return {"name": token.name, "role": token.role, "agents": agents, "created_at": token.created_at,
+            "revoked_at": token.revoked_at}  # fmt: skip
+
+
+def add_routes(app: FastAPI, engine: Callable[[Request], Engine], store: Callable[[Request], TokenStore]) -> None:
+    @app.get("/v1/tokens")
+    async def every(request: Request, _: TokenAdmin) -> dict[str, list[TokenShown]]:
+        return {"tokens": [TokenShown(**_shown(t)) for t in await store(request).every()]}
+
+    @app.post("/v1/tokens", status_code=201)
+    async def create(body: TokenRequest, request: Request, admin: TokenAdmin) -> TokenIssued:
+        name = tokens.checked_name(body.name)
+        agents = tokens.checked_agents(body.agents, engine(request).deps.catalog.agents)
+        token = tokens.mint()
+        made = await store(request).create(name, body.role.value, agents, tokens.token_hash(token), admin.name)
+        if made is None:
+            raise Conflict("body.name", f"a token named {name} exists; names are never reused, even once revoked")
+        return TokenIssued(**_shown(made), token=token)
+
+    @app.delete("/v1/tokens/{name}")
+    async def revoke(name: str, request: Request, admin: TokenAdmin) -> TokenShown:
+        revoked = await store(request).revoke(name, admin.name)
+        if revoked is not None:
+            return TokenShown(**_shown(revoked))
+        existing = await store(request).get(name)
+        if existing is None:
+            raise NotFound("path.name", f"no token named {name}")
+        raise Conflict("path.name", f"token {name} was revoked already, at {existing.revoked_at}")

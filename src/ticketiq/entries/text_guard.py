@@ -1,0 +1,83 @@
+"""Requests that hold text Postgres cannot store are refused before anything is written (I16).
+
+A NUL or an unpaired surrogate in the path, the query or anywhere in a JSON body (keys included) gets
+422 naming the field, as FastAPI names fields; a body larger than the API takes gets 413. A body that
+is not JSON goes on, for FastAPI to refuse with its own 422.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.datastructures import QueryParams
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ticketiq.engine.storable import is_storable, storable, unstorable_at
+
+# The largest request body the API reads: a run's input is at most 100,000 characters.
+MAX_BODY_BYTES = 1 << 20
+UNSTORABLE = "holds text that cannot be stored (a NUL character or an unpaired surrogate); remove it"
+
+
+def _refuse(status: int, loc: list[Any], message: str) -> JSONResponse:
+    # The location names the field as sent, with what cannot be stored shown as U+FFFD.
+    shown = [storable(part)[0] if isinstance(part, str) else part for part in loc]
+    return JSONResponse({"detail": [{"loc": shown, "msg": message, "type": "unstorable_text"}]}, status_code=status)
+
+
+def where_unstorable(path: str, query: QueryParams, body: Any) -> list[Any] | None:
+    """The location of the first text Postgres cannot store, as FastAPI would name the field."""
+    if not is_storable(path):
+        return ["path"]
+    for name, value in query.multi_items():
+        if not is_storable(name) or not is_storable(value):
+            return ["query", name]
+    found = unstorable_at(body)
+    return None if found is None else ["body", *found]
+
+
+class StorableText:
+    """Pure ASGI middleware: reads the body once, checks it, and hands the same bytes on."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                await _refuse(413, ["body"], f"the body is larger than {MAX_BODY_BYTES} bytes")(scope, receive, send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        try:
+            parsed = json.loads(body) if body else None
+        except ValueError:
+            parsed = None  # not JSON: FastAPI refuses it with its own 422
+        bad = where_unstorable(scope["path"], QueryParams(scope["query_string"]), parsed)
+        if bad is not None:
+            await _refuse(422, bad, UNSTORABLE)(scope, receive, send)
+            return
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)

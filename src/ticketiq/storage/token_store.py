@@ -1,0 +1,99 @@
+"""API bearer tokens: stored by their SHA-256 only, looked up by it, revoked by name.
+
+The store never sees a token, only its hash; and only `credential`, the lookup a request is
+authenticated by, returns a hash at all. Each change lands with its audit row in one statement.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from ticketiq.errors import StorageError
+from ticketiq.storage import database
+from ticketiq.storage.database import ConnectionLimits, Database, Row
+from ticketiq.storage.migrate import migrate
+
+
+@dataclass(frozen=True)
+class StoredToken:
+    """A token as people see it: never its hash."""
+
+    name: str
+    role: str
+    agents: tuple[str, ...] | None  # None: every agent
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Credential:
+    """An unrevoked token found by its hash, to compare and act as."""
+
+    name: str
+    role: str
+    agents: tuple[str, ...] | None
+    token_hash: str
+
+
+def _agents(row: Row) -> tuple[str, ...] | None:
+    return None if row["agents"] is None else tuple(row["agents"])
+
+
+def _token(row: Row) -> StoredToken:
+    return StoredToken(row["name"], row["role"], _agents(row), row["created_at"], row["revoked_at"])
+
+
+class TokenStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def opened(cls, url: str, limits: ConnectionLimits) -> AsyncIterator[TokenStore]:
+        """A store on a small pool of its own, the schema migrated first: for the CLI and the demo,
+        which may reach the database before any app process did."""
+        conn = await database.connect(url, limits)
+        try:
+            await migrate(conn)
+        finally:
+            await conn.close()
+        db = Database(url, min_size=1, max_size=2, limits=limits)
+        await db.open()
+        try:
+            yield cls(db)
+        finally:
+            await db.close()
+
+    async def create(
+        self, name: str, role: str, agents: Sequence[str] | None, token_hash: str, actor: str
+    ) -> StoredToken | None:
+        """None when a token of that name exists (revoked or not): names are never reused."""
+        params = {"name": name, "role": role, "agents": None if agents is None else list(agents),
+                  "token_hash": token_hash, "actor": actor}  # fmt: skip
+        try:
+            row = await self.db.fetch_one("tokens.create", params)
+        except StorageError as exc:
+            # The driver's message can quote the failing row, hash and all: none of it may reach a log.
+            raise StorageError(f"the token was not made: database error {exc.sqlstate} in tokens.create",
+                               exc.sqlstate, exc.retryable) from None  # fmt: skip
+        return None if row is None else _token(row)
+
+    async def revoke(self, name: str, actor: str) -> StoredToken | None:
+        """None when there is no such token, or it was revoked already (`get` tells which)."""
+        row = await self.db.fetch_one("tokens.revoke", {"name": name, "actor": actor})
+        return None if row is None else _token(row)
+
+    async def get(self, name: str) -> StoredToken | None:
+        row = await self.db.fetch_one("tokens.get", {"name": name})
+        return None if row is None else _token(row)
+
+    async def every(self) -> list[StoredToken]:
+        """Every token, revoked ones too, oldest first."""
+        return [_token(r) for r in await self.db.fetch_all("tokens.list")]
+
+    async def credential(self, token_hash: str) -> Credential | None:
+        row = await self.db.fetch_one("tokens.credential", {"token_hash": token_hash})
+        return None if row is None else Credential(row["name"], row["role"], _agents(row), row["token_hash"])
