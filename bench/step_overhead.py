@@ -100,8 +100,8 @@ class UpdateProbe:
         await conn.execute("DROP TABLE IF EXISTS bench_row")
         await conn.execute("CREATE TABLE bench_row (LIKE checkpoints INCLUDING ALL)")
         await conn.execute(
-            "INSERT INTO bench_row (run_id, attempt, step, state, seal, key_id) "
-            "VALUES ('00000000-0000-0000-0000-000000000001', 1, 0, %s, 's', 'k')",
+            "INSERT INTO bench_row (run_id, attempt, step, state, seal, key_id, sealed_attempt, sealed_losses) "
+            "VALUES ('00000000-0000-0000-0000-000000000001', 1, 0, %s, 's', 'k', 1, 0)",
             (payload,),
         )
         return cls(conn, payload)
@@ -142,7 +142,7 @@ async def statements(url: str) -> dict[str, int]:
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         cur = await conn.execute(
             "SELECT query, calls FROM pg_stat_statements WHERE dbid = "
-            "(SELECT oid FROM pg_database WHERE datname = current_database())"
+            "(SELECT oid FROM pg_database WHERE datname = current_database()) AND toplevel"
         )
         return {q: int(c) for q, c in await cur.fetchall()}
 

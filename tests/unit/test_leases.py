@@ -88,3 +88,14 @@ def test_a_lease_dropped_in_date_or_while_renewals_answer_costs_nothing_else() -
     fresh = keeper.hold("c", acquired_sent_at=now, attempt=1)
     assert told == [] and told_answering == []
     assert not fresh.lost.is_set()
+
+
+async def test_a_lease_being_released_is_not_renewed_nor_reported_lost() -> None:
+    # The run's final statement deletes its lease; a renewal crossing it must not call it taken over.
+    from ticketiq.engine.leases import LeaseKeeper
+
+    keeper = LeaseKeeper("postgresql://unused", "me", ttl_s=8.0, interval_s=2.0, margin_s=1.0)
+    ending = keeper.hold("r1", time.monotonic() - 1, attempt=1)
+    ending.releasing = True
+    assert await keeper.renew_once() is False  # nothing left to renew: no statement, no connection
+    assert not ending.lost.is_set()

@@ -104,6 +104,7 @@ class RunDriver:
         try:
             self._state = await self._verified_state()
         except SealInvalid as exc:
+            self.lease.releasing = True
             await self.handle.fail(str(exc), "agent.run.checkpoint_rejected", self.deps.holder)
             return "failed"
         state = self.state
@@ -318,6 +319,7 @@ class RunDriver:
         taken = self._take_unflushed()
         sealed = self._sealed()
         self.lease.check()
+        self.lease.releasing = True  # the statement deletes the lease
         await self.handle.end(sealed, taken, status, answer, error, self.deps.holder)
         self.seal_head = sealed.seal
         return status
@@ -331,7 +333,9 @@ class RunDriver:
         sealed = self._sealed()
         self.lease.check()
         waiting = [notes.entry("waiting", reason="a call awaits approval"), notes.statement("run_waiting")]
+        self.lease.releasing = True  # a suspend deletes the lease
         suspended = await self.handle.suspend(sealed, taken, waiting, self.deps.holder)
+        self.lease.releasing = suspended  # not suspended: the run goes on, its lease renewed again
         self.seal_head = sealed.seal
         return suspended
 
@@ -340,6 +344,7 @@ class RunDriver:
         instead of being lost and claimed again and again (I16)."""
         log.error("run %s attempt %s: a statement was refused for good: %s", self.run_id, self.attempt, exc)
         reason = f"the database refused a statement of this run for good: {exc}"
+        self.lease.releasing = True
         try:
             await self.handle.fail(reason[:2000], "agent.run.failed", self.deps.holder)
         except (Fenced, StorageError) as again:

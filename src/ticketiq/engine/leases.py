@@ -71,6 +71,9 @@ class HeldLease:
     deadline: float
     since: float
     attempt: int = 0  # the attempt that took the lease: only its driver's end drops it
+    # Set while the run's final statement (which deletes the lease) is on its way: no longer renewed,
+    # so a renewal that crosses that statement does not report the lease as taken over.
+    releasing: bool = False
     lost: asyncio.Event = field(default_factory=asyncio.Event)
     why: str = ""
 
@@ -163,14 +166,12 @@ class LeaseKeeper:
 
     async def renew_once(self) -> bool:
         """Renew every lease held in one statement; False when nothing is held (no statement)."""
-        if not self.held:
+        held_since = {name: lease.since for name, lease in self.held.items() if not lease.releasing}
+        if not held_since:
             return False
         if self._conn is None or self._conn.closed:
             self._conn = await database.connect(self.url, self.limits)  # within the connect timeout
         sent_at = time.monotonic()
-        held_since = {name: lease.since for name, lease in self.held.items()}
-        if not held_since:
-            return False
         # An answer later than the interval is no answer: the next renewal is due by then.
         rows = await database.run_on(
             self._conn, "leases.renew", {"holder": self.holder, "ttl": self.ttl_s, "names": list(held_since)},

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import orjson
+
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 REPLACEMENT = "\ufffd"
 
@@ -19,22 +21,39 @@ def is_storable(text: str) -> bool:
 
 
 def storable(value: Any) -> tuple[Any, bool]:
-    """`value` with every unstorable character replaced, and whether any was. Keys are cleaned too."""
+    """`value` with every unstorable character replaced, and whether any was. Keys are cleaned too.
+
+    This runs on every model answer, argument and tool result, so the common case is one C call:
+    orjson refuses a lone surrogate (it is no UTF-8) and writes a NUL as an escape; only a value that
+    shows one (or that orjson cannot take) is walked."""
     if isinstance(value, str):
         if _UNSTORABLE.search(value) is None:
             return value, False
         return _UNSTORABLE.sub(REPLACEMENT, value), True
+    if not isinstance(value, dict | list | tuple):
+        return value, False
+    try:
+        if b"\\u0000" not in orjson.dumps(value):
+            return value, False
+    except (orjson.JSONEncodeError, TypeError):
+        pass
+    return _walk(value)
+
+
+def _walk(value: Any) -> tuple[Any, bool]:
+    if isinstance(value, str):
+        return storable(value)
     if isinstance(value, dict):
         altered = False
         out: dict[Any, Any] = {}
         for key, item in value.items():
             clean_key, key_altered = storable(key) if isinstance(key, str) else (key, False)
-            clean_item, item_altered = storable(item)
+            clean_item, item_altered = _walk(item)
             out[clean_key] = clean_item
             altered = altered or key_altered or item_altered
         return (out, True) if altered else (value, False)
     if isinstance(value, list | tuple):
-        cleaned = [storable(item) for item in value]
+        cleaned = [_walk(item) for item in value]
         if any(altered for _, altered in cleaned):
             return [item for item, _ in cleaned], True
         return value, False
