@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.acceptance.test_crash_resume import applied, settled, triage_writes_once
 from tests.support.cluster import Cluster
@@ -161,9 +162,16 @@ def test_metrics_count_resumes_claims_settlements_and_recovery(cluster: Cluster)
     run_id = cluster.post_run(victim, "triage", "Triage OPS-808: metrics")
     victim.child.proc.wait(60)
     assert cluster.wait_run(run_id)["status"] == "succeeded"
-    text = httpx.get(f"{survivor.base}/metrics", timeout=10).text
-    assert "ticketiq_runs_resumed_total 1" in text
-    assert 'ticketiq_claims_total{why="dead"} 1' in text
-    assert 'ticketiq_settlements_total{kind="resent_same_key"} 1' in text
-    assert "ticketiq_recovery_seconds_count 1" in text
-    assert "ticketiq_lease_lapses_total" in text and "ticketiq_runs_lost_total 0" in text
+    response = httpx.get(f"{survivor.base}/metrics", timeout=10)
+    assert response.headers["content-type"].startswith("text/plain")
+    seen = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(response.text)
+        for s in family.samples
+    }
+    assert seen[("ticketiq_runs_resumed_total", ())] == 1
+    assert seen[("ticketiq_claims_total", (("why", "dead"),))] == 1
+    assert seen[("ticketiq_settlements_total", (("kind", "resent_same_key"),))] == 1
+    assert seen[("ticketiq_recovery_seconds_count", ())] == 1
+    assert seen[("ticketiq_runs_lost_total", ())] == 0
+    assert ("ticketiq_lease_lapses_total", ()) in seen

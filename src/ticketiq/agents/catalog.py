@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from ticketiq.engine.storable import unstorable_at
 from ticketiq.errors import ConfigError
 
 _AGENT_FIELDS = {"model", "system_prompt", "tools", "may_wait", "owner", "tenant", "description"}
@@ -94,6 +95,15 @@ def parse(data: Any, source: str, known_tools: set[str] | None = None) -> Catalo
     return Catalog(agents=agents, approval_required=frozenset(str(t) for t in approvals))
 
 
+def _storable(data: Any, source: str) -> None:
+    """I16: the file's text is stored with every run (system prompts, names): refuse what Postgres cannot
+    store at start, with where it is, rather than fail a run later."""
+    where = unstorable_at(data)
+    if where is not None:
+        path = ".".join(str(part) for part in where) or "(the top)"
+        raise ConfigError(f"{source}: {path} holds a NUL character or an unpaired surrogate; remove it")
+
+
 def load(path: Path, known_tools: set[str] | None = None) -> Catalog:
     try:
         data = yaml.safe_load(Path(path).read_text())
@@ -101,4 +111,5 @@ def load(path: Path, known_tools: set[str] | None = None) -> Catalog:
         raise ConfigError(f"agents file {path} does not exist; set TICKETIQ_AGENTS to an agents file") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"agents file {path} is not valid YAML: {exc}") from exc
+    _storable(data, str(path))
     return parse(data, str(path), known_tools)
