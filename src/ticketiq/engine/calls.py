@@ -59,8 +59,7 @@ class StepWork:
 class Run(Protocol):
     """What the call maker needs of the run it makes calls for."""
 
-    @property
-    def state(self) -> RunState: ...
+    state: RunState
 
     async def gate_facts(self, fresh: bool = False) -> GateFacts: ...
 
@@ -82,6 +81,10 @@ class CallMaker:
 
     async def make(self, calls: list[tuple[PlannedCall, GateDecision]]) -> StepWork:
         work = StepWork()
+        if len(calls) == 1:  # the common step: one call, made right here
+            call, decision = calls[0]
+            work.happened[call.idx] = await self._make(work, call, decision)
+            return work
         await self._each([functools.partial(self._made, work, call, decision) for call, decision in calls])
         return work
 
@@ -149,10 +152,11 @@ class CallMaker:
 
     def finish(self, work: StepWork, call: PlannedCall, result: Any, how: str, ok: bool = False) -> Happened:
         """A read or a refusal: its row and note land with the next statement, not one of their own."""
+        step = self.run.state.step
         work.results[call.idx] = result
         work.finished.append(
             {
-                "step": self.step,
+                "step": step,
                 "idx": call.idx,
                 "id": call.id,
                 "tool": call.tool,
@@ -164,7 +168,7 @@ class CallMaker:
                 "how": how,
             }
         )
-        work.entries.append(notes.call_result(self.step, call, None, ok or how == "read", result, how))
+        work.entries.append(notes.call_result(step, call, None, ok or how == "read", result, how))
         return Happened.REFUSED if how == "refused" else Happened.MADE
 
     # ----- writes -----------------------------------------------------------------------------------

@@ -72,15 +72,12 @@ class RunDriver:
         # Finished reads and refusals and their notes ride on the next statement the run writes anyway.
         self.carry = StepWork()
         self.ended = False
-        self._state: RunState | None = None
+        # Replaced by the verified checkpoint's state before anything reads it (a plain attribute, not a
+        # property: it is read many times a step).
+        self.state = RunState(agent="", correlation_id="")
         self._unflushed_since: float | None = None
         self._facts: GateFacts | None = None
         self._facts_generation: int | None = None
-
-    @property
-    def state(self) -> RunState:
-        assert self._state is not None, "the checkpoint was not verified yet"
-        return self._state
 
     # ----- the loop -------------------------------------------------------------------------------
 
@@ -102,7 +99,7 @@ class RunDriver:
 
     async def _drive(self) -> str:
         try:
-            self._state = await self._verified_state()
+            self.state = await self._verified_state()
         except SealInvalid as exc:
             self.lease.releasing = True
             await self.handle.fail(str(exc), "agent.run.checkpoint_rejected", self.deps.holder)
@@ -142,7 +139,7 @@ class RunDriver:
             except ModelError as exc:
                 return await self._end("failed", error=f"model step {state.step + 1} failed: {exc}")
             message, altered = storable(reply.message)  # I16: model text is made storable first
-            text, _ = storable(reply.text)
+            text = storable(reply.text)[0] if altered else reply.text  # the text is the message's
             state.prompt_tokens += reply.prompt_tokens
             state.completion_tokens += reply.completion_tokens
             state.messages.append(message)
@@ -154,6 +151,7 @@ class RunDriver:
                 return await self._end("succeeded", answer=state.answer, extra=extra)
             state.step += 1
             state.calls = [self._plan(i, tc) for i, tc in enumerate(reply.tool_calls)]
+            altered = altered or any([c.args_altered for c in state.calls])
             state.history.append({"step": state.step, "calls": [c.tool for c in state.calls]})
             facts = await self.gate_facts()
             blocked = run_gate(facts)
@@ -162,7 +160,7 @@ class RunDriver:
             decisions = [self.decide(facts, c) for c in state.calls]
             tokens = reply.prompt_tokens + reply.completion_tokens
             entries = [notes.model_step(state.step, state.calls, text, tokens)]
-            if altered or any(c.args_altered for c in state.calls):
+            if altered:
                 entries.append(notes.text_altered(state.step, "the model's step"))
             entries += [notes.gate(state.step, c, d) for c, d in zip(state.calls, decisions, strict=True)]
             changing = any(
@@ -172,7 +170,9 @@ class RunDriver:
             await self._write_checkpoint(entries, flush=changing)
             self.deps.faults.hit("after_checkpoint")
             work = await self.calls.make(list(zip(state.calls, decisions, strict=True)))
-            if await self._go_on(work):
+            if not work.waiting:
+                self._absorb(work)  # the common step: nothing held for a person
+            elif await self._go_on(work):
                 return "waiting"
 
     async def _go_on(self, work: StepWork) -> bool:
@@ -210,17 +210,19 @@ class RunDriver:
 
     def _plan(self, idx: int, tool_call: Any) -> PlannedCall:
         state = self.state
-        tool = self.deps.registry.get(tool_call.name)
-        args, altered = storable(tool_call.arguments)  # I16
+        # I16: what the model said of the call, made storable in one check.
+        said, altered = storable([tool_call.id, tool_call.name, tool_call.arguments, tool_call.arguments_error])
+        call_id, name, args, args_error = said
+        tool = self.deps.registry.get(name)
         return PlannedCall(
             idx=idx,
-            id=storable(tool_call.id)[0],
-            tool=storable(tool_call.name)[0],
+            id=call_id,
+            tool=name,
             tool_class=tool.tool_class if tool else ToolClass.READ,
             args=args,
             # I11: from the correlation id, the agent loop, the steps taken and the provider's id.
-            step_key=run_call_key(state.correlation_id, state.agent_loop, state.step, tool_call.id),
-            args_error=storable(tool_call.arguments_error)[0],
+            step_key=run_call_key(state.correlation_id, state.agent_loop, state.step, call_id),
+            args_error=args_error,
             args_altered=altered,
         )
 

@@ -23,7 +23,6 @@ import socket
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import orjson
@@ -206,6 +205,7 @@ class Database:
     ) -> None:
         self.url = url
         self.limits = limits
+        self.within_s = limits.answer_within_s  # each statement's bound, computed once
         self.pool: AsyncConnectionPool[Connection] = LastInFirstOutPool(
             limits.conninfo(url),
             min_size=min_size,
@@ -234,14 +234,14 @@ class Database:
         """Run a statement; return how many rows it matched."""
         conn = await self._getconn()
         try:
-            return await _execute(conn, name, params, self.limits.answer_within_s)
+            return await _execute(conn, name, params, self.within_s)
         finally:
             await self.pool.putconn(conn)
 
     async def fetch_one(self, name: str, params: Mapping[str, Any] | None = None) -> Row | None:
         conn = await self._getconn()
         try:
-            cur = await _cursor(conn, name, params, self.limits.answer_within_s)
+            cur = await _cursor(conn, name, params, self.within_s)
             return await cur.fetchone()
         finally:
             await self.pool.putconn(conn)
@@ -249,7 +249,7 @@ class Database:
     async def fetch_all(self, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
         conn = await self._getconn()
         try:
-            cur = await _cursor(conn, name, params, self.limits.answer_within_s)
+            cur = await _cursor(conn, name, params, self.within_s)
             return await cur.fetchall()
         finally:
             await self.pool.putconn(conn)
@@ -258,7 +258,7 @@ class Database:
     async def transaction(self) -> AsyncIterator[Session]:
         """Statements that land together. BEGIN and COMMIT are bounded like any statement (psycopg's
         own transaction block would wait on them unbounded)."""
-        within = self.limits.answer_within_s
+        within = self.within_s
         conn = await self._getconn()
         try:
             await _control(conn, "BEGIN", within)
@@ -339,7 +339,8 @@ async def listen(conn: Connection, channel: str, *, within_s: float | None) -> N
 class AnsweredWithin:
     """Bounds one exchange with the server. Past `within_s` the connection's socket is shut down under
     it (rather than the task cancelled: see `Connection`), so psycopg's wait fails at once; the
-    connection is then closed (a pool discards it) and the failure is a retryable StorageError."""
+    connection is then closed (a pool discards it) and the failure is a retryable StorageError. Plain
+    methods, not an async context manager: every statement pays for this guard."""
 
     __slots__ = ("conn", "severed", "timer", "what", "within_s")
 
@@ -348,31 +349,28 @@ class AnsweredWithin:
         self.within_s = within_s
         self.what = what
         self.severed = False
-        self.timer: asyncio.TimerHandle | None = None
+        self.timer = None if within_s is None else asyncio.get_running_loop().call_later(within_s, self._sever)
 
-    async def __aenter__(self) -> None:
-        if self.within_s is not None:
-            self.timer = asyncio.get_running_loop().call_later(self.within_s, self._sever)
+    def _sever(self) -> None:
+        self.severed = True
+        log.warning("no answer from Postgres within %g s in %s; closing the connection", self.within_s, self.what)
+        shut_down(self.conn)
 
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def disarm(self) -> bool:
+        """After the exchange; True when it was severed (the connection must then be closed)."""
         if self.timer is not None:
             self.timer.cancel()
-        if not self.severed:
-            return
-        # Severed, maybe just as the answer came: the connection is unusable either way.
+        return self.severed
+
+    async def severed_by(self, exc: BaseException | None) -> None:
+        """Severed, maybe just as the answer came: the connection is unusable either way, and a driver
+        error becomes the retryable failure it is."""
         await self.conn.close()
         if isinstance(exc, psycopg.Error):
             raise StorageError(
                 f"database error in {self.what}: no answer within {self.within_s:g} s; the connection was closed",
                 None, True,
             ) from exc  # fmt: skip
-
-    def _sever(self) -> None:
-        self.severed = True
-        log.warning("no answer from Postgres within %g s in %s; closing the connection", self.within_s, self.what)
-        shut_down(self.conn)
 
 
 async def _execute(conn: Connection, name: str, params: Mapping[str, Any] | None, within_s: float | None) -> int:
@@ -388,20 +386,33 @@ def _adapt(params: Mapping[str, Any] | None) -> dict[str, Any]:
 async def _cursor(
     conn: Connection, name: str, params: Mapping[str, Any] | None, within_s: float | None
 ) -> psycopg.AsyncCursor[Row]:
+    guard = AnsweredWithin(conn, within_s, name)
     try:
-        async with AnsweredWithin(conn, within_s, name):
-            return await conn.execute(sql(name), _adapt(params))
-    except psycopg.Error as exc:
-        raise _translate(exc, name) from exc
+        cur = await conn.execute(sql(name), _adapt(params))
+    except BaseException as exc:
+        if guard.disarm():
+            await guard.severed_by(exc)
+        if isinstance(exc, psycopg.Error):
+            raise _translate(exc, name) from exc
+        raise
+    if guard.disarm():
+        await guard.severed_by(None)
+    return cur
 
 
 async def _control(conn: Connection, command: str, within_s: float | None) -> None:
     """A transaction or LISTEN command (not a named query: it names no data)."""
+    guard = AnsweredWithin(conn, within_s, command)
     try:
-        async with AnsweredWithin(conn, within_s, command):
-            await conn.execute(command)
-    except psycopg.Error as exc:
-        raise _translate(exc, command) from exc
+        await conn.execute(command)
+    except BaseException as exc:
+        if guard.disarm():
+            await guard.severed_by(exc)
+        if isinstance(exc, psycopg.Error):
+            raise _translate(exc, command) from exc
+        raise
+    if guard.disarm():
+        await guard.severed_by(None)
 
 
 # SQLSTATE classes a later try can get past: connection exceptions, transaction rollbacks (serialization,
