@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint types bench bench-recovery kill-trials clean
+.PHONY: demo test lint types bench bench-recovery bench-waiting kill-trials clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,9 @@ bench: $(STAMP)
 
 bench-recovery: $(STAMP)
 	$(BIN)/python bench/recovery.py
+
+bench-waiting: $(STAMP)
+	$(BIN)/python bench/waiting.py
 
 kill-trials: $(STAMP)
 	TICKETIQ_KILL_TRIALS=$${TICKETIQ_KILL_TRIALS:-50} $(BIN)/python -m pytest tests/acceptance/test_kill_trials.py -q

@@ -4,15 +4,20 @@ no HTTP, and clocks around both so the engine's own time can be told apart."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from openai.types.chat import ChatCompletion
 
 from ticketiq.model.client import ModelReply, reply_from_completion
 from ticketiq.standins.model import ScriptedModel, completion
+from ticketiq.storage import embedded
+from ticketiq.storage.migrate import migrate
 from ticketiq.tools.base import CallContext, Outcome, Tool, ToolClass
 
 OBJECT = {"type": "object", "properties": {"note": {"type": "string"}}, "additionalProperties": False}
@@ -60,3 +65,23 @@ def fast_tools(clock: Clock) -> list[Tool]:
         Tool("bench_read", "a read that answers at once", OBJECT, ToolClass.READ, answer),
         Tool("bench_write", "a write that answers at once", OBJECT, ToolClass.WRITE, answer),
     ]
+
+
+@contextlib.asynccontextmanager
+async def bench_database(folder: Path, *extensions: str) -> AsyncIterator[str]:
+    """A migrated database `bench` on an embedded server of its own in `folder`, stopped afterwards."""
+    server = embedded.acquire(folder / "home")
+    try:
+        with psycopg.connect(server.url(), autocommit=True) as conn:
+            conn.execute("CREATE DATABASE bench")
+        url = server.url("bench")
+        async with await psycopg.AsyncConnection.connect(
+            url, autocommit=True, row_factory=psycopg.rows.dict_row
+        ) as conn:
+            await migrate(conn)
+            for extension in extensions:
+                await conn.execute(f"CREATE EXTENSION IF NOT EXISTS {extension}")
+        print(f"Postgres: embedded, {server.url()}")
+        yield url
+    finally:
+        embedded.stop(server.home)

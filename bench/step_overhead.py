@@ -35,11 +35,9 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from inprocess import Clock, InProcessModel, fast_tools
+from inprocess import Clock, InProcessModel, bench_database, fast_tools
 from ticketiq.process import AppProcess
 from ticketiq.settings import Settings
-from ticketiq.storage import embedded
-from ticketiq.storage.migrate import migrate
 
 
 def scripts(folder: Path, steps: int) -> None:
@@ -322,22 +320,10 @@ async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ticketiq-bench-") as tmp:
         folder = Path(tmp)
         scripts(folder, args.steps)
-        server = embedded.acquire(folder / "home")
-        try:
-            with psycopg.connect(server.url(), autocommit=True) as conn:
-                conn.execute("CREATE DATABASE bench")
-            url = server.url("bench")
-            async with await psycopg.AsyncConnection.connect(
-                url, autocommit=True, row_factory=psycopg.rows.dict_row
-            ) as conn:
-                await migrate(conn)
-                await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-            print(f"Postgres: embedded, {server.url()}")
+        async with bench_database(folder, "pg_stat_statements") as url:
             await step_part(url, folder, args.steps, args.runs)
             if args.concurrent:
                 await concurrency_part(url, folder, args.concurrent, args.model_s)
-        finally:
-            embedded.stop(server.home)
 
 
 if __name__ == "__main__":

@@ -193,7 +193,11 @@ def build_parser() -> argparse.ArgumentParser:
     actions.add_parser("list", help="names, roles, agents, when made and revoked (never a token or hash)")
     p_revoke = actions.add_parser("revoke", help="refuse the token from now on")
     p_revoke.add_argument("--name", required=True)
-    sub.add_parser("demo", help="run the triage agent end to end against the stand-ins")
+    demo = sub.add_parser("demo", help="run the triage agent end to end against the stand-ins, then each entry point")
+    demo.add_argument(
+        "--keep", action="store_true", help="keep the stand-ins and the app running afterwards (Ctrl-C stops them)"
+    )
+    demo.add_argument("--port", type=int, default=None, help="the app's port (default: a free one)")
     sub.add_parser("settings", help="print every TICKETIQ_* setting with its default")
     return parser
 
@@ -217,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "demo":
             from ticketiq.demo import run_demo
 
-            return run_demo(settings)
+            return run_demo(settings, keep=args.keep, port=args.port)
         if args.command == "settings":
             return settings_table(settings)
     except TicketIQError as exc:

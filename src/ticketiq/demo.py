@@ -1,5 +1,7 @@
 """`ticketiq demo`: an embedded Postgres, the stand-ins and one app process; the triage agent run end to
-end, each step printed as it happens, then the answer and `run <id>: succeeded`.
+end, each step printed as it happens, then the answer and `run <id>: succeeded`. Then each entry point
+once: a co-pilot turn, an A2A task (JSON-RPC `SendMessage`), and a run that waits for a person's input
+and goes on with it. With `--keep` the services stay up for the README's examples until Ctrl-C.
 
 The API takes a bearer token: the demo makes an operator token in its database first, sends it with its
 own requests and prints how to use it."""
@@ -7,12 +9,15 @@ own requests and prints how to use it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import secrets
+import signal
 import tempfile
 import time
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import httpx
@@ -94,7 +99,51 @@ def follow(base: str, run_id: str, token: str, timeout_s: float = 120.0) -> dict
             time.sleep(0.1)
 
 
-def run_demo(settings: Settings) -> int:
+def entry_points(base: str, token: str) -> bool:
+    """Each entry point once, as a client would use it; True when every one answered as it should."""
+    auth = {"Authorization": f"Bearer {token}"}
+    ok = True
+    with httpx.Client(base_url=base, timeout=60.0, headers=auth) as client:
+        turn = client.post("/v1/copilot/turns", json={"agent": "reader", "ticket": "OPS-125",
+                                                      "question": "what is this ticket about?"})  # fmt: skip
+        shown = turn.json()
+        print(f"co-pilot  {turn.status_code}: {shown.get('answer') or shown}", flush=True)
+        ok = ok and turn.status_code == 200 and shown.get("status") == "succeeded"
+        card = client.get("/.well-known/agent-card.json").json()
+        print(f"a2a card  {card['name']}: skills {', '.join(s['id'] for s in card['skills'])}", flush=True)
+        sent = client.post("/a2a", headers={"A2A-Version": "1.0"}, json={
+            "jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+                "message": {"messageId": f"demo-{secrets.token_hex(4)}", "role": "ROLE_USER",
+                            "parts": [{"text": "Read OPS-126"}], "metadata": {"agent": "reader"}},
+                "configuration": {"returnImmediately": False}}})  # fmt: skip
+        task = sent.json().get("result", {}).get("task", {})
+        artifact = [p.get("text") for a in task.get("artifacts", []) for p in a.get("parts", [])]
+        print(f"a2a task  {task.get('id')}: {task.get('status', {}).get('state')} {artifact}", flush=True)
+        ok = ok and task.get("status", {}).get("state") == "TASK_STATE_COMPLETED"
+        asked = client.post("/v1/runs", json={"agent": "asker", "input": "Note OPS-127"}).json()["id"]
+        waiting = _until(client, asked, ("waiting", "failed"))
+        print(f"waiting   run {asked}: {waiting['status']} for input", flush=True)
+        given = client.post(f"/v1/runs/{asked}/input", json={"text": "staging"})
+        ended = _until(client, asked, ("succeeded", "failed"))
+        print(f"input     {given.status_code}; run {asked}: {ended['status']}: {ended['answer']}", flush=True)
+        ok = ok and ended["status"] == "succeeded"
+    return ok
+
+
+def _until(client: httpx.Client, run_id: str, statuses: tuple[str, ...], timeout_s: float = 60.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        run: dict[str, Any] = client.get(f"/v1/runs/{run_id}").json()
+        if run["status"] in statuses or time.monotonic() > deadline:
+            return run
+        time.sleep(0.1)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def run_demo(settings: Settings, keep: bool = False, port: int | None = None) -> int:
     target = database.resolve(settings)
     children: list[Child] = []
     logs = Path(tempfile.mkdtemp(prefix="ticketiq-demo-"))
@@ -104,7 +153,7 @@ def run_demo(settings: Settings) -> int:
         standins = start_standins(env, logs)
         children.append(standins)
         print(f"stand-ins pid {standins.pid}: {standins.env['TICKETIQ_MODEL_BASE_URL']}", flush=True)
-        app, base = start_serve({**env, **standins.env}, logs)
+        app, base = start_serve({**env, **standins.env}, logs, port=port)
         children.append(app)
         print(f"app       pid {app.pid}: {base}", flush=True)
         name, token = make_token(target.url, settings)
@@ -122,10 +171,20 @@ def run_demo(settings: Settings) -> int:
         writes: list[dict[str, Any]] = httpx.get(f"{standin}/_standin/writes", timeout=10.0).json()
         applied = [w for w in writes if w["effect"] == "applied"]
         print(f"vendor writes the stand-ins took: {len(applied)} ({', '.join(w['vendor'] for w in applied)})")
+        entries_ok = entry_points(base, token)
+        if keep:
+            print(f"kept running: the app at {base}, the stand-ins at {standin}; Ctrl-C stops them", flush=True)
+            print(f"          export TICKETIQ_TOKEN={token}", flush=True)
+            # Ctrl-C, or SIGTERM (a background job ignores SIGINT), stops them through the `finally`.
+            signal.signal(signal.SIGTERM, _interrupt)
+            with contextlib.suppress(KeyboardInterrupt):
+                while app.alive() and standins.alive():
+                    time.sleep(0.5)
     finally:
         for child in reversed(children):
             child.stop()
         target.release()
     # Last, after everything was stopped: the line that says how the run ended.
+    print(f"entry points: {'all answered' if entries_ok else 'NOT all answered (see above)'}", flush=True)
     print(f"run {run_id}: {run['status']}", flush=True)
-    return 0 if run["status"] == "succeeded" else 1
+    return 0 if run["status"] == "succeeded" and entries_ok else 1

@@ -21,6 +21,7 @@ from ticketiq.engine.engine import Engine
 from ticketiq.engine.faults import Faults
 from ticketiq.engine.gate_watch import GateWatch
 from ticketiq.engine.leases import LeaseKeeper
+from ticketiq.engine.run_events import RunEvents
 from ticketiq.errors import StorageError
 from ticketiq.leader.election import Elector
 from ticketiq.leader.liveness import Liveness
@@ -98,6 +99,7 @@ class AppProcess:
             metrics=Metrics(), store=RunStore(db), gates=GateStore(db),
         )  # fmt: skip
         engine = Engine(deps)
+        engine.events = RunEvents(target.url, limits)
         registry.register(delegation_tool(engine))
         deps.catalog = agents.load(settings.agents, known_tools=set(registry.tools))
         await deps.gates.seed(deps.catalog.owner_tools(), deps.catalog.approval_required)
@@ -110,6 +112,7 @@ class AppProcess:
         liveness.start()
         keeper.start()
         deps.gate_watch.start()
+        engine.events.start()
         if settings.lead:
             process.elector.start()
         log.info("process %s ready", holder)
@@ -178,6 +181,8 @@ class AppProcess:
             log.error("could not hand runs back (%s); their leases will lapse and be swept", exc)
         await self.liveness.stop(self.db)
         await self.engine.deps.gate_watch.stop()
+        if self.engine.events is not None:
+            await self.engine.events.stop()
         await self.model.close()
         await self.http.aclose()
         await self.db.close()

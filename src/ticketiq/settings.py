@@ -17,6 +17,8 @@ from ticketiq.errors import ConfigError
 T = TypeVar("T")
 
 _SAMPLE_AGENTS = Path(__file__).parent / "agents" / "sample.yaml"
+# Idempotency-Keys are kept at least this long (issue 7).
+IDEMPOTENCY_TTL_FLOOR_S = 86400.0
 
 
 def _setting(default: Any, doc: str, secret: bool = False) -> Any:
@@ -85,6 +87,15 @@ class Settings:
     webhook_dedupe_window_s: float = _setting(
         0.0, "How long the webhook target says it honours Idempotency-Key; 0: not at all."
     )
+    remote_agent_url: str = _setting(
+        "http://127.0.0.1:9000/a2a-agent",
+        "Base URL of the remote A2A agent `ask_remote_agent` talks to (its card at /.well-known/agent-card.json).",
+    )
+    remote_agent_wait_s: float = _setting(
+        300.0,
+        "How long a call to a remote A2A agent (and its read-back on resume) follows the remote task once the "
+        "message is sent, while the run's lease holds.",
+    )
 
     sweep_interval_s: float = _setting(
         3.0,
@@ -101,14 +112,50 @@ class Settings:
     delegation_wait_s: float = _setting(600.0, "How long a delegating call waits for its child run's answer.")
     shutdown_grace_s: float = _setting(10.0, "On SIGTERM, how long runs in flight may finish before they stop.")
 
+    crash_resume_entries: bool = _setting(
+        True,
+        "Whether runs of the entry points (cron, ticket events, webhooks, co-pilot and Teams turns) that may "
+        "not wait are resumed after their process died (I13). false: such a run is failed with a reason "
+        "naming this setting; runs that may wait are always resumed.",
+    )
+    answer_ttl_s: float = _setting(
+        86400.0, "How long a run's final answer is kept, sealed, for its hand-on (I12); then the leader purges it."
+    )
+    copilot_wait_s: float = _setting(
+        20.0, "How long POST /v1/copilot/turns waits for the answer before it answers 202 with the run id."
+    )
+    a2a_public_url: str | None = _setting(
+        None,
+        "This service's public base URL as A2A clients reach it (the edge's); the agent card names its JSON-RPC "
+        "endpoint as this plus /a2a. Unset: the base URL of the request that fetched the card.",
+    )
+    a2a_default_agent: str | None = _setting(
+        None,
+        "The agent an A2A message is for when its metadata names none (`agent`). Unset: the first agent of "
+        "the agents file; an agent the file does not define is refused at start.",
+    )
+    idempotency_ttl_s: float = _setting(
+        86400.0,
+        "How long an API Idempotency-Key is kept with its answer (at least a day: a smaller value is refused); "
+        "then the leader purges it.",
+    )
+
     fault_point: str | None = _setting(
         None,
         "TESTS ONLY, off by default: the process SIGKILLs itself at this point (after_checkpoint, "
-        "after_mark, after_send, before_answer).",
+        "after_mark, after_send, before_answer, before_hand_on).",
     )
     fault_after: int = _setting(1, "TESTS ONLY: the fault fires at the Nth time its point is reached.")
 
     log_level: str = _setting("INFO", "Log level of app processes.")
+
+    def __post_init__(self) -> None:
+        if self.idempotency_ttl_s < IDEMPOTENCY_TTL_FLOOR_S:
+            # Issue 7: a client may retry a lost answer for a day; a key purged sooner could make it twice.
+            raise ConfigError(
+                f"TICKETIQ_IDEMPOTENCY_TTL_S={self.idempotency_ttl_s:g} is below the floor of "
+                f"{IDEMPOTENCY_TTL_FLOOR_S:g} s (a day); raise it or unset it."
+            )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:

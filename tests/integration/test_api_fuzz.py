@@ -30,7 +30,7 @@ from ticketiq.settings import Settings
 # Every table a request can write. Leases and processes are the processes' own, renewed in the background.
 TABLES = (
     "runs", "checkpoints", "calls", "transcripts", "approvals", "audit_log", "quarantines", "channels",
-    "principals", "grants", "tool_policies", "api_tokens",
+    "principals", "grants", "tool_policies", "api_tokens", "answers", "inputs", "a2a_tasks", "idempotency_keys",
 )  # fmt: skip
 DIGEST = " UNION ALL ".join(
     f"SELECT '{t}' AS t, count(*) AS n, md5(coalesce(string_agg(x::text, ',' ORDER BY x::text), '')) AS h FROM {t} x"

@@ -102,6 +102,8 @@ async def test_every_v1_route_refuses_a_missing_malformed_unknown_or_revoked_tok
             ("GET", "/v1/runs/{run_id}"): (f"/v1/runs/{run_id}", None),
             ("GET", "/v1/runs/{run_id}/transcript"): (f"/v1/runs/{run_id}/transcript", None),
             ("POST", "/v1/runs/{run_id}/stop"): (f"/v1/runs/{run_id}/stop", {}),
+            ("POST", "/v1/runs/{run_id}/input"): (f"/v1/runs/{run_id}/input", {"text": "staging"}),
+            ("POST", "/v1/copilot/turns"): ("/v1/copilot/turns", {"agent": "a", "ticket": "OPS-3", "question": "q"}),
             ("GET", "/v1/approvals"): ("/v1/approvals", None),
             ("POST", "/v1/approvals/{approval_id}"): (f"/v1/approvals/{approval_id}", {"decision": "approve"}),
             ("GET", "/v1/audit"): ("/v1/audit", None),

@@ -25,6 +25,10 @@ EXPECTED_TABLES = {
     "processes",
     "seal_probe",
     "api_tokens",
+    "answers",
+    "inputs",
+    "a2a_tasks",
+    "idempotency_keys",
 }
 
 

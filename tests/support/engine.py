@@ -99,6 +99,9 @@ class Harness:
     probe: Probe
     model_url: str
     settings: Settings
+    # Every step the model stand-in answered: (script, conversation, step). A step asked twice for one
+    # conversation is a model step asked again.
+    asked: list[tuple[str, str, int]] = field(default_factory=list)
 
     @property
     def engine(self) -> Any:
@@ -162,8 +165,13 @@ async def engine_under_test(
     folder.mkdir(exist_ok=True)
     for name, steps in scripts.items():
         (folder / f"{name}.yaml").write_text(yaml.safe_dump({"steps": steps}))
+    asked: list[tuple[str, str, int]] = []
+
+    async def log_request(model: str, conversation: str, step: int) -> None:
+        asked.append((model, conversation, step))
+
     model_app = FastAPI()
-    model_app.include_router(create_router(latency_ms, position_ids, scripts=folder))
+    model_app.include_router(create_router(latency_ms, position_ids, scripts=folder, log_request=log_request))
     async with serving(model_app) as model_url, serving(probe.app()) as probe_url:
         settings = Settings(
             home=tmp,
@@ -175,7 +183,7 @@ async def engine_under_test(
         )
         process = await AppProcess.start(settings, extra_tools=probe_tools(probe_url))
         try:
-            yield Harness(process, probe, model_url, settings)
+            yield Harness(process, probe, model_url, settings, asked)
         finally:
             await process.stop()
 

@@ -61,3 +61,15 @@ def test_approval_holds_a_call_unless_approved_or_the_run_may_not_wait() -> None
 def test_containment_outranks_an_approval() -> None:
     facts = replace(BASE, tenant_quarantine="incident")
     assert call_gate(facts, "jira_add_comment", OFFERED, approved=True).gate == "containment"
+
+
+def test_a_run_may_ask_for_input_only_when_it_may_wait_and_every_run_gate_passes() -> None:
+    from ticketiq.engine.gates import input_gate
+
+    assert input_gate(BASE).verdict is (Verdict.ALLOW if BASE.may_wait else Verdict.REFUSE)
+    assert input_gate(replace(BASE, may_wait=True)).verdict is Verdict.ALLOW
+    refused = input_gate(replace(BASE, may_wait=False))
+    assert (refused.verdict, refused.gate) == (Verdict.REFUSE, "input")
+    assert "may not wait for input" in refused.reason
+    stopped = input_gate(replace(BASE, may_wait=True, stopped_by="ops"))
+    assert (stopped.verdict, stopped.gate) == (Verdict.REFUSE, "stop")

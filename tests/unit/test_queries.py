@@ -18,12 +18,15 @@ def test_a_name_defined_twice_is_refused() -> None:
 
 
 # What a run is made of: a statement that writes one of these writes about a run.
-_RUN_TABLES = r"(runs|checkpoints|calls|approvals|transcripts)"
+_RUN_TABLES = r"(runs|checkpoints|calls|approvals|transcripts|answers|inputs)"
 _WRITES_RUN = re.compile(rf"\b(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+{_RUN_TABLES}\b", re.IGNORECASE)
 _WRITES_RUN_LEASE = re.compile(r"\b(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+leases\b(?!.*'leader')", re.IGNORECASE | re.S)
 _AUDITS_RUN = re.compile(r"INSERT\s+INTO\s+audit_log\s*\([^)]*run_id[^)]*\)\s*(VALUES\s*\((?!'[^']*',\s*NULL)|SELECT)",
                          re.IGNORECASE)  # fmt: skip
-_FENCED = re.compile(r"\battempt\s*=\s*(%\(attempt\)s|\w+\.attempt)\b", re.IGNORECASE)
+# The attempt condition written out, or seal_checkpoint(run, attempt, ...) (migration 005), which is it.
+_FENCED = re.compile(
+    r"\battempt\s*=\s*(%\(attempt\)s|\w+\.attempt)\b|\bseal_checkpoint\(\s*%\(run_id\)s,\s*%\(attempt\)s", re.IGNORECASE
+)
 _TAKES = re.compile(r"\btake_run\(", re.IGNORECASE)
 
 # Statements about a run that no attempt makes, each with why it needs no attempt condition.
@@ -32,6 +35,8 @@ NOT_AN_ATTEMPTS = {
     "runs.request_stop": "a person's Stop: a flag each attempt's gate check reads; it changes nothing written",
     "runs.stop_idle": "ends only a run no attempt drives (queued or waiting); the run's row lock orders it with a take",
     "approvals.decide": "a person's decision on a request; the attempt that filed it reads it",
+    "runs.give_input": "a person's input to a question of a waiting run (no attempt drives it); the next reads it",
+    "runs.purge_answers": "the leader drops kept answers past their time, never one still to be handed on",
 }
 
 

@@ -152,3 +152,16 @@ def test_an_empty_key_file_is_refused_with_what_to_do(tmp_path: Path) -> None:
     os.chmod(tmp_path / "seal.key", 0o600)
     with pytest.raises(ConfigError, match="is empty; delete it"):
         load_keys(Settings(home=tmp_path))
+
+
+def test_a_kept_answer_verifies_only_with_its_own_run_and_text() -> None:
+    from ticketiq.engine.seal import seal_answer, verify_answer
+
+    keys = parse_keys("k1:secret-one,k0:old")
+    mac, key_id = seal_answer(keys, "run-1", "the answer")
+    assert mac == hmac.new(b"secret-one", b"answer\nrun-1\nthe answer", hashlib.sha256).hexdigest()
+    verify_answer(keys, "run-1", "the answer", mac, key_id)
+    for run_id, text, kid in [("run-2", "the answer", key_id), ("run-1", "the answer!", key_id),
+                              ("run-1", "the answer", "k0"), ("run-1", "the answer", "nope")]:  # fmt: skip
+        with pytest.raises(SealInvalid):
+            verify_answer(keys, run_id, text, mac, kid)

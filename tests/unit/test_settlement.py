@@ -63,3 +63,46 @@ def test_only_a_read_back_waits_out_the_time_a_write_can_still_be_in_flight() ->
     assert read_back_wait(Route.READ_BACK, -1.0) == 0.0
     for other in (Route.RESEND_SAME_KEY, Route.DELEGATION, Route.UNKNOWN, Route.MAKE, Route.REUSE):
         assert read_back_wait(other, 4.5) == 0.0
+
+
+def test_a_remote_agent_with_its_task_id_recorded_is_read_back_by_it() -> None:
+    recorded = CallRow("in_doubt", ToolClass.REMOTE_AGENT, "tqkey", reference="task-1")
+    assert route(recorded, READER) is Route.READ_BACK
+
+
+def test_a_remote_agent_without_a_task_id_is_unknown_never_sent_again() -> None:
+    # I9: no id to find it by; its message may have reached the agent, which dedupes nothing.
+    assert route(doubt(ToolClass.REMOTE_AGENT), READER) is Route.UNKNOWN
+    assert route(doubt(ToolClass.REMOTE_AGENT, key=None), READER) is Route.UNKNOWN
+
+
+def test_a_remote_agent_is_never_resent_nor_read_back_without_a_reader_or_its_tool() -> None:
+    recorded = CallRow("in_doubt", ToolClass.REMOTE_AGENT, "tqkey", reference="task-1")
+    assert route(recorded, NO_READER) is Route.UNKNOWN
+    assert route(recorded, ToolNow(False, False, None)) is Route.UNKNOWN
+    # Even a tool that claims a long dedupe window is not resent (I10: the marked class rules).
+    assert route(recorded, ToolNow(True, False, float("inf"))) is Route.UNKNOWN
+
+
+def test_a_recorded_reference_changes_nothing_for_other_classes() -> None:
+    for cls in (ToolClass.WRITE, ToolClass.KEYED_WRITE):
+        assert route(CallRow("in_doubt", cls, None, reference="x"), READER) is Route.UNKNOWN
+    assert route(CallRow("in_doubt", ToolClass.DELEGATION, "k", reference="x"), NO_READER) is Route.DELEGATION
+
+
+def test_a_remote_agent_read_back_by_its_task_id_does_not_wait_out_the_send() -> None:
+    from ticketiq.engine.settlement import read_back_wait
+
+    recorded = CallRow("in_doubt", ToolClass.REMOTE_AGENT, "tqkey", reference="task-1")
+    # The id came back in the answer to the send: nothing of it is still in flight (no I14 wait).
+    assert read_back_wait(Route.READ_BACK, 4.5, recorded) == 0.0
+    assert read_back_wait(Route.READ_BACK, 4.5, doubt(ToolClass.WRITE)) == 4.5  # I14 for any other write
+    assert read_back_wait(Route.READ_BACK, 4.5, doubt(ToolClass.REMOTE_AGENT)) == 4.5
+
+
+def test_a_write_read_back_and_not_found_is_sent_once_but_a_remote_agent_never() -> None:
+    from ticketiq.engine.settlement import sent_once_if_absent
+
+    assert sent_once_if_absent(ToolClass.WRITE)
+    assert sent_once_if_absent(ToolClass.KEYED_WRITE)
+    assert not sent_once_if_absent(ToolClass.REMOTE_AGENT)

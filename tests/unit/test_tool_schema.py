@@ -112,6 +112,7 @@ def test_every_registered_tool_rejects_unknown_arguments_and_accepts_a_well_form
         "discord_send_message": {"channel_id": "ops", "content": "c"},
         "sqs_send_message": {"message_body": "m", "message_group_id": "OPS-1"},
         "webhook_post": {"path": "hooks/ops", "payload": {"a": 1}},
+        "ask_remote_agent": {"text": "is OPS-1 safe to close?"},
     }
     assert set(samples) == set(registry.tools)
     for name, args in samples.items():

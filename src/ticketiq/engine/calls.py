@@ -26,13 +26,14 @@ from ticketiq.engine.context import EngineDeps
 from ticketiq.engine.gates import GateDecision, GateFacts, Verdict, run_gate
 from ticketiq.engine.leases import HeldLease
 from ticketiq.engine.resume import LeftCall
-from ticketiq.engine.settlement import UNKNOWN_FOR_MODEL, Happened, Route
+from ticketiq.engine.settlement import UNKNOWN_FOR_MODEL, Happened, Route, sent_once_if_absent
 from ticketiq.engine.state import PlannedCall, RunState
 from ticketiq.engine.step_keys import approval_key, fresh_key
 from ticketiq.engine.storable import storable
 from ticketiq.storage.rows import Approval
 from ticketiq.storage.run_store import RunHandle
 from ticketiq.tools.base import CallContext, SendWindow, Tool
+from ticketiq.tools.builtin import REQUEST_INPUT
 from ticketiq.tools.schema import validate
 
 UNCERTAIN = "unknown: the vendor's answer leaves it open whether the write took effect; not sent again"
@@ -45,8 +46,10 @@ class StepWork:
     results: dict[int, Any] = field(default_factory=dict)  # idx -> what goes back to the model
     finished: list[dict[str, Any]] = field(default_factory=list)  # reads and refusals: rows to land
     entries: list[dict[str, Any]] = field(default_factory=list)
-    waiting: bool = False
+    waiting: bool = False  # a call is held for a person: an approval or an input
     happened: dict[int, Happened] = field(default_factory=dict)
+    asks: list[dict[str, Any]] = field(default_factory=list)  # questions for a person ({id, idx, question})
+    approvals_held: int = 0
 
     def merge(self, other: StepWork) -> None:
         self.results.update(other.results)
@@ -54,6 +57,8 @@ class StepWork:
         self.entries += other.entries
         self.waiting = self.waiting or other.waiting
         self.happened.update(other.happened)
+        self.asks += other.asks
+        self.approvals_held += other.approvals_held
 
 
 class Run(Protocol):
@@ -121,11 +126,14 @@ class CallMaker:
             return self.finish(work, call, {"error": f"arguments rejected: {call.args_error}"}, "refused")
         if decision.verdict is Verdict.REFUSE:
             return self.finish(work, call, {"refused": decision.reason, "gate": decision.gate}, "refused")
+        if call.tool == REQUEST_INPUT.name:
+            return await self._ask(work, call)
         happened = Happened.MADE
         if decision.verdict is Verdict.APPROVAL:
             approval = await self.file_approval(call)
             if approval.status == "pending":
                 work.waiting = True
+                work.approvals_held += 1
                 return Happened.APPROVAL_FILED
             if approval.status == "rejected":
                 refusal = {"refused": f"approval rejected by {approval.decided_by}", "gate": "approval"}
@@ -149,6 +157,18 @@ class CallMaker:
             return self.finish(work, call, {"refused": now.reason, "gate": now.gate}, "refused")
         work.results[call.idx] = await self.send_write(call, tool, key or call.step_key or fresh_key())
         return happened
+
+    async def _ask(self, work: StepWork, call: PlannedCall) -> Happened:
+        """The model's question to a person: answered by the input given to it, else the run waits for
+        one (the question is filed by the statement that makes the run wait, so no input can come
+        before the run waits for it)."""
+        given = await self.handle.input_for(self.step, call.idx)
+        if given is not None and given.status == "given":
+            return self.finish(work, call, {"input": given.text, "given_by": given.given_by}, "read", ok=True)
+        work.waiting = True
+        question = str(call.args.get("question") or "")
+        work.asks.append({"id": given.id if given else str(uuid.uuid4()), "idx": call.idx, "question": question})
+        return Happened.INPUT_ASKED
 
     def finish(self, work: StepWork, call: PlannedCall, result: Any, how: str, ok: bool = False) -> Happened:
         """A read or a refusal: its row and note land with the next statement, not one of their own."""
@@ -228,7 +248,16 @@ class CallMaker:
             "settlement": how, "entries": entries,
         })  # fmt: skip
 
-    def context(self, tool: Tool, call: PlannedCall, key: str, window: SendWindow | None = None) -> CallContext:
+    def context(
+        self,
+        tool: Tool,
+        call: PlannedCall,
+        key: str,
+        window: SendWindow | None = None,
+        reference: str | None = None,
+    ) -> CallContext:
+        """`window`: a write being sent, which may record what it can be found again by; `reference`: what
+        such a write recorded, for its reader."""
         return CallContext(
             run_id=self.handle.run_id,
             tool=tool.name,
@@ -238,7 +267,23 @@ class CallMaker:
             settings=self.deps.settings,
             before_send=self.lease.check,
             window=window,
+            reference=reference,
+            on_reference=None if window is None else self._reference_recorder(call.idx),
         )
+
+    def _reference_recorder(self, idx: int) -> Callable[[str], Awaitable[None]]:
+        """Records what the call `idx` of this step can be found again by, the moment its vendor names it
+        (I9), fenced by the attempt (I3)."""
+        step, handle = self.step, self.handle
+
+        async def record(ref: str) -> None:
+            # I16: an id Postgres cannot store could not find the call again either: it is not recorded,
+            # so the call settles as unknown (never sent again) if it is left in doubt.
+            _, altered = storable(ref)
+            if not altered:
+                await handle.record_reference(step, idx, ref)
+
+        return record
 
     async def file_approval(self, call: PlannedCall) -> Approval:
         """I15: file (or find) the request bound to exactly this call."""
@@ -284,7 +329,7 @@ class CallMaker:
         if item.route is Route.READ_BACK:
             await self._wait_in_flight(item.wait_s)  # I14: until it can no longer be in flight
             assert tool.reader is not None
-            found = await tool.reader(self.context(tool, call, key))
+            found = await tool.reader(self.context(tool, call, key, reference=row.remote_ref))
             if found.found is True:
                 landed = found.outcome.for_model() if found.outcome else {"landed": True}
                 notes_of_text: list[dict[str, Any]] = []
@@ -296,6 +341,10 @@ class CallMaker:
                 why = "the vendor could not say whether it landed"
                 work.results[call.idx] = await self._unknown(call, key, why, Happened.UNKNOWN_NOT_SENT)
                 return Happened.UNKNOWN_NOT_SENT
+            if not sent_once_if_absent(call.tool_class):
+                why = "the remote agent knows no task by the id it gave"  # I9: never sent again
+                work.results[call.idx] = await self._unknown(call, key, why, Happened.UNKNOWN_NOT_SENT)
+                return Happened.UNKNOWN_NOT_SENT
         # Sent again (a keyed resend, a delegation asked again, or a write read back and not there):
         # through the approval gate as it stands now, an approval of this very call counting (I15).
         approved = item.approval is not None and item.approval.status == "approved"
@@ -304,6 +353,7 @@ class CallMaker:
             approval = await self.file_approval(call)
             if approval.status == "pending":
                 work.waiting = True
+                work.approvals_held += 1
                 return Happened.APPROVAL_FILED
             approved = approval.status == "approved"
             gate = self.run.decide(facts, call, approved=approved) if approved else GateDecision(

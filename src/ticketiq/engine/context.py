@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
@@ -43,3 +44,7 @@ class EngineDeps:
     metrics: Metrics
     store: RunStore
     gates: GateStore
+    # I12: what an entry point does to hand a run's kept answer on, by channel, besides the statement
+    # that ends the run (a Teams reply, a cron outcome). Called with the driver and the answer; returns
+    # what the hand-on audit records. A2A tasks and co-pilot callers follow the run's status instead.
+    hand_ons: dict[str, Callable[[Any, str], Awaitable[dict[str, Any]]]] = field(default_factory=dict)

@@ -16,10 +16,10 @@ from typing import Any
 
 import orjson
 
-from ticketiq.engine import notes, resume, seal
+from ticketiq.engine import entry_runs, notes, resume, seal
 from ticketiq.engine.calls import CallMaker, StepWork
 from ticketiq.engine.context import EngineDeps
-from ticketiq.engine.gates import GateDecision, GateFacts, Verdict, call_gate, run_gate
+from ticketiq.engine.gates import GateDecision, GateFacts, Verdict, call_gate, input_gate, run_gate
 from ticketiq.engine.leases import HeldLease
 from ticketiq.engine.settlement import Happened, ToolNow
 from ticketiq.engine.state import PlannedCall, RunState
@@ -27,8 +27,9 @@ from ticketiq.engine.step_keys import run_call_key
 from ticketiq.engine.storable import storable
 from ticketiq.errors import Fenced, LeaseLost, ModelError, SealInvalid, StorageError
 from ticketiq.storage.rows import Checkpoint
-from ticketiq.storage.run_store import Flush, Sealed
+from ticketiq.storage.run_store import Flush, Sealed, SealedAnswer
 from ticketiq.tools.base import ToolClass
+from ticketiq.tools.builtin import REQUEST_INPUT
 
 log = logging.getLogger(__name__)
 
@@ -115,11 +116,22 @@ class RunDriver:
         if agent is None:
             return await self._end("failed", error=f"agent {state.agent} is no longer defined")
         # I6: containment, Stop, channel and run-as (the owner may still run it) pass again.
-        blocked = run_gate(await self.gate_facts(fresh=True))
+        facts = await self.gate_facts(fresh=True)
+        blocked = run_gate(facts)
         if not blocked.allowed:
             return await self._end("failed", error=f"refused by the {blocked.gate} gate: {blocked.reason}")
         if self.claimed_at is not None:
+            # I13: an entry run that may not wait is resumed only while TICKETIQ_CRASH_RESUME_ENTRIES says so.
+            why = entry_runs.not_resumed(facts.channel, facts.may_wait, self.deps.settings.crash_resume_entries)
+            if why is not None:
+                return await self._end("failed", error=why)
             self.deps.metrics.recovery.observe(time.monotonic() - self.claimed_at)
+        if state.answer is not None:
+            # I12: the model answered and the answer is kept: only its hand-on is left. The model is not
+            # asked again and nothing the run wrote is repeated.
+            if self.claimed_at is not None:
+                await self._audit_resumed([], StepWork(), handing_on=True)  # I8: every resume is audited
+            return await self._hand_on_kept()
         if state.step > 0:
             # I17: seal the checkpoint under this attempt before anything else is written; the same
             # statement lands what a lost attempt wrote ahead, before anything of this one.
@@ -131,6 +143,8 @@ class RunDriver:
         elif self.claimed_at is not None:
             await self._audit_resumed([], StepWork())
         tools = self.deps.registry.specs(list(agent.tools))
+        if facts.may_wait:
+            tools.append(REQUEST_INPUT.openai_spec())  # a run that may wait may ask a person for input
         model = agent.model or self.deps.settings.model
         while True:
             self.lease.check()
@@ -144,10 +158,12 @@ class RunDriver:
             state.completion_tokens += reply.completion_tokens
             state.messages.append(message)
             if not reply.tool_calls:
-                state.answer = text or ""
+                state.answer = storable(text or "")[0]
                 state.calls = []
                 self.deps.faults.hit("before_answer")
                 extra = [notes.text_altered(state.step + 1, "the model's answer")] if altered else []
+                if entry_runs.hands_on(facts.channel):
+                    return await self._answer(state.answer, extra)
                 return await self._end("succeeded", answer=state.answer, extra=extra)
             state.step += 1
             state.calls = [self._plan(i, tc) for i, tc in enumerate(reply.tool_calls)]
@@ -213,7 +229,7 @@ class RunDriver:
         # I16: what the model said of the call, made storable in one check.
         said, altered = storable([tool_call.id, tool_call.name, tool_call.arguments, tool_call.arguments_error])
         call_id, name, args, args_error = said
-        tool = self.deps.registry.get(name)
+        tool = REQUEST_INPUT if name == REQUEST_INPUT.name else self.deps.registry.get(name)
         return PlannedCall(
             idx=idx,
             id=call_id,
@@ -227,7 +243,7 @@ class RunDriver:
         )
 
     def _tool_now(self, name: str) -> tuple[ToolNow, ToolClass | None]:
-        tool = self.deps.registry.get(name)
+        tool = REQUEST_INPUT if name == REQUEST_INPUT.name else self.deps.registry.get(name)
         now = ToolNow(
             exists=tool is not None,
             has_reader=bool(tool and tool.reader),
@@ -236,6 +252,8 @@ class RunDriver:
         return now, tool.tool_class if tool else None
 
     def decide(self, facts: GateFacts, call: PlannedCall, approved: bool = False) -> GateDecision:
+        if call.tool == REQUEST_INPUT.name:
+            return input_gate(facts)
         agent = self.deps.catalog.get(self.state.agent)
         offered = frozenset(agent.tools) if agent else frozenset()
         if self.deps.registry.get(call.tool) is None:
@@ -320,23 +338,79 @@ class RunDriver:
         self._stage(entries)
         taken = self._take_unflushed()
         sealed = self._sealed()
+        kept = None if answer is None else self._kept(answer)  # I12: kept by the statement that ends the run
         self.lease.check()
         self.lease.releasing = True  # the statement deletes the lease
-        await self.handle.end(sealed, taken, status, answer, error, self.deps.holder)
+        await self.handle.end(sealed, taken, status, kept, error, self.deps.holder)
         self.seal_head = sealed.seal
         return status
 
+    def _kept(self, answer: str) -> SealedAnswer:
+        mac, key_id = seal.seal_answer(self.deps.keys, self.run_id, answer)
+        return SealedAnswer(answer, mac, key_id, self.deps.settings.answer_ttl_s)
+
+    async def _answer(self, answer: str, extra: list[dict[str, Any]]) -> str:
+        """I12: keep the answer, sealed, and write the hand-on ahead (the run is `answered`, its lease
+        kept); then hand it on."""
+        entries = [*extra, notes.entry("answer", text=answer), notes.statement("run_answered", step=self.state.step)]
+        self._stage(entries)
+        taken = self._take_unflushed()
+        sealed = self._sealed()
+        kept = self._kept(answer)
+        self.lease.check()
+        await self.handle.answered(sealed, taken, kept, self.deps.holder)
+        self.seal_head = sealed.seal
+        self.deps.faults.hit("before_hand_on")
+        return await self._hand_on(answer, resumed=False)
+
+    async def _hand_on_kept(self) -> str:
+        """I12: a run taken over after its answer was kept hands on that answer, verified by its seal."""
+        kept = await self.handle.kept_answer()
+        if kept is None:
+            return await self._end("failed", error="the kept answer is gone (purged after TICKETIQ_ANSWER_TTL_S); "
+                                   "it was not handed on")  # fmt: skip
+        try:
+            seal.verify_answer(self.deps.keys, self.run_id, kept.answer, kept.seal, kept.key_id)
+        except SealInvalid as exc:
+            self.lease.releasing = True
+            await self.handle.fail(str(exc), "agent.run.checkpoint_rejected", self.deps.holder)
+            return "failed"
+        if kept.answer != self.state.answer:
+            self.lease.releasing = True
+            await self.handle.fail("the kept answer is not the answer the checkpoint holds",
+                                   "agent.run.checkpoint_rejected", self.deps.holder)  # fmt: skip
+            return "failed"
+        return await self._hand_on(kept.answer, resumed=True)
+
+    async def _hand_on(self, answer: str, resumed: bool) -> str:
+        """Hand the kept answer on, once, under this attempt: the entry point's own step (none yet for
+        A2A and co-pilot: their task and caller follow the run's status), then the run succeeds."""
+        facts = await self.gate_facts()
+        action = self.deps.hand_ons.get(facts.channel)
+        detail: dict[str, Any] = {"channel": facts.channel, "resumed": resumed}
+        if action is not None:
+            detail.update(await action(self, answer))
+        self.lease.check()
+        self.lease.releasing = True  # the statement deletes the lease
+        entries = [notes.entry("handed_on", channel=facts.channel, resumed=resumed),
+                   notes.statement("run_succeeded", step=self.state.step)]  # fmt: skip
+        await self.handle.hand_on(answer, entries, self.deps.holder, detail)
+        return "succeeded"
+
     async def _suspend(self, work: StepWork) -> bool:
-        """Wait for a person: what the step produced is recorded; the calls stay on the checkpoint.
-        False when every request was decided meanwhile (I15): the run goes on."""
+        """Wait for a person (a decision, or an input to a question the model asked): what the step
+        produced is recorded; the calls stay on the checkpoint. False when every request was decided
+        meanwhile (I15): the run goes on."""
         self.carry.merge(StepWork(finished=work.finished, entries=work.entries))
         self._stage([notes.statement("checkpoint", step=self.state.step, calls=len(self.state.calls))])
         taken = self._take_unflushed()
         sealed = self._sealed()
         self.lease.check()
-        waiting = [notes.entry("waiting", reason="a call awaits approval"), notes.statement("run_waiting")]
+        reasons = [f"the model asks for input: {ask['question']}" for ask in work.asks]
+        reasons += ["a call awaits approval"] if work.approvals_held else []
+        waiting = [notes.entry("waiting", reason=r) for r in reasons] + [notes.statement("run_waiting")]
         self.lease.releasing = True  # a suspend deletes the lease
-        suspended = await self.handle.suspend(sealed, taken, waiting, self.deps.holder)
+        suspended = await self.handle.suspend(sealed, taken, waiting, self.deps.holder, work.asks)
         self.lease.releasing = suspended  # not suspended: the run goes on, its lease renewed again
         self.seal_head = sealed.seal
         return suspended
@@ -354,7 +428,7 @@ class RunDriver:
             return "lost"
         return "failed"
 
-    async def _audit_resumed(self, left: list[resume.LeftCall], work: StepWork) -> None:
+    async def _audit_resumed(self, left: list[resume.LeftCall], work: StepWork, handing_on: bool = False) -> None:
         """I8: every resume is audited with the step, the losses and, per call left, its index, tool,
         class, the route planned and what happened."""
         self.deps.metrics.resumed()
@@ -368,4 +442,5 @@ class RunDriver:
             })  # fmt: skip
         await self.handle.audit("agent.run.crash_resumed", self.deps.holder, {
             "step": self.state.step, "losses": self.losses, "attempt": self.attempt, "calls": calls,
+            "handing_on": handing_on,
         })  # fmt: skip

@@ -19,9 +19,19 @@ from ticketiq.agents.catalog import Agent
 from ticketiq.engine import seal
 from ticketiq.engine.context import EngineDeps
 from ticketiq.engine.driver import RunDriver
+from ticketiq.engine.run_events import RECHECK_S, RunEvents
 from ticketiq.engine.state import RunState
 from ticketiq.errors import Conflict, NotFound, RequestError, TicketIQError
-from ticketiq.storage.rows import Approval, AuditRow, Checkpoint, Created, RunRecord, RunStatus, TranscriptRow
+from ticketiq.storage.rows import (
+    Approval,
+    AuditRow,
+    Checkpoint,
+    Created,
+    RunRecord,
+    RunStatus,
+    TranscriptRow,
+    Waiting,
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +57,8 @@ class Engine:
         # Set while the process holds a liveness mark under its current identity.
         self.admitted = asyncio.Event()
         self.admitted.set()
+        # Wakes followers of a run when its status changes (set by the process; None: they poll).
+        self.events: RunEvents | None = None
 
     # ----- what entry points ask ------------------------------------------------------------------
 
@@ -60,10 +72,12 @@ class Engine:
         idempotency_key: str | None = None,
         request_hash: str | None = None,
         actor: str = "api",
+        start: bool = True,
     ) -> Created:
         """Create a run and start it here, started by `actor` (the API token's name: the run's
-        `created_by`). A repeated Idempotency-Key returns the first request's run (422 when the body
-        differs, or another actor made it: a key is no way to reach someone else's run)."""
+        `created_by`); with `start` false the caller starts it, once it recorded what it must first. A
+        repeated Idempotency-Key returns the first request's run (422 when the body differs, or another
+        actor made it: a key is no way to reach someone else's run)."""
         agent = self.deps.catalog.get(agent_name)
         if agent is None:
             raise NotFound("body.agent", f"no agent named {agent_name!r}")
@@ -77,7 +91,7 @@ class Engine:
             raise RequestError("header.Idempotency-Key", "another token used this Idempotency-Key; use a fresh key")
         if not created.created and created.request_hash != request_hash:
             raise RequestError("header.Idempotency-Key", "this Idempotency-Key was used with a different request body")
-        if created.created:
+        if created.created and start:
             await self.start(created.id)
         status = await self.store.status(created.id)
         return Created(created.id, status.status if status else created.status, created.created)
@@ -123,6 +137,44 @@ class Engine:
             raise Conflict("path.approval_id", f"approval {approval_id} was already {existing.status}")
         await self.start(decided.run_id)
         return decided
+
+    async def give_input(self, run_id: str, text: str, by: str, created_by: str | None = None) -> RunStatus:
+        """The input for the question a waiting run asked (`request_input`), and the run woken to go on,
+        here or wherever it is taken (a new attempt, not a loss). `created_by` scopes it as `get_run`
+        does. Conflict when the run waits for no input."""
+        run = await self.get_run(run_id, created_by)
+        if run is None:
+            raise NotFound("path.run_id", f"no run {run_id}")
+        given = await self.store.give_input(run_id, text, by)
+        if given is None:
+            raise Conflict("path.run_id", f"run {run_id} is not waiting for input (it is {run.status})")
+        await self.start(run_id)
+        status = await self.store.status(run_id)
+        assert status is not None
+        return status
+
+    async def waiting_for(self, run_id: str) -> list[Waiting]:
+        """What a waiting run waits for: the questions it asked, then the calls held for approval."""
+        return await self.store.waiting_for(run_id)
+
+    async def wait_change(self, run_id: str, timeout_s: float, seen: str | None = None) -> RunStatus | None:
+        """The run's status once it is other than `seen` (default: its status now), or when the timeout
+        passed; None when there is no such run."""
+        deadline = time.monotonic() + timeout_s
+        with contextlib.ExitStack() as stack:
+            follower = stack.enter_context(self.events.following(run_id)) if self.events else None
+            now = await self.store.status(run_id)
+            seen = now.status if seen is None and now is not None else seen
+            while now is not None and now.status == seen and now.status not in TERMINAL:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                if follower is not None:
+                    await follower.wait(left)
+                else:
+                    await asyncio.sleep(min(left, RECHECK_S))
+                now = await self.store.status(run_id)
+            return now
 
     async def audit_log(self, run_id: str | None, action: str | None, after: int, limit: int) -> list[AuditRow]:
         return await self.store.audit_log(run_id, action, after, limit)

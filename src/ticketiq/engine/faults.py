@@ -17,7 +17,8 @@ POINTS = frozenset(
         "after_checkpoint",  # the checkpoint is written, no call made yet
         "after_mark",  # a write is marked in doubt, not yet sent
         "after_send",  # the vendor answered, the outcome not yet recorded
-        "before_answer",  # the last step is done, the answer not yet handed on
+        "before_answer",  # the last step is done, the answer not yet kept
+        "before_hand_on",  # the answer is kept (the run is `answered`), not yet handed on (I12)
     }
 )
 

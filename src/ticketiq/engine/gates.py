@@ -11,7 +11,7 @@ from enum import StrEnum
 
 from ticketiq.storage.rows import GateFacts
 
-__all__ = ["GateDecision", "GateFacts", "Verdict", "call_gate", "run_gate"]
+__all__ = ["GateDecision", "GateFacts", "Verdict", "call_gate", "input_gate", "run_gate"]
 
 
 class Verdict(StrEnum):
@@ -71,3 +71,16 @@ def call_gate(facts: GateFacts, tool: str, offered: frozenset[str], approved: bo
             )
         return GateDecision(Verdict.APPROVAL, "approval", f"tool {tool} needs a person's approval")
     return GateDecision(Verdict.ALLOW, "all")
+
+
+def input_gate(facts: GateFacts) -> GateDecision:
+    """May the run ask a person for input (the built-in `request_input`)? Only a run that may wait: it
+    suspends until the input comes. Any other run is told why, as the call's result."""
+    run = run_gate(facts)
+    if not run.allowed:
+        return run
+    if not facts.may_wait:
+        return GateDecision(
+            Verdict.REFUSE, "input", "this run may not wait for input: its agent is not marked may_wait"
+        )
+    return GateDecision(Verdict.ALLOW, "input")

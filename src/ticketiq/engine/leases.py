@@ -180,6 +180,9 @@ class LeaseKeeper:
         self.renewals += 1
         renewed = {str(row["name"]) for row in rows}
         for name in lost_leases(held_since, renewed, sent_at):
+            lease = self.held.get(name)
+            if lease is not None and lease.releasing:
+                continue  # its run ended or began to wait meanwhile: the statement that did so deleted it
             self._lose(name, "not renewed: another process holds it")
         deadline = deadline_after(sent_at, self.ttl_s, self.margin_s)
         for name, lease in self.held.items():

@@ -54,8 +54,12 @@ def plan(
         call = effective(planned, row, class_now)
         bound_by = approvals.binding(run_id, step, call.idx, call.tool, call.step_key, call.args)
         approval = approvals.for_call(filed, bound_by)
-        call_row = None if row is None else CallRow(row.status, ToolClass(row.tool_class), row.sent_key, row.outcome)
+        call_row = (
+            None
+            if row is None
+            else CallRow(row.status, ToolClass(row.tool_class), row.sent_key, row.outcome, row.remote_ref)
+        )
         taken = route(call_row, now, approval.status if approval else None)
-        wait_s = read_back_wait(taken, row.in_flight_s if row else 0.0)
+        wait_s = read_back_wait(taken, row.in_flight_s if row else 0.0, call_row)
         out.append(LeftCall(call, taken, row, approval, bound_by, wait_s))
     return out

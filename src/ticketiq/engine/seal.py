@@ -166,3 +166,21 @@ def check_probe(keys: SealKeys, key_id: str, seal_hex: str) -> None:
             f"key id {key_id!r} in TICKETIQ_SEAL_KEYS has another secret than the key this cluster signs with: "
             "give every process the same TICKETIQ_SEAL_KEYS"
         )
+
+
+def _answer_mac(secret: bytes, run_id: str, answer: str) -> str:
+    return hmac.digest(secret, f"answer\n{run_id}\n".encode() + answer.encode(), "sha256").hex()
+
+
+def seal_answer(keys: SealKeys, run_id: str, answer: str) -> tuple[str, str]:
+    """I12: (seal, key id) over a kept answer: the run id and the text, so an answer edited, or moved to
+    another run, is never handed on."""
+    return _answer_mac(keys.secrets[keys.signing_id], run_id, answer), keys.signing_id
+
+
+def verify_answer(keys: SealKeys, run_id: str, answer: str, seal_hex: str, key_id: str) -> None:
+    secret = keys.secrets.get(key_id)
+    if secret is None:
+        raise SealInvalid(run_id, f"kept answer sealed with unknown key id {key_id!r} (TICKETIQ_SEAL_KEYS lacks it)")
+    if not hmac.compare_digest(_answer_mac(secret, run_id, answer), seal_hex):
+        raise SealInvalid(run_id, "the kept answer does not match its seal (altered after it was written)")

@@ -41,6 +41,7 @@ class Happened(StrEnum):
     REFUSED = "refused"  # a gate as it stands now refused it (for a write in doubt: not sent again)
     APPROVAL_FILED = "approval_filed"  # the approval gate now holds it: a request waits for a person
     APPROVAL_DECIDED = "approval_decided"  # a person's decision on this very call was carried out
+    INPUT_ASKED = "input_asked"  # the model's question waits for a person's input
     MADE = "made"  # made now, through every gate
     REUSED = "reused"  # its recorded outcome was used
 
@@ -51,6 +52,7 @@ class CallRow:
     tool_class: ToolClass  # as marked: a marked write stays a write (I10)
     sent_key: str | None
     outcome: Any = None
+    reference: str | None = None  # what the send recorded to be found by: a remote agent's task id
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,12 @@ def route(row: CallRow | None, tool_now: ToolNow, approval_status: str | None = 
     # In doubt: it may or may not have reached its vendor. The class it was marked with rules (I10).
     if row.tool_class in (ToolClass.DELEGATION, ToolClass.SUBAGENT):
         return Route.DELEGATION
+    if row.tool_class is ToolClass.REMOTE_AGENT:
+        # I9: a message to a remote agent is never sent again. Its task id, recorded the moment the
+        # agent named it, finds it (GetTask); without one there is nothing to find it by.
+        if row.reference is not None and tool_now.exists and tool_now.has_reader:
+            return Route.READ_BACK
+        return Route.UNKNOWN
     if (
         row.tool_class is ToolClass.KEYED_WRITE
         and row.sent_key is not None
@@ -85,11 +93,24 @@ def route(row: CallRow | None, tool_now: ToolNow, approval_status: str | None = 
     return Route.UNKNOWN
 
 
-def read_back_wait(route_taken: Route, in_flight_s: float) -> float:
+def read_back_wait(route_taken: Route, in_flight_s: float, row: CallRow | None = None) -> float:
     """I14: seconds to wait before a write in doubt may be read back: until the process that marked it
     can no longer have it in flight. Only a read-back waits: a keyed resend is deduped by its vendor, a
-    delegation is found by its key, and an unknown outcome is never sent again."""
-    return max(0.0, in_flight_s) if route_taken is Route.READ_BACK else 0.0
+    delegation is found by its key, and an unknown outcome is never sent again. A remote agent's call
+    with its task id recorded does not wait either: the id came back in the answer to the send, so the
+    send is no longer in flight, and the call is never sent again whatever GetTask says."""
+    if route_taken is not Route.READ_BACK:
+        return 0.0
+    if row is not None and row.tool_class is ToolClass.REMOTE_AGENT and row.reference is not None:
+        return 0.0
+    return max(0.0, in_flight_s)
+
+
+def sent_once_if_absent(tool_class: ToolClass) -> bool:
+    """I9: whether a write read back and not found is sent once now. Not a remote agent's message: a
+    task id the agent does not know (it forgot the task, or another agent answers at that address) is
+    no proof that the message never reached it, so it is reported unknown and never sent again."""
+    return tool_class is not ToolClass.REMOTE_AGENT
 
 
 UNKNOWN_FOR_MODEL = (

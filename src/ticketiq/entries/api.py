@@ -9,23 +9,23 @@ each names the permission it needs, and the token's name is the actor of what it
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Header, Query, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from ticketiq.engine import tokens
 from ticketiq.engine.engine import Engine
-from ticketiq.engine.seal import canonical
+from ticketiq.engine.idempotency import request_hash
 from ticketiq.engine.tokens import Permission, Principal
-from ticketiq.entries import auth, gates_api, text_guard
+from ticketiq.entries import a2a, auth, copilot, gates_api, text_guard
 from ticketiq.entries.auth import requires
+from ticketiq.entries.idempotency import IdempotencyKey, once
 from ticketiq.errors import Forbidden, RequestError, StorageError
 from ticketiq.process import AppProcess
 from ticketiq.settings import Settings
@@ -45,6 +45,17 @@ class RunRequest(BaseModel):
 
 
 class RunCreated(BaseModel):
+    id: str
+    status: str
+
+
+class InputRequest(BaseModel):
+    # No `by`: who gave the input is the token's name.
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(min_length=1, max_length=100_000)
+
+
+class InputTaken(BaseModel):
     id: str
     status: str
 
@@ -73,9 +84,11 @@ def create_app(settings: Settings, process: AppProcess | None = None) -> FastAPI
         owned = process is None
         app.state.process = process or await AppProcess.start(settings)
         app.state.tokens = TokenStore(app.state.process.db)
+        a2a.start(app)
         try:
             yield
         finally:
+            await a2a.close(app)
             if owned:
                 await app.state.process.stop()
 
@@ -114,17 +127,23 @@ def create_app(settings: Settings, process: AppProcess | None = None) -> FastAPI
         body: RunRequest,
         request: Request,
         caller: Annotated[Principal, Depends(requires(Permission.START_RUNS))],
-        idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
-    ) -> RunCreated:
+        idempotency_key: IdempotencyKey,
+    ) -> Response:
         refusal = tokens.start_refusal(caller, body.agent)
         if refusal is not None:
             raise Forbidden("body.agent", refusal)
-        digest = hashlib.sha256(canonical(body.model_dump())).hexdigest() if idempotency_key else None
-        created = await engine(request).submit(
-            body.agent, body.input, may_wait=body.may_wait, channel="api", idempotency_key=idempotency_key,
-            request_hash=digest, actor=caller.name,
-        )  # fmt: skip
-        return RunCreated(id=created.id, status=created.status)
+        asked = body.model_dump(mode="json")
+
+        async def submit() -> RunCreated:
+            # runs.idempotency_key stays the dedupe of record, atomic with the run's birth and kept as long
+            # as the run; `once` adds the 409 while the first request is answered, and the replay.
+            created = await engine(request).submit(
+                body.agent, body.input, may_wait=body.may_wait, channel="api", idempotency_key=idempotency_key,
+                request_hash=request_hash(asked) if idempotency_key else None, actor=caller.name,
+            )  # fmt: skip
+            return RunCreated(id=created.id, status=created.status)
+
+        return await once(request, "POST /v1/runs", caller, idempotency_key, asked, submit)
 
     @app.get("/v1/runs/{run_id}", response_model=None)
     async def get_run(
@@ -153,6 +172,24 @@ def create_app(settings: Settings, process: AppProcess | None = None) -> FastAPI
             "pending": [{"kind": e["kind"], **e["body"]} for e in found.pending],  # type: ignore[dict-item]
         }
 
+    @app.post("/v1/runs/{run_id}/input", status_code=202, response_model=InputTaken)
+    async def give_input(
+        run_id: uuid.UUID,
+        body: InputRequest,
+        request: Request,
+        caller: Annotated[Principal, Depends(requires(Permission.START_RUNS))],
+        idempotency_key: IdempotencyKey,
+    ) -> Response:
+        """The input a waiting run asked for (`request_input`); the run goes on, on whichever process
+        takes it. A caller gives input to its own runs; an operator to any."""
+        asked = {"run_id": str(run_id), **body.model_dump(mode="json")}
+
+        async def give() -> InputTaken:
+            status = await engine(request).give_input(str(run_id), body.text, caller.name, tokens.run_scope(caller))
+            return InputTaken(id=str(run_id), status=status.status)
+
+        return await once(request, "POST /v1/runs/{run_id}/input", caller, idempotency_key, asked, give)
+
     @app.post("/v1/runs/{run_id}/stop", status_code=202)
     async def stop_run(
         run_id: uuid.UUID,
@@ -178,11 +215,16 @@ def create_app(settings: Settings, process: AppProcess | None = None) -> FastAPI
         body: Decision,
         request: Request,
         operator: Annotated[Principal, Depends(requires(Permission.DECIDE_APPROVALS))],
-    ) -> dict[str, Any]:
-        decided = await engine(request).decide_approval(
-            str(approval_id), body.decision == "approve", operator.name, body.reason or None
-        )
-        return _approval(decided)
+        idempotency_key: IdempotencyKey,
+    ) -> Response:
+        async def decide_it() -> dict[str, Any]:
+            decided = await engine(request).decide_approval(
+                str(approval_id), body.decision == "approve", operator.name, body.reason or None
+            )
+            return _approval(decided)
+
+        asked = {"approval_id": str(approval_id), **body.model_dump(mode="json")}
+        return await once(request, "POST /v1/approvals/{approval_id}", operator, idempotency_key, asked, decide_it)
 
     @app.get("/v1/audit")
     async def audit(
@@ -221,6 +263,8 @@ def create_app(settings: Settings, process: AppProcess | None = None) -> FastAPI
 
     gates_api.add_routes(app, engine)
     auth.add_routes(app, engine, token_store)
+    copilot.add_routes(app, engine)
+    a2a.add_routes(app)
     return app
 
 

@@ -17,19 +17,24 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import Headers
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ticketiq.engine import tokens
 from ticketiq.engine.engine import Engine
 from ticketiq.engine.tokens import Permission, Principal, Role
+from ticketiq.entries.idempotency import IdempotencyKey, header_error, once
 from ticketiq.errors import Conflict, Forbidden, NotFound, StorageError
 from ticketiq.storage.token_store import StoredToken, TokenStore
 
 log = logging.getLogger(__name__)
 
-# Answered without a token: probes and scrapers, and the API's own description.
-OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+# Answered without a token: probes and scrapers, the API's own description, and the A2A agent card
+# (A2A clients read it to learn how to authenticate).
+OPEN_PATHS = frozenset({
+    "/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc",
+    "/.well-known/agent-card.json",
+})  # fmt: skip
 HOW = "send `Authorization: Bearer <token>`; `ticketiq tokens create` makes one"
 
 # Documents the scheme in the OpenAPI; the check itself is `BearerAuth`'s.
@@ -143,20 +148,33 @@ def _shown(token: StoredToken) -> dict[str, Any]:
             "revoked_at": token.revoked_at}  # fmt: skip
 
 
+def _made_once(issued: TokenIssued) -> Response:
+    """What a repeat of a token's creation gets: never the secret again (it is stored nowhere)."""
+    return header_error(409, f"this Idempotency-Key already created token {issued.name}; its secret was shown once "
+                             "and is kept nowhere: revoke that token and create another")  # fmt: skip
+
+
 def add_routes(app: FastAPI, engine: Callable[[Request], Engine], store: Callable[[Request], TokenStore]) -> None:
     @app.get("/v1/tokens")
     async def every(request: Request, _: TokenAdmin) -> dict[str, list[TokenShown]]:
         return {"tokens": [TokenShown(**_shown(t)) for t in await store(request).every()]}
 
-    @app.post("/v1/tokens", status_code=201)
-    async def create(body: TokenRequest, request: Request, admin: TokenAdmin) -> TokenIssued:
-        name = tokens.checked_name(body.name)
-        agents = tokens.checked_agents(body.agents, engine(request).deps.catalog.agents)
-        token = tokens.mint()
-        made = await store(request).create(name, body.role.value, agents, tokens.token_hash(token), admin.name)
-        if made is None:
-            raise Conflict("body.name", f"a token named {name} exists; names are never reused, even once revoked")
-        return TokenIssued(**_shown(made), token=token)
+    @app.post("/v1/tokens", status_code=201, response_model=TokenIssued)
+    async def create(
+        body: TokenRequest, request: Request, admin: TokenAdmin, idempotency_key: IdempotencyKey
+    ) -> Response:
+        async def issue() -> TokenIssued:
+            name = tokens.checked_name(body.name)
+            agents = tokens.checked_agents(body.agents, engine(request).deps.catalog.agents)
+            token = tokens.mint()
+            made = await store(request).create(name, body.role.value, agents, tokens.token_hash(token), admin.name)
+            if made is None:
+                raise Conflict("body.name", f"a token named {name} exists; names are never reused, even once revoked")
+            return TokenIssued(**_shown(made), token=token)
+
+        # The secret is kept nowhere, not for a repeat either: the repeat is told what its key made.
+        asked = body.model_dump(mode="json")
+        return await once(request, "POST /v1/tokens", admin, idempotency_key, asked, issue, kept_as=_made_once)
 
     @app.delete("/v1/tokens/{name}")
     async def revoke(name: str, request: Request, admin: TokenAdmin) -> TokenShown:

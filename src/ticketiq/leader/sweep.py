@@ -10,6 +10,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ticketiq.storage import database
+from ticketiq.storage.idempotency_store import IdempotencyStore
 
 if TYPE_CHECKING:
     from ticketiq.engine.engine import Engine
@@ -83,6 +84,12 @@ class Sweeper:
         gone = await self.engine.deps.db.fetch_all("leader.prune_processes", {"keep": keep_s})
         if gone:
             log.info("pruned %d ended process rows", len(gone))
+        purged = await self.engine.deps.store.purge_answers()  # I12: kept answers past their time
+        if purged:
+            log.info("purged %d kept answers past TICKETIQ_ANSWER_TTL_S", purged)
+        keys = await IdempotencyStore(self.engine.deps.db).purge(self.settings.idempotency_ttl_s)
+        if keys:
+            log.info("purged %d Idempotency-Keys past TICKETIQ_IDEMPOTENCY_TTL_S", keys)
         return len(gone)
 
     async def run(self) -> None:

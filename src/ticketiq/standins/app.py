@@ -8,6 +8,7 @@
     /discord/api/v10         Discord
     /sqs                     SQS, AWS JSON 1.0 protocol
     /webhook/<path>          a generic webhook target
+    /a2a-agent               a remote A2A agent (JSON-RPC; card at /a2a-agent/.well-known/agent-card.json)
 
 Admin routes under /_standin: `GET writes` (filters vendor, operation, target, key, effect),
 `GET|POST|DELETE faults`, `GET|POST options`, `GET health`. The engine never imports this package.
@@ -26,7 +27,7 @@ from pydantic import BaseModel, ConfigDict
 from ticketiq.standins.faults import Fault
 from ticketiq.standins.model import create_router
 from ticketiq.standins.records import Store, iso
-from ticketiq.standins.vendors import discord, incidentio, jira, sqs, teams, webhook
+from ticketiq.standins.vendors import a2a_agent, discord, incidentio, jira, sqs, teams, webhook
 from ticketiq.standins.vendors.intake import Intake, IntakeDep, StandinOptions
 
 __all__ = ["StandinOptions", "create_app"]
@@ -42,6 +43,8 @@ class OptionsPatch(BaseModel):
     sqs_dedupe_window_s: float | None = None
     sqs_duplicate_returns_original: bool | None = None
     webhook_dedupe_window_s: float | None = None
+    a2a_agent_work_ms: int | None = None
+    a2a_agent_accept_ms: int | None = None
 
 
 def create_app(
@@ -53,6 +56,7 @@ def create_app(
 ) -> FastAPI:
     store = Store(db_url)
     intake = Intake(store, options or StandinOptions())
+    remote_agent = a2a_agent.RemoteAgent(intake)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -60,11 +64,17 @@ def create_app(
         try:
             yield
         finally:
+            await remote_agent.aclose()  # its tasks at work stop before their store closes
             await store.close()
 
     app = FastAPI(title="TicketIQ stand-ins", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.intake = intake
-    app.include_router(create_router(model_latency_ms, position_ids))
+
+    async def log_request(model: str, conversation: str, step: int) -> None:
+        params = {"model": model, "conversation": conversation, "step": step}
+        await store.fetch_one("standin.record_model_request", params)
+
+    app.include_router(create_router(model_latency_ms, position_ids, log_request=log_request))
     app.include_router(incidentio.router(), prefix="/incidentio")
     app.include_router(jira.router(), prefix="/jira")
     app.include_router(teams.bot_router(), prefix="/teams")
@@ -72,6 +82,7 @@ def create_app(
     app.include_router(discord.router(), prefix="/discord/api/v10")
     app.include_router(sqs.router(), prefix="/sqs")
     app.include_router(webhook.router(), prefix="/webhook")
+    app.mount(a2a_agent.PREFIX, remote_agent.app())
     app.include_router(_admin(), prefix="/_standin")
     return app
 

@@ -28,6 +28,7 @@ import hashlib
 import json
 import re
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -417,9 +418,24 @@ def _fault_response(mode: str, retry_after_s: float) -> JSONResponse:
     return JSONResponse(refusal.body(), status_code=500)
 
 
-def create_router(latency_ms: int, position_ids: bool, *, scripts: Path = SCRIPTS_DIR) -> APIRouter:
+# Told of every completion answered: the script's name, the conversation's hash and the step asked.
+RequestLog = Callable[[str, str, int], Awaitable[None]]
+
+
+def conversation_of(messages: list[dict[str, Any]]) -> tuple[str, int]:
+    """(hash of the first user message, assistant messages so far): which conversation asks which step."""
+    first = next((m.get("content") for m in messages if m.get("role") == "user"), "")
+    step = sum(1 for m in messages if m.get("role") == "assistant")
+    return hashlib.sha256(json.dumps(first, sort_keys=True).encode()).hexdigest()[:32], step
+
+
+def create_router(
+    latency_ms: int, position_ids: bool, *, scripts: Path = SCRIPTS_DIR, log_request: RequestLog | None = None
+) -> APIRouter:
     """`POST /v1/chat/completions`, `GET /v1/models`, and `/_standin/model/faults` to arrange refusals.
-    Each router keeps its own faults, so two apps in one process do not share them."""
+    Each router keeps its own faults, so two apps in one process do not share them. `log_request`, when
+    given, is told of every completion answered (the stand-ins record them, to show a step was never
+    asked twice)."""
     model = ScriptedModel(scripts, position_ids=position_ids)
     faults = _Faults()
     router = APIRouter()
@@ -443,6 +459,8 @@ def create_router(latency_ms: int, position_ids: bool, *, scripts: Path = SCRIPT
             answer = model.reply(name, messages)
         except RequestRejected as refusal:
             return JSONResponse(refusal.body(), status_code=refusal.status)
+        if log_request is not None:
+            await log_request(name, *conversation_of(messages))
         return JSONResponse(completion(name, messages, answer))
 
     @router.get("/v1/models")

@@ -148,3 +148,31 @@ SELECT seq, id FROM standin.sqs_messages WHERE id = %(id)s
 -- name: webhook_delivery_insert
 INSERT INTO standin.webhook_deliveries (id, path, idempotency_key, payload)
 VALUES (%(id)s, %(path)s, %(idempotency_key)s, %(payload)s)
+
+-- name: a2a_task_save
+INSERT INTO standin.a2a_tasks AS t (owner, id, context_id, state, task)
+VALUES (%(owner)s, %(id)s, %(context_id)s, %(state)s, %(task)s)
+ON CONFLICT (owner, id) DO UPDATE
+    SET context_id = EXCLUDED.context_id, state = EXCLUDED.state, task = EXCLUDED.task, updated_at = now()
+
+-- name: a2a_task_get
+SELECT task FROM standin.a2a_tasks WHERE owner = %(owner)s AND id = %(id)s
+
+-- name: a2a_task_list
+-- Newest change first; `after` keeps tasks whose status changed since (as the store saw it).
+SELECT task, count(*) OVER () AS total
+FROM standin.a2a_tasks
+WHERE owner = %(owner)s
+  AND (%(context_id)s::text IS NULL OR context_id = %(context_id)s::text)
+  AND (%(state)s::text IS NULL OR state = %(state)s::text)
+  AND (%(after)s::timestamptz IS NULL OR updated_at >= %(after)s::timestamptz)
+ORDER BY updated_at DESC, id DESC
+OFFSET %(offset)s
+LIMIT %(limit)s
+
+-- name: a2a_task_delete
+DELETE FROM standin.a2a_tasks WHERE owner = %(owner)s AND id = %(id)s
+
+-- name: record_model_request
+INSERT INTO standin.model_requests (model, conversation, step) VALUES (%(model)s, %(conversation)s, %(step)s)
+RETURNING id

@@ -109,3 +109,30 @@ CREATE TABLE IF NOT EXISTS standin.webhook_deliveries (
     created_at      timestamptz NOT NULL DEFAULT now()
 );
 COMMENT ON TABLE standin.webhook_deliveries IS 'Generic webhook stand-in: deliveries that took effect.';
+
+CREATE TABLE IF NOT EXISTS standin.a2a_tasks (
+    owner      text NOT NULL,
+    id         text NOT NULL,
+    context_id text NOT NULL,
+    state      text NOT NULL,
+    task       jsonb NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (owner, id)
+);
+COMMENT ON TABLE standin.a2a_tasks IS
+    'Remote A2A agent stand-in: its tasks (the a2a-sdk TaskStore), each as the protocol''s JSON, so '
+    'GetTask answers across restarts of the stand-in.';
+CREATE INDEX IF NOT EXISTS a2a_tasks_updated ON standin.a2a_tasks (owner, updated_at DESC, id DESC);
+
+CREATE TABLE IF NOT EXISTS standin.model_requests (
+    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    model        text NOT NULL,
+    conversation text NOT NULL,
+    step         integer NOT NULL,
+    received_at  timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE standin.model_requests IS
+    'Every chat completion the model stand-in answered: the script, the conversation (a hash of its first '
+    'user message) and the step asked for (assistant messages already in it). A step asked twice for one '
+    'conversation is a model step asked again.';
+CREATE INDEX IF NOT EXISTS model_requests_conversation ON standin.model_requests (conversation, step);

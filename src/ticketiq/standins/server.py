@@ -30,6 +30,8 @@ def settings_env(base_url: str, database_url: str | None = None) -> dict[str, st
         "TICKETIQ_GRAPH_URL": f"{base_url}/graph/v1.0",
         "TICKETIQ_DISCORD_URL": f"{base_url}/discord/api/v10",
         "TICKETIQ_SQS_URL": f"{base_url}/sqs",
+        "TICKETIQ_REMOTE_AGENT_URL": f"{base_url}/a2a-agent",
+        # Printed last of the vendors: launchers read up to it (launch.STANDIN_KEYS).
         "TICKETIQ_WEBHOOK_URL": f"{base_url}/webhook",
     }
     if database_url:

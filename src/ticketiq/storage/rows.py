@@ -98,6 +98,7 @@ class CallRecord:
     outcome: Any
     settlement: str | None
     in_flight_s: float = 0.0  # I14: how long it may still be in flight, by the database clock
+    remote_ref: str | None = None  # a remote agent's task id, recorded the moment it was known (I9)
 
 
 @dataclass(frozen=True)
@@ -154,3 +155,41 @@ class AuditRow:
     run_id: str | None
     actor: str
     detail: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class KeptAnswer:
+    """I12: a run's final answer as kept, sealed, for its hand-on."""
+
+    answer: str
+    seal: str
+    key_id: str
+    kept_until: datetime
+    handed_on_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Input:
+    """A question the model asked through `request_input`, and the input given to it, if any."""
+
+    id: str
+    question: str
+    status: str  # pending / given
+    text: str | None
+    given_by: str | None
+
+
+@dataclass(frozen=True)
+class GivenInput:
+    id: str
+    run_id: str
+    question: str
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """What a waiting run waits for: an input to a question, or a person's decision on a call."""
+
+    kind: str  # input / approval
+    question: str
+    approval_id: str | None = None

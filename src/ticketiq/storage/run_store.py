@@ -22,9 +22,13 @@ from ticketiq.storage.rows import (
     Checkpoint,
     Created,
     GateFacts,
+    GivenInput,
+    Input,
+    KeptAnswer,
     RunRecord,
     RunStatus,
     TranscriptRow,
+    Waiting,
     row_as,
 )
 
@@ -40,6 +44,16 @@ class Sealed:
     key_id: str
     prev_seal: str | None
     losses: int
+
+
+@dataclass(frozen=True)
+class SealedAnswer:
+    """I12: a final answer ready to be kept: its text, its seal, and how long it is kept."""
+
+    text: str
+    seal: str
+    key_id: str
+    ttl_s: float
 
 
 @dataclass
@@ -69,7 +83,15 @@ def _call(row: Row) -> CallRecord:
         outcome=row["outcome"],
         settlement=row["settlement"],
         in_flight_s=float(row.get("in_flight_s") or 0.0),
+        remote_ref=row.get("remote_ref"),
     )
+
+
+def _kept(answer: SealedAnswer | None) -> dict[str, Any]:
+    if answer is None:
+        return {"answer": None, "answer_seal": None, "answer_key_id": None, "answer_ttl": 0.0}
+    return {"answer": answer.text, "answer_seal": answer.seal, "answer_key_id": answer.key_id,
+            "answer_ttl": answer.ttl_s}  # fmt: skip
 
 
 class RunStore:
@@ -187,6 +209,19 @@ class RunStore:
         row = await self.db.fetch_one("approvals.decide", params)
         return None if row is None else row_as(Approval, row)
 
+    async def give_input(self, run_id: str, text: str, by: str) -> GivenInput | None:
+        """The input for the oldest question the waiting run asked; None when it waits for none."""
+        row = await self.db.fetch_one("runs.give_input", {"run_id": run_id, "text": text, "by": by})
+        return None if row is None else row_as(GivenInput, row)
+
+    async def waiting_for(self, run_id: str) -> list[Waiting]:
+        return [row_as(Waiting, r) for r in await self.db.fetch_all("runs.waiting_for", {"run_id": run_id})]
+
+    async def purge_answers(self) -> int:
+        """I12: drop kept answers past their time; returns how many."""
+        row = await self.db.fetch_one("runs.purge_answers")
+        return int(row["purged"]) if row else 0
+
     async def ping(self) -> None:
         await self.db.fetch_one("runs.ping")
 
@@ -233,21 +268,52 @@ class RunHandle:
         await self._fenced("runs.write_checkpoint", "writing the checkpoint", params)
 
     async def end(
-        self, sealed: Sealed, flush: Flush, status: str, answer: str | None, error: str | None, actor: str
+        self,
+        sealed: Sealed,
+        flush: Flush,
+        status: str,
+        answer: SealedAnswer | None,
+        error: str | None,
+        actor: str,
     ) -> None:
         """The run ends (succeeded or failed): final checkpoint, status, lease released, its last rows,
-        transcript and audit, in one statement."""
+        the kept answer (I12), transcript and audit, in one statement."""
         await self._fenced("runs.end", f"ending the run as {status}", {
-            **self._sealed(sealed), "finished": flush.finished, "entries": flush.entries, "status": status,
-            "answer": answer, "error": error, "action": f"agent.run.{status}", "actor": actor,
+            **self._sealed(sealed), **_kept(answer), "finished": flush.finished, "entries": flush.entries,
+            "status": status, "error": error, "action": f"agent.run.{status}", "actor": actor,
             "audit": {"step": sealed.step, "attempt": self.attempt, "error": error},
         })  # fmt: skip
 
-    async def suspend(self, sealed: Sealed, flush: Flush, waiting: list[dict[str, Any]], actor: str) -> bool:
+    async def answered(self, sealed: Sealed, flush: Flush, answer: SealedAnswer, actor: str) -> None:
+        """I12: the final answer kept and the run `answered`, its hand-on written ahead; the lease is kept."""
+        await self._fenced("runs.answered", "keeping the answer", {
+            **self._sealed(sealed), **_kept(answer), "finished": flush.finished, "entries": flush.entries,
+            "actor": actor, "audit": {"step": sealed.step, "attempt": self.attempt},
+        })  # fmt: skip
+
+    async def kept_answer(self) -> KeptAnswer | None:
+        row = await self.db.fetch_one("runs.kept_answer", {"run_id": self.run_id})
+        return None if row is None else row_as(KeptAnswer, row)
+
+    async def hand_on(self, answer: str, entries: list[dict[str, Any]], actor: str, detail: dict[str, Any]) -> None:
+        """I12: the kept answer was handed on; the run succeeds with it, once, under this attempt."""
+        await self._fenced("runs.hand_on", "handing on the answer", {
+            "answer": answer, "entries": entries, "actor": actor, "audit": {"attempt": self.attempt, **detail},
+        })  # fmt: skip
+
+    async def suspend(
+        self,
+        sealed: Sealed,
+        flush: Flush,
+        waiting: list[dict[str, Any]],
+        actor: str,
+        asks: list[dict[str, Any]] | None = None,
+    ) -> bool:
         """I15: end waiting for a person only while a request of the run is still pending. The run's
         row is locked first, so a decision whose wake-up came while the run was still running is seen
         here. True when the run now waits; False when every request was decided meanwhile (the
-        checkpoint and rows are written, the run stays running under this attempt)."""
+        checkpoint and rows are written, the run stays running under this attempt). `asks`: the questions
+        the step asked through `request_input` ({id, idx, question}), filed by this same statement."""
         async with self.db.transaction() as tx:
             fence = {"run_id": self.run_id, "attempt": self.attempt}
             if await tx.fetch_one("runs.lock", fence) is None:
@@ -255,6 +321,7 @@ class RunHandle:
             row = await tx.fetch_one("runs.suspend", {
                 **fence, **self._sealed(sealed), "finished": flush.finished, "entries": flush.entries,
                 "waiting": waiting, "actor": actor, "audit": {"step": sealed.step, "attempt": self.attempt},
+                "asks": asks or [],
             })  # fmt: skip
         if row is None:
             raise Fenced(self.run_id, self.attempt, "suspending the run")
@@ -278,6 +345,12 @@ class RunHandle:
         """I2: a call's outcome, fenced by the attempt only: an answer that came back after the lease
         deadline is still known and kept unless the run was taken over."""
         await self._fenced("calls.record_outcome", "recording a call's outcome", params)
+
+    async def record_reference(self, step: int, idx: int, ref: str) -> None:
+        """I9: what a call in doubt can be found again by (a remote agent's task id), recorded the moment
+        its vendor named it, by the attempt that marked it; `Fenced` once the run was taken over (I3)."""
+        await self._fenced("calls.record_reference", "recording a call's remote reference",
+                           {"step": step, "idx": idx, "ref": ref})  # fmt: skip
 
     async def file_approval(self, params: dict[str, Any]) -> Approval:
         """I15: file (or find, by its binding) the request for one call."""
@@ -313,6 +386,10 @@ class RunHandle:
     async def approvals_for_step(self, step: int) -> list[Approval]:
         rows = await self.db.fetch_all("approvals.for_step", {"run_id": self.run_id, "step": step})
         return [row_as(Approval, r) for r in rows]
+
+    async def input_for(self, step: int, idx: int) -> Input | None:
+        row = await self.db.fetch_one("runs.input_for", {"run_id": self.run_id, "step": step, "idx": idx})
+        return None if row is None else row_as(Input, row)
 
     async def rows_after_head(self, step: int, sealed_attempt: int) -> int:
         """I17: rows written after the checkpoint the run holds (a rolled-back checkpoint leaves some)."""

@@ -70,6 +70,11 @@ class CallContext:
     before_send: Callable[[], None] = lambda: None
     # A write's window (I14); None for reads and readers.
     window: SendWindow | None = None
+    # For a reader: what the call's send recorded to be found again by (a remote agent's task id).
+    reference: str | None = None
+    # For a write being sent: records such a reference the moment the vendor names it, fenced by the
+    # attempt, so a resume can read the call back by it rather than call it unknown (I9).
+    on_reference: Callable[[str], Awaitable[None]] | None = None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import dataclasses
 import logging
 
 from ticketiq.settings import Settings
-from ticketiq.tools import discord, incidentio, jira, sqs, teams, webhook
+from ticketiq.tools import a2a_remote, discord, incidentio, jira, sqs, teams, webhook
 from ticketiq.tools.base import CallContext, Outcome, ReadBack, Reader, Registry, Tool
 from ticketiq.tools.http import VendorFailed
 from ticketiq.tools.schema import validate
@@ -25,7 +25,7 @@ _UNEXPECTED = (KeyError, IndexError, TypeError, ValueError)
 
 def build_registry(settings: Settings) -> Registry:
     registry = Registry()
-    for module in (jira, incidentio, teams, discord, sqs, webhook):
+    for module in (jira, incidentio, teams, discord, sqs, webhook, a2a_remote):
         for tool in module.tools(settings):
             registry.register(guarded(tool))
     return registry

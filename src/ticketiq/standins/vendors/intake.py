@@ -34,6 +34,10 @@ class StandinOptions:
     sqs_duplicate_returns_original: bool = True
     # How long the webhook target honours Idempotency-Key; 0: it does not dedupe at all.
     webhook_dedupe_window_s: float = 0.0
+    # The remote A2A agent: how long a task works before it completes, and how long the agent takes to
+    # answer a message with its task (a sender that dies meanwhile never learns the task's id).
+    a2a_agent_work_ms: int = 300
+    a2a_agent_accept_ms: int = 0
     faults: list[Fault] = field(default_factory=list)
 
 

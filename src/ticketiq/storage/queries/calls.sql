@@ -42,10 +42,24 @@ WITH fence AS (
 )
 SELECT run_id FROM done
 
+-- name: record_reference
+-- I9: what a call in doubt can be found again by (a remote agent's task id), recorded the moment its
+-- vendor named it. Only by the attempt that marked the call, and only while it is in doubt: nothing
+-- once the run was taken over (I3) or the call settled.
+WITH fence AS (
+    SELECT run_id FROM checkpoints WHERE run_id = %(run_id)s AND attempt = %(attempt)s FOR SHARE
+)
+UPDATE calls c
+   SET remote_ref = %(ref)s, updated_at = now()
+  FROM fence
+ WHERE c.run_id = fence.run_id AND c.step = %(step)s AND c.idx = %(idx)s
+   AND c.attempt = %(attempt)s AND c.status = 'in_doubt'
+RETURNING c.run_id
+
 -- name: for_step
 -- `in_flight_s`: how long, on the database clock, the call may still be in flight (I14); 0 when past.
 SELECT step, idx, attempt, provider_call_id, tool, class, step_key, sent_key, args, gate, status, outcome, settlement,
-       greatest(0, coalesce(extract(epoch FROM in_flight_until - now()), 0))::float8 AS in_flight_s
+       remote_ref, greatest(0, coalesce(extract(epoch FROM in_flight_until - now()), 0))::float8 AS in_flight_s
   FROM calls WHERE run_id = %(run_id)s AND step = %(step)s ORDER BY idx
 
 -- name: for_run

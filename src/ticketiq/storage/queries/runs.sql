@@ -57,44 +57,24 @@ SELECT t.*, 'acquired' AS why FROM run, LATERAL take_run(run.id, %(holder)s, %(t
 -- lands the previous step's reads and refused calls (done, with their outcomes) and the transcript
 -- entries, so a read-only step costs exactly this one write.
 WITH checkpoint AS (
-    UPDATE checkpoints
-       SET step = %(step)s, state = %(state)s, seal = %(seal)s, key_id = %(key_id)s, prev_seal = %(prev_seal)s,
-           sealed_attempt = %(attempt)s, sealed_losses = %(losses)s, seal_format = 2, written_at = now()
-     WHERE run_id = %(run_id)s AND attempt = %(attempt)s
-    RETURNING run_id
+    SELECT seal_checkpoint(%(run_id)s, %(attempt)s, %(step)s, %(state)s, %(seal)s, %(key_id)s, %(prev_seal)s,
+                           %(losses)s) AS run_id
 ), finished AS (
-    INSERT INTO calls (run_id, step, idx, attempt, provider_call_id, tool, class, step_key, args, gate,
-                       status, outcome, settlement)
-    SELECT checkpoint.run_id, f.step, f.idx, %(attempt)s, f.id, f.tool, f.class, f.step_key, f.args, f.gate,
-           'done', f.outcome, f.how
-      FROM checkpoint,
-           jsonb_to_recordset(%(finished)s) AS f (step int, idx int, id text, tool text, class text,
-                                                  step_key text, args jsonb, gate text, outcome jsonb, how text)
-    ON CONFLICT (run_id, step, idx) DO NOTHING
+    SELECT land_finished(checkpoint.run_id, %(attempt)s, %(finished)s) FROM checkpoint
 ), notes AS (
     INSERT INTO transcripts (run_id, kind, body)
     SELECT checkpoint.run_id, 'entries', jsonb_build_object('entries', %(entries)s::jsonb) FROM checkpoint
 )
-SELECT run_id FROM checkpoint
+SELECT checkpoint.run_id FROM checkpoint, finished
 
 -- name: end
 -- The run ends (succeeded, failed) or suspends (waiting): final checkpoint, status, lease released,
 -- the last finished calls, transcript and audit, in one fenced statement.
 WITH checkpoint AS (
-    UPDATE checkpoints
-       SET step = %(step)s, state = %(state)s, seal = %(seal)s, key_id = %(key_id)s, prev_seal = %(prev_seal)s,
-           sealed_attempt = %(attempt)s, sealed_losses = %(losses)s, seal_format = 2, written_at = now()
-     WHERE run_id = %(run_id)s AND attempt = %(attempt)s
-    RETURNING run_id
+    SELECT seal_checkpoint(%(run_id)s, %(attempt)s, %(step)s, %(state)s, %(seal)s, %(key_id)s, %(prev_seal)s,
+                           %(losses)s) AS run_id
 ), finished AS (
-    INSERT INTO calls (run_id, step, idx, attempt, provider_call_id, tool, class, step_key, args, gate,
-                       status, outcome, settlement)
-    SELECT checkpoint.run_id, f.step, f.idx, %(attempt)s, f.id, f.tool, f.class, f.step_key, f.args, f.gate,
-           'done', f.outcome, f.how
-      FROM checkpoint,
-           jsonb_to_recordset(%(finished)s) AS f (step int, idx int, id text, tool text, class text,
-                                                  step_key text, args jsonb, gate text, outcome jsonb, how text)
-    ON CONFLICT (run_id, step, idx) DO NOTHING
+    SELECT land_finished(checkpoint.run_id, %(attempt)s, %(finished)s) FROM checkpoint
 ), run AS (
     UPDATE runs
        SET status = %(status)s, answer = %(answer)s, error = %(error)s,
@@ -102,6 +82,13 @@ WITH checkpoint AS (
       FROM checkpoint WHERE runs.id = checkpoint.run_id
 ), lease AS (
     DELETE FROM leases USING checkpoint WHERE leases.name = 'checkpoint:' || checkpoint.run_id::text
+), kept AS (
+    -- I12: the final answer, sealed, kept in the statement that ends the run.
+    INSERT INTO answers (run_id, answer, seal, key_id, kept_until, handed_on_at)
+    SELECT checkpoint.run_id, %(answer)s, %(answer_seal)s, %(answer_key_id)s,
+           now() + make_interval(secs => %(answer_ttl)s), now()
+      FROM checkpoint WHERE %(answer)s::text IS NOT NULL
+    ON CONFLICT (run_id) DO NOTHING
 ), notes AS (
     INSERT INTO transcripts (run_id, kind, body)
     SELECT checkpoint.run_id, 'entries', jsonb_build_object('entries', %(entries)s::jsonb) FROM checkpoint
@@ -109,7 +96,70 @@ WITH checkpoint AS (
     INSERT INTO audit_log (action, run_id, actor, detail)
     SELECT %(action)s, checkpoint.run_id, %(actor)s, %(audit)s FROM checkpoint
 )
-SELECT run_id FROM checkpoint
+SELECT checkpoint.run_id FROM checkpoint, finished
+
+-- name: answered
+-- I12: the model gave its final answer; handing it on is a step of its own, written ahead here. The
+-- answer is kept, sealed; the run is `answered` and keeps its lease, so if this process dies before
+-- the hand-on another takes the run and hands on this answer, never asking the model again.
+WITH checkpoint AS (
+    SELECT seal_checkpoint(%(run_id)s, %(attempt)s, %(step)s, %(state)s, %(seal)s, %(key_id)s, %(prev_seal)s,
+                           %(losses)s) AS run_id
+), finished AS (
+    SELECT land_finished(checkpoint.run_id, %(attempt)s, %(finished)s) FROM checkpoint
+), run AS (
+    UPDATE runs SET status = 'answered', answer = %(answer)s FROM checkpoint WHERE runs.id = checkpoint.run_id
+), kept AS (
+    INSERT INTO answers (run_id, answer, seal, key_id, kept_until)
+    SELECT checkpoint.run_id, %(answer)s, %(answer_seal)s, %(answer_key_id)s,
+           now() + make_interval(secs => %(answer_ttl)s)
+      FROM checkpoint
+    ON CONFLICT (run_id) DO NOTHING
+), notes AS (
+    INSERT INTO transcripts (run_id, kind, body)
+    SELECT checkpoint.run_id, 'entries', jsonb_build_object('entries', %(entries)s::jsonb) FROM checkpoint
+), audit AS (
+    INSERT INTO audit_log (action, run_id, actor, detail)
+    SELECT 'agent.run.answered', checkpoint.run_id, %(actor)s, %(audit)s FROM checkpoint
+)
+SELECT checkpoint.run_id FROM checkpoint, finished
+
+-- name: kept_answer
+SELECT answer, seal, key_id, kept_until, handed_on_at FROM answers WHERE run_id = %(run_id)s
+
+-- name: hand_on
+-- I12: the kept answer was handed on: the run succeeds with it, its lease is released. Fenced by the
+-- attempt and by the run not having ended, so the answer is handed on by one attempt, once.
+WITH fence AS (
+    SELECT c.run_id FROM checkpoints c JOIN runs r ON r.id = c.run_id
+     WHERE c.run_id = %(run_id)s AND c.attempt = %(attempt)s AND r.status IN ('answered', 'running')
+       FOR UPDATE OF r
+), run AS (
+    UPDATE runs SET status = 'succeeded', answer = %(answer)s, finished_at = now()
+      FROM fence WHERE runs.id = fence.run_id
+), kept AS (
+    UPDATE answers SET handed_on_at = now() FROM fence WHERE answers.run_id = fence.run_id
+), lease AS (
+    DELETE FROM leases USING fence WHERE leases.name = 'checkpoint:' || fence.run_id::text
+), notes AS (
+    INSERT INTO transcripts (run_id, kind, body)
+    SELECT fence.run_id, 'entries', jsonb_build_object('entries', %(entries)s::jsonb) FROM fence
+), audit AS (
+    INSERT INTO audit_log (action, run_id, actor, detail)
+    SELECT 'agent.run.succeeded', fence.run_id, %(actor)s, %(audit)s FROM fence
+)
+SELECT fence.run_id FROM fence
+
+-- name: purge_answers
+-- I12: kept answers past their time are dropped (the run row keeps its answer for people to read).
+-- An answer still to be handed on (its run `answered`) is kept until it is.
+WITH gone AS (
+    DELETE FROM answers a
+     WHERE a.kept_until < now()
+       AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = a.run_id AND r.status = 'answered')
+    RETURNING a.run_id
+)
+SELECT count(*)::int AS purged FROM gone
 
 -- name: fail
 -- The run fails without a new checkpoint: its checkpoint could not be trusted, its owner may not run
@@ -156,22 +206,24 @@ SELECT r.id FROM runs r JOIN checkpoints c ON c.run_id = r.id
 -- what the step produced land either way; when every request was decided meanwhile the run stays
 -- running under this attempt and goes on (`suspended` false).
 WITH checkpoint AS (
-    UPDATE checkpoints
-       SET step = %(step)s, state = %(state)s, seal = %(seal)s, key_id = %(key_id)s, prev_seal = %(prev_seal)s,
-           sealed_attempt = %(attempt)s, sealed_losses = %(losses)s, seal_format = 2, written_at = now()
-     WHERE run_id = %(run_id)s AND attempt = %(attempt)s
-    RETURNING run_id
+    SELECT seal_checkpoint(%(run_id)s, %(attempt)s, %(step)s, %(state)s, %(seal)s, %(key_id)s, %(prev_seal)s,
+                           %(losses)s) AS run_id
 ), finished AS (
-    INSERT INTO calls (run_id, step, idx, attempt, provider_call_id, tool, class, step_key, args, gate,
-                       status, outcome, settlement)
-    SELECT checkpoint.run_id, f.step, f.idx, %(attempt)s, f.id, f.tool, f.class, f.step_key, f.args, f.gate,
-           'done', f.outcome, f.how
-      FROM checkpoint,
-           jsonb_to_recordset(%(finished)s) AS f (step int, idx int, id text, tool text, class text,
-                                                  step_key text, args jsonb, gate text, outcome jsonb, how text)
+    SELECT land_finished(checkpoint.run_id, %(attempt)s, %(finished)s) FROM checkpoint
+), asked AS (
+    -- A question the model asked is filed here, with the wait: no input can come before the run waits.
+    INSERT INTO inputs (id, run_id, step, idx, question)
+    SELECT (a ->> 'id')::uuid, checkpoint.run_id, %(step)s, (a ->> 'idx')::int, a ->> 'question'
+      FROM checkpoint, jsonb_array_elements(%(asks)s::jsonb) a
     ON CONFLICT (run_id, step, idx) DO NOTHING
 ), pending AS (
-    SELECT EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = %(run_id)s AND a.status = 'pending') AS any
+    -- Rows this statement inserts are not visible to it: an ask not yet answered counts as pending.
+    SELECT EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = %(run_id)s AND a.status = 'pending')
+        OR EXISTS (SELECT 1 FROM inputs i WHERE i.run_id = %(run_id)s AND i.status = 'pending')
+        OR EXISTS (SELECT 1 FROM jsonb_array_elements(%(asks)s::jsonb) a
+                    WHERE NOT EXISTS (SELECT 1 FROM inputs i
+                                       WHERE i.run_id = %(run_id)s AND i.step = %(step)s
+                                         AND i.idx = (a ->> 'idx')::int AND i.status = 'given')) AS any
 ), run AS (
     UPDATE runs SET status = 'waiting'
       FROM checkpoint, pending
@@ -188,7 +240,7 @@ WITH checkpoint AS (
     INSERT INTO audit_log (action, run_id, actor, detail)
     SELECT 'agent.run.waiting', run.id, %(actor)s, %(audit)s FROM run
 )
-SELECT checkpoint.run_id, pending.any AS suspended FROM checkpoint, pending
+SELECT checkpoint.run_id, pending.any AS suspended FROM checkpoint, pending, finished
 
 -- name: gate_facts
 -- Everything the gates need for one run, in one read.
@@ -247,11 +299,44 @@ SELECT (SELECT count(*) FROM calls
      + (SELECT count(*) FROM approvals WHERE run_id = %(run_id)s AND step > %(step)s) AS n
 
 -- name: waiting_decided
--- I15: runs left waiting although every request they filed was decided (a decision whose wake-up was
--- lost): the sweep takes them.
+-- I15: runs left waiting although every request and question they filed was answered (a decision or
+-- an input whose wake-up was lost): the sweep takes them.
 SELECT r.id FROM runs r
  WHERE r.status = 'waiting'
-   AND EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.id)
+   AND (EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.id) OR EXISTS (SELECT 1 FROM inputs i WHERE i.run_id = r.id))
    AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.id AND a.status = 'pending')
+   AND NOT EXISTS (SELECT 1 FROM inputs i WHERE i.run_id = r.id AND i.status = 'pending')
  ORDER BY r.created_at
  LIMIT %(limit)s
+
+-- name: input_for
+-- The input given to one `request_input` call, if any.
+SELECT id, question, status, text, given_by FROM inputs
+ WHERE run_id = %(run_id)s AND step = %(step)s AND idx = %(idx)s
+
+-- name: give_input
+-- A person's (or an A2A client's) input for the oldest question the waiting run asked. Only a pending
+-- question takes one: a second input, or one for a run not waiting for input, matches nothing.
+WITH asked AS (
+    SELECT i.id FROM inputs i JOIN runs r ON r.id = i.run_id
+     WHERE i.run_id = %(run_id)s AND i.status = 'pending' AND r.status = 'waiting'
+     ORDER BY i.step, i.idx
+     LIMIT 1
+       FOR UPDATE OF i
+), given AS (
+    UPDATE inputs SET status = 'given', text = %(text)s, given_by = %(by)s, given_at = now()
+      FROM asked WHERE inputs.id = asked.id
+    RETURNING inputs.id, inputs.run_id, inputs.question
+), audit AS (
+    INSERT INTO audit_log (action, run_id, actor, detail)
+    SELECT 'agent.run.input_given', given.run_id, %(by)s, jsonb_build_object('input_id', given.id) FROM given
+)
+SELECT id, run_id, question FROM given
+
+-- name: waiting_for
+-- What a waiting run waits for: its pending questions, then its pending approvals.
+SELECT 'input' AS kind, question, NULL::uuid AS approval_id FROM inputs
+ WHERE run_id = %(run_id)s AND status = 'pending'
+UNION ALL
+SELECT 'approval', 'approve ' || tool || '?', id FROM approvals
+ WHERE run_id = %(run_id)s AND status = 'pending'

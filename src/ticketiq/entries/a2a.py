@@ -1,0 +1,125 @@
+"""The A2A entry point: the agent card (open) and the JSON-RPC endpoint, on the a2a-sdk's server classes.
+
+JSON-RPC at `/a2a` is the sdk's `JsonRpcDispatcher` (protocol 1.0 names: SendMessage,
+SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask; with its v0.3 compat layer on
+the same endpoint: message/send, message/stream, tasks/get, tasks/cancel, tasks/resubscribe) over our
+`RunRequestHandler` (entries/a2a_tasks.py) and the task store on our Postgres (storage/task_store.py).
+
+A2A callers authenticate as the agent card says: the API's bearer tokens, checked by `BearerAuth`
+before anything is parsed. The token's principal goes to the sdk in its call context; the token
+itself never does (nor into any log).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from a2a.auth.user import User
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.server.routes import DefaultServerCallContextBuilder
+from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+from ticketiq.agents.catalog import Catalog
+from ticketiq.engine import tokens
+from ticketiq.engine.engine import Engine
+from ticketiq.entries import auth
+from ticketiq.entries.a2a_card import RPC_PATH, agent_card, default_agent, rpc_url
+from ticketiq.entries.a2a_tasks import PRINCIPAL, RunRequestHandler, describe_waiting
+from ticketiq.process import AppProcess
+from ticketiq.settings import Settings
+from ticketiq.storage.database import Database
+from ticketiq.storage.task_store import CALLER, Caller, RunTaskStore
+
+
+class TokenUser(User):
+    """The sdk's view of who calls: the API token, by its name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @property
+    def is_authenticated(self) -> bool:
+        return True
+
+    @property
+    def user_name(self) -> str:
+        return self.name
+
+
+class CallerContext(DefaultServerCallContextBuilder):
+    """The sdk's call context of a request: who calls (from `BearerAuth`), the headers but the token."""
+
+    def build(self, request: Request) -> ServerCallContext:
+        context = super().build(request)
+        # The sdk keeps the headers in its context (it reads A2A-Version there) and may log the context.
+        context.state["headers"].pop("authorization", None)
+        principal = auth.acting(request)
+        context.user = TokenUser(principal.name)
+        context.state[PRINCIPAL] = principal
+        context.state[CALLER] = Caller(principal.name, tokens.run_scope(principal))
+        return context
+
+
+@dataclass
+class A2AServer:
+    catalog: Catalog
+    settings: Settings
+    default_agent: str
+    handler: RunRequestHandler
+    dispatcher: JsonRpcDispatcher
+
+    @classmethod
+    def start(cls, engine: Engine, db: Database, settings: Settings) -> A2AServer:
+        catalog = engine.deps.catalog
+        default = default_agent(catalog, settings.a2a_default_agent)
+
+        async def waiting(run_id: str) -> str:
+            return describe_waiting(await engine.waiting_for(run_id))
+
+        tasks = RunTaskStore(db, waiting)
+        # The handler reads only the card's capabilities; the URL it names is per request (see `card`).
+        handler = RunRequestHandler(engine, tasks, agent_card(catalog, default, RPC_PATH), default)
+        dispatcher = JsonRpcDispatcher(handler, context_builder=CallerContext(), enable_v0_3_compat=True)
+        return cls(catalog, settings, default, handler, dispatcher)
+
+    def card_for(self, request: Request) -> JSONResponse:
+        base = self.settings.a2a_public_url or str(request.base_url)
+        return JSONResponse(agent_card_to_dict(agent_card(self.catalog, self.default_agent, rpc_url(base))))
+
+    async def close(self) -> None:
+        # Tasks followed in memory stop following; their runs go on, driven by the engine.
+        await self.handler.aclose()
+
+
+def start(app: FastAPI) -> None:
+    """Called by the app's lifespan once its process is up: the server for the routes below."""
+    process: AppProcess = app.state.process
+    app.state.a2a = A2AServer.start(process.engine, process.db, process.settings)
+
+
+async def close(app: FastAPI) -> None:
+    """Called by the app's lifespan before its process stops."""
+    server: A2AServer | None = getattr(app.state, "a2a", None)
+    if server is not None:
+        await server.close()
+
+
+def add_routes(app: FastAPI) -> None:
+    """The card and the JSON-RPC endpoint, on the app itself (so every route is the app's own, listed and
+    tested like the others)."""
+
+    def server(request: Request) -> A2AServer:
+        found: A2AServer = request.app.state.a2a
+        return found
+
+    @app.get(AGENT_CARD_WELL_KNOWN_PATH, summary="The A2A agent card (no token needed)", tags=["A2A"])
+    async def card(request: Request) -> JSONResponse:
+        return server(request).card_for(request)
+
+    @app.post(RPC_PATH, summary="A2A JSON-RPC (protocol 1.0 and 0.3 method names)", tags=["A2A"])
+    async def rpc(request: Request) -> Response:
+        return await server(request).dispatcher.handle_requests(request)
