@@ -256,3 +256,34 @@ async def test_kept_answers_are_purged_after_their_time_but_never_before_their_h
 
 async def _kept(db_url: str, run_id: str, kept: bool) -> bool:
     return bool(await read_rows(db_url, "SELECT 1 FROM answers WHERE run_id = %s", run_id)) == kept
+
+
+async def test_a_run_handed_back_while_it_handed_on_its_answer_is_taken_again_without_a_loss(
+    db_url: str, tmp_path: Path
+) -> None:
+    async with api(db_url, tmp_path, lead=False) as (client, h):
+        stuck, handed = asyncio.Event(), []
+
+        async def hand_on(driver: Any, answer: str) -> dict[str, Any]:
+            handed.append(answer)
+            if len(handed) == 1:
+                stuck.set()
+                await asyncio.Event().wait()  # this process stops here: it hands the run back
+            return {}
+
+        h.engine.deps.hand_ons["copilot"] = hand_on
+        turn = asyncio.create_task(
+            client.post("/v1/copilot/turns", json={"agent": "helper", "ticket": "OPS-14", "question": "q"})
+        )
+        await asyncio.wait_for(stuck.wait(), 30)
+        run_id = (await read_rows(db_url, "SELECT id::text AS id FROM runs WHERE channel = 'copilot'"))[0]["id"]
+        attempt = h.engine.drivers[run_id].attempt
+        await kill_driver(h.engine, run_id)
+        assert await h.engine.store.hand_back(h.engine.deps.holder, [(run_id, attempt)]) == []  # not queued again
+        assert await read_rows(db_url, "SELECT 1 FROM leases WHERE name = %s", f"checkpoint:{run_id}") == []
+        await h.process.elector.sweeper.sweep_once(lapsed=True)
+        run = await until(client, run_id, "succeeded")
+        await turn
+    assert handed == ["answered OPS-14", "answered OPS-14"]
+    assert (run["answer"], run["losses"], run["attempt"]) == ("answered OPS-14", 0, 2)
+    assert asked_twice(h.asked) == []

@@ -88,9 +88,10 @@ SELECT t.*, 'lapsed' AS why
   FROM lapsed, LATERAL take_run(substr(lapsed.name, 12)::uuid, %(holder)s, %(ttl)s, true) t
 
 -- name: orphaned_queued
--- Runs queued (or handed back) with no lease, whose creator did not start them in time.
+-- Runs queued (or handed back) with no lease, whose creator did not start them in time; and runs
+-- handed back while they handed on their kept answer (I12: `answered`, no lease), which go on at once.
 SELECT r.id FROM runs r
- WHERE r.status = 'queued' AND r.created_at < now() - make_interval(secs => %(grace)s)
+ WHERE (r.status = 'answered' OR (r.status = 'queued' AND r.created_at < now() - make_interval(secs => %(grace)s)))
    AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.name = 'checkpoint:' || r.id::text)
  ORDER BY r.created_at
  LIMIT %(limit)s

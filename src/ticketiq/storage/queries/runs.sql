@@ -42,11 +42,12 @@ SELECT r.id, r.agent, r.input, r.owner, r.tenant, r.channel, r.may_wait, r.corre
 SELECT status, answer, error FROM runs WHERE id = %(run_id)s
 
 -- name: acquire
--- Take a queued or waiting run that no live lease holds: the lease and a new attempt (take_run).
--- Returns the checkpoint to start from, or no row when another process has it.
+-- Take a queued or waiting run that no live lease holds, or one handed back while it handed on its
+-- kept answer (`answered`, I12): the lease and a new attempt (take_run). Returns the checkpoint to
+-- start from, or no row when another process has it.
 WITH run AS (
     SELECT r.id FROM runs r
-     WHERE r.id = %(run_id)s AND r.status IN ('queued', 'waiting')
+     WHERE r.id = %(run_id)s AND r.status IN ('queued', 'waiting', 'answered')
        AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.name = 'checkpoint:' || r.id::text AND l.expires_at >= now())
        FOR UPDATE
 )
