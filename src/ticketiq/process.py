@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from ticketiq.agents import catalog as agents
-from ticketiq.engine import seal
+from ticketiq.engine import scheduler, seal, teams_turns
 from ticketiq.engine.context import EngineDeps
 from ticketiq.engine.delegation import delegation_tool
 from ticketiq.engine.engine import Engine
@@ -103,6 +103,8 @@ class AppProcess:
         registry.register(delegation_tool(engine))
         deps.catalog = agents.load(settings.agents, known_tools=set(registry.tools))
         await deps.gates.seed(deps.catalog.owner_tools(), deps.catalog.approval_required)
+        await scheduler.install(engine)  # the cron hand-on, and the agents file's schedules seeded
+        teams_turns.install(engine)  # the Teams reply: the teams channel's hand-on
         liveness = Liveness(target.url, settings.liveness_poll_s, on_lost=lambda why: None, limits=limits)
         await liveness.register(holder)
         process = cls(settings, target, db, engine, keeper, model, http, liveness, Elector(engine, target.url))

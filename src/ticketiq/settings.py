@@ -19,6 +19,7 @@ T = TypeVar("T")
 _SAMPLE_AGENTS = Path(__file__).parent / "agents" / "sample.yaml"
 # Idempotency-Keys are kept at least this long (issue 7).
 IDEMPOTENCY_TTL_FLOOR_S = 86400.0
+CRON_MISSED = ("latest", "skip")  # engine.schedules.Missed
 
 
 def _setting(default: Any, doc: str, secret: bool = False) -> Any:
@@ -77,6 +78,28 @@ class Settings:
     jira_token: str = _setting("unset", "Jira API token (Bearer).", secret=True)
     teams_service_url: str = _setting("http://127.0.0.1:9000/teams", "Bot Framework serviceUrl for replies.")
     teams_token: str = _setting("unset", "Bot Framework bearer token.", secret=True)
+    teams_app_id: str | None = _setting(
+        None,
+        "The bot's Microsoft App ID: the audience every Bot Framework token sent to POST /v1/teams/messages "
+        "must name. Unset: the Teams inbox takes no activity (503).",
+    )
+    teams_jwks_url: str = _setting(
+        "http://127.0.0.1:9000/_standin/botframework/jwks",
+        "The Bot Framework token service's signing keys (JWKS), cached 5 minutes; in production "
+        "https://login.botframework.com/v1/.well-known/keys.",
+    )
+    teams_issuer: str = _setting("https://api.botframework.com", "The issuer Bot Framework tokens must name.")
+    teams_agent: str = _setting("triage", "The agent a Teams message starts a turn of.")
+    teams_dedupe_s: float = _setting(
+        60.0,
+        "A Teams activity with the same conversation, replyToId, sender and text as one received this recently "
+        "is a redelivery (Teams may resend under a new id): it is stored and started no second time.",
+    )
+    public_url: str | None = _setting(
+        None,
+        "This service's public base URL, for links it posts (a Teams reply's run link). Unset: the base URL "
+        "the activity came in by.",
+    )
     graph_url: str = _setting("http://127.0.0.1:9000/graph/v1.0", "Microsoft Graph base URL (reply read-back).")
     graph_token: str = _setting("unset", "Microsoft Graph bearer token.", secret=True)
     discord_url: str = _setting("http://127.0.0.1:9000/discord/api/v10", "Discord API base URL.")
@@ -111,6 +134,12 @@ class Settings:
     lead: bool = _setting(True, "Whether this process stands for leader (sweeps); any process executes runs.")
     delegation_wait_s: float = _setting(600.0, "How long a delegating call waits for its child run's answer.")
     shutdown_grace_s: float = _setting(10.0, "On SIGTERM, how long runs in flight may finish before they stop.")
+    cron_check_s: float = _setting(1.0, "How often the leader looks for due cron schedules (one indexed query).")
+    cron_missed: str = _setting(
+        "latest",
+        "A cron fire time that passed while every process was down (over a minute late): `latest` fires once "
+        "for the latest missed time; `skip` fires none (recorded as skipped) and waits for the next time.",
+    )
 
     crash_resume_entries: bool = _setting(
         True,
@@ -123,6 +152,12 @@ class Settings:
     )
     copilot_wait_s: float = _setting(
         20.0, "How long POST /v1/copilot/turns waits for the answer before it answers 202 with the run id."
+    )
+    jira_webhook_secret: str | None = _setting(
+        None,
+        "The secret of the Jira Cloud webhook that posts to POST /v1/ticket-events (it signs each event as "
+        "X-Hub-Signature: sha256=<HMAC of the body>). Unset: every ticket event is refused.",
+        secret=True,
     )
     a2a_public_url: str | None = _setting(
         None,
@@ -150,6 +185,8 @@ class Settings:
     log_level: str = _setting("INFO", "Log level of app processes.")
 
     def __post_init__(self) -> None:
+        if self.cron_missed not in CRON_MISSED:
+            raise ConfigError(f"TICKETIQ_CRON_MISSED={self.cron_missed!r} is not one of {', '.join(CRON_MISSED)}")
         if self.idempotency_ttl_s < IDEMPOTENCY_TTL_FLOOR_S:
             # Issue 7: a client may retry a lost answer for a day; a key purged sooner could make it twice.
             raise ConfigError(

@@ -31,6 +31,8 @@ from ticketiq.settings import Settings
 TABLES = (
     "runs", "checkpoints", "calls", "transcripts", "approvals", "audit_log", "quarantines", "channels",
     "principals", "grants", "tool_policies", "api_tokens", "answers", "inputs", "a2a_tasks", "idempotency_keys",
+    "triggers", "trigger_secrets", "trigger_deliveries", "ticket_events", "schedules", "schedule_fires",
+    "teams_inbox",
 )  # fmt: skip
 DIGEST = " UNION ALL ".join(
     f"SELECT '{t}' AS t, count(*) AS n, md5(coalesce(string_agg(x::text, ',' ORDER BY x::text), '')) AS h FROM {t} x"
@@ -47,7 +49,8 @@ json_values = st.recursive(
     max_leaves=20,
 )
 FIELDS = ("agent", "input", "may_wait", "decision", "reason", "enabled", "granted", "may_run", "needs_approval",
-          "name", "role", "agents")  # fmt: skip
+          "name", "role", "agents", "secret", "expire_others_in_s", "webhookEvent", "issue", "cron",
+          "timezone")  # fmt: skip
 near_valid = st.dictionaries(st.sampled_from(FIELDS), json_values | st.sampled_from(["a", "approve", "caller"]))
 QUERY = ("after", "limit", "status", "run_id", "action")
 
@@ -181,4 +184,5 @@ def test_a_body_larger_than_the_api_takes_is_refused(served: Served) -> None:
 def test_the_fuzzer_reaches_every_route(served: Served) -> None:
     paths = {path for _, path in served.routes}
     assert {"/v1/runs", "/v1/runs/{run_id}", "/v1/approvals/{approval_id}", "/v1/gates/policies/{tool}",
-            "/v1/tokens/{name}", "/healthz"} <= paths  # fmt: skip
+            "/v1/tokens/{name}", "/healthz", "/v1/hooks/{name}", "/v1/ticket-events",
+            "/v1/schedules/{schedule_id}/fires", "/v1/teams/messages", "/v1/teams/inbox"} <= paths  # fmt: skip

@@ -40,7 +40,15 @@ AGENTS: dict[str, dict[str, Any]] = {
 }
 # Everything a request could write; a refused request leaves each exactly as it was.
 TABLES = ("runs", "checkpoints", "calls", "transcripts", "approvals", "audit_log", "quarantines", "channels",
-          "principals", "grants", "tool_policies", "api_tokens")  # fmt: skip
+          "principals", "grants", "tool_policies", "api_tokens", "triggers", "trigger_secrets", "trigger_deliveries",
+          "ticket_events", "schedules", "schedule_fires", "teams_inbox")  # fmt: skip
+# Entry points from outside that authenticate by their own signature instead of our token (DESIGN.md,
+# "Who may do what"): each refuses an unsigned request, whatever bearer token it carries, with the
+# header it needs.
+SIGNED = {("POST", "/v1/hooks/{name}"): "X-TicketIQ-Signature", ("POST", "/v1/ticket-events"): "X-Hub-Signature"}
+SECRET = "auth-test-trigger-secret-0123"
+# The Teams inbox authenticates each activity by its Bot Framework JWT (entries/teams.py), not by our token.
+TEAMS_MESSAGES = ("POST", "/v1/teams/messages")
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -87,7 +95,7 @@ async def site(db_url: str, tmp: Path, **kw: Any) -> AsyncIterator[Site]:
 async def test_every_v1_route_refuses_a_missing_malformed_unknown_or_revoked_token_and_writes_nothing(
     db_url: str, tmp_path: Path
 ) -> None:
-    async with site(db_url, tmp_path, approval=["probe_write"]) as s:
+    async with site(db_url, tmp_path, approval=["probe_write"], jira_webhook_secret="jira-auth-secret-0123") as s:
         admin = await s.h.token("root", "admin")
         revoked = await s.h.token("gone", "admin")
         assert await TokenStore(s.h.process.db).revoke("gone", "test") is not None
@@ -97,6 +105,14 @@ async def test_every_v1_route_refuses_a_missing_malformed_unknown_or_revoked_tok
         await s.until(run_id, admin, "waiting")
         approval_id = (await s.client.get("/v1/approvals", headers=bearer(admin))).json()["approvals"][0]["id"]
         assert (await s.client.put("/v1/gates/quarantines/agent/zz", json={}, headers=bearer(admin))).status_code == 200
+        hook = {"name": "hooked", "agent": "a", "secret": SECRET}
+        assert (await s.client.post("/v1/triggers", json=hook, headers=bearer(admin))).status_code == 201
+        second = await s.client.post(
+            "/v1/triggers/hooked/secrets", json={"secret": SECRET + "2"}, headers=bearer(admin)
+        )
+        assert second.status_code == 201
+        schedule = {"agent": "a", "cron": "* * * * *", "timezone": "UTC", "input": "check OPS-7"}
+        schedule_id = (await s.client.post("/v1/schedules", json=schedule, headers=bearer(admin))).json()["id"]
         requests: dict[tuple[str, str], tuple[str, dict[str, Any] | None]] = {
             ("POST", "/v1/runs"): ("/v1/runs", {"agent": "a", "input": "check OPS-2"}),
             ("GET", "/v1/runs/{run_id}"): (f"/v1/runs/{run_id}", None),
@@ -117,8 +133,17 @@ async def test_every_v1_route_refuses_a_missing_malformed_unknown_or_revoked_tok
             ("GET", "/v1/tokens"): ("/v1/tokens", None),
             ("POST", "/v1/tokens"): ("/v1/tokens", {"name": "intruder", "role": "admin"}),
             ("DELETE", "/v1/tokens/{name}"): ("/v1/tokens/root", None),
+            ("POST", "/v1/schedules"): ("/v1/schedules", schedule),
+            ("GET", "/v1/schedules"): ("/v1/schedules", None),
+            ("DELETE", "/v1/schedules/{schedule_id}"): (f"/v1/schedules/{schedule_id}", None),
+            ("GET", "/v1/schedules/{schedule_id}/fires"): (f"/v1/schedules/{schedule_id}/fires", None),
+            ("POST", "/v1/triggers"): ("/v1/triggers", {"name": "intruder", "agent": "a", "secret": SECRET}),
+            ("GET", "/v1/triggers"): ("/v1/triggers", None),
+            ("POST", "/v1/triggers/{name}/secrets"): ("/v1/triggers/hooked/secrets", {"secret": SECRET + "3"}),
+            ("DELETE", "/v1/triggers/{name}/secrets/{n}"): ("/v1/triggers/hooked/secrets/1", None),
+            ("GET", "/v1/teams/inbox"): ("/v1/teams/inbox", None),
         }
-        assert set(requests) == s.routes  # a new route is added here, and so tested
+        assert set(requests) | set(SIGNED) | {TEAMS_MESSAGES} == s.routes  # a new route is added here, and so tested
         before = await snapshot(db_url)
         refusals = {
             "missing": {},
@@ -140,6 +165,26 @@ async def test_every_v1_route_refuses_a_missing_malformed_unknown_or_revoked_tok
         garbled = await s.client.post("/v1/runs", content=b"{not json", headers={"content-type": "application/json"})
         assert garbled.status_code == 401
         assert (await s.client.get("/v1/no-such-route")).status_code == 401
+        # The signed entry points take no token, not even a valid one: unsigned, each is refused.
+        signed_paths = {
+            ("POST", "/v1/hooks/{name}"): "/v1/hooks/hooked",
+            ("POST", "/v1/ticket-events"): "/v1/ticket-events",
+        }
+        assert set(signed_paths) == set(SIGNED)
+        for why, headers in {**refusals, "a valid admin token": bearer(admin)}.items():
+            for route, path in signed_paths.items():
+                response = await s.client.post(path, json={"webhookEvent": "jira:issue_created"}, headers=headers)
+                assert response.status_code == 401, (why, route, response.text)
+                assert response.headers["WWW-Authenticate"].startswith("HMAC-SHA256")
+                assert response.json()["detail"][0]["loc"] == ["header", SIGNED[route]]
+        # The Teams inbox takes a Bot Framework JWT only: none of our tokens, not even a valid one, is one.
+        activity = {"type": "message", "id": "1", "serviceUrl": "http://127.0.0.1:9/teams", "channelId": "msteams",
+                    "from": {"id": "29:x"}, "conversation": {"id": "19:c@thread.tacv2"}, "text": "OPS-1"}  # fmt: skip
+        for why, headers in {**refusals, "a valid admin token": bearer(admin)}.items():
+            response = await s.client.post(TEAMS_MESSAGES[1], json=activity, headers=headers)
+            assert response.status_code == 401, (why, response.text)
+            assert response.headers["WWW-Authenticate"].startswith('Bearer realm="botframework"')
+            assert response.json()["detail"][0]["loc"] == ["header", "Authorization"]
         assert await snapshot(db_url) == before
         assert s.h.probe.writes() == []
 
@@ -166,6 +211,9 @@ async def test_each_role_is_refused_what_it_may_not_do_with_403_and_nothing_writ
             ("POST", f"/v1/runs/{mine}/stop", {}),
             ("GET", "/v1/audit", None),
             ("GET", "/v1/gates", None),
+            ("GET", "/v1/schedules", None),
+            ("GET", f"/v1/schedules/{mine}/fires", None),  # refused before it is looked up
+            ("GET", "/v1/teams/inbox", None),
         ]
         admins_only: list[tuple[str, str, dict[str, Any] | None]] = [
             ("PUT", "/v1/gates/quarantines/agent/a", {"reason": "x"}),
@@ -177,6 +225,12 @@ async def test_each_role_is_refused_what_it_may_not_do_with_403_and_nothing_writ
             ("GET", "/v1/tokens", None),
             ("POST", "/v1/tokens", {"name": "mine", "role": "admin"}),
             ("DELETE", "/v1/tokens/opal", None),
+            ("POST", "/v1/triggers", {"name": "mine", "agent": "a", "secret": SECRET}),
+            ("GET", "/v1/triggers", None),
+            ("POST", "/v1/triggers/mine/secrets", {"secret": SECRET}),
+            ("DELETE", "/v1/triggers/mine/secrets/1", None),
+            ("POST", "/v1/schedules", {"agent": "a", "cron": "* * * * *", "input": "x"}),
+            ("DELETE", f"/v1/schedules/{mine}", None),
         ]
         for who, token, refused, needed in [
             ("cal", caller, operators_only, "operator"),

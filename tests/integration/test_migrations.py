@@ -29,6 +29,13 @@ EXPECTED_TABLES = {
     "inputs",
     "a2a_tasks",
     "idempotency_keys",
+    "schedules",
+    "schedule_fires",
+    "triggers",
+    "trigger_secrets",
+    "trigger_deliveries",
+    "ticket_events",
+    "teams_inbox",
 }
 
 

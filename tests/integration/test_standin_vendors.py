@@ -332,7 +332,7 @@ async def test_server_prints_its_settings_first_then_serves_until_sigterm(db_url
     )
     try:
         assert proc.stdout is not None
-        lines = [(await asyncio.wait_for(proc.stdout.readline(), 30)).decode().strip() for _ in range(10)]
+        lines = [(await asyncio.wait_for(proc.stdout.readline(), 30)).decode().strip() for _ in range(12)]
         printed = dict(line.split("=", 1) for line in lines)
         base = printed["TICKETIQ_MODEL_BASE_URL"].removesuffix("/v1")
         async with httpx.AsyncClient(timeout=30) as c:
@@ -355,6 +355,8 @@ async def test_server_prints_its_settings_first_then_serves_until_sigterm(db_url
         "TICKETIQ_DISCORD_URL",
         "TICKETIQ_SQS_URL",
         "TICKETIQ_REMOTE_AGENT_URL",
+        "TICKETIQ_TEAMS_JWKS_URL",
+        "TICKETIQ_TEAMS_APP_ID",
         "TICKETIQ_WEBHOOK_URL",
         "TICKETIQ_DATABASE_URL",
     ]

@@ -18,7 +18,8 @@ def test_a_name_defined_twice_is_refused() -> None:
 
 
 # What a run is made of: a statement that writes one of these writes about a run.
-_RUN_TABLES = r"(runs|checkpoints|calls|approvals|transcripts|answers|inputs)"
+# A schedule fire's outcome is its run's hand-on: schedule_fires is written about a run too.
+_RUN_TABLES = r"(runs|checkpoints|calls|approvals|transcripts|answers|inputs|schedule_fires)"
 _WRITES_RUN = re.compile(rf"\b(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+{_RUN_TABLES}\b", re.IGNORECASE)
 _WRITES_RUN_LEASE = re.compile(r"\b(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+leases\b(?!.*'leader')", re.IGNORECASE | re.S)
 _AUDITS_RUN = re.compile(r"INSERT\s+INTO\s+audit_log\s*\([^)]*run_id[^)]*\)\s*(VALUES\s*\((?!'[^']*',\s*NULL)|SELECT)",
@@ -37,6 +38,9 @@ NOT_AN_ATTEMPTS = {
     "approvals.decide": "a person's decision on a request; the attempt that filed it reads it",
     "runs.give_input": "a person's input to a question of a waiting run (no attempt drives it); the next reads it",
     "runs.purge_answers": "the leader drops kept answers past their time, never one still to be handed on",
+    "schedules.fire": "the leader records a fire before its run exists: no attempt exists yet",
+    "schedules.link_run": "the leader records the run its fire made, before any attempt drives it",
+    "schedules.fire_failed": "the leader fails a fire that could make no run (no attempt ever existed)",
 }
 
 

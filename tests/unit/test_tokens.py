@@ -70,11 +70,14 @@ def test_an_operator_also_stops_decides_and_reads_everything_and_only_an_admin_c
         Permission.DECIDE_APPROVALS,
         Permission.READ_AUDIT,
         Permission.READ_GATES,
+        Permission.READ_SCHEDULES,
     }
     assert tokens.GRANTED[Role.OPERATOR] - tokens.GRANTED[Role.CALLER] == operator_only
     assert tokens.GRANTED[Role.ADMIN] - tokens.GRANTED[Role.OPERATOR] == {
         Permission.CHANGE_GATES,
         Permission.MANAGE_TOKENS,
+        Permission.MANAGE_SCHEDULES,
+        Permission.MANAGE_TRIGGERS,
     }
     assert tokens.GRANTED[Role.ADMIN] == set(Permission)
     assert tokens.role_needed(Permission.STOP_RUNS) is Role.OPERATOR

@@ -9,7 +9,14 @@ agents:
     may_wait: true           # may suspend (for an approval) and is resumed from its checkpoint
     owner: ops-bot           # the run-as principal: its grants decide which tools it may use
     tenant: acme
+    on_ticket_events: [jira:issue_created]   # Jira events that start it (POST /v1/ticket-events)
 approval_required: [jira_transition]   # tools held for a person's decision (seeded once)
+schedules:                   # cron triggers, upserted by name at each start (never duplicated)
+  - name: morning-triage
+    agent: triage
+    cron: "0 9 * * mon-fri"  # five fields, or @hourly, @daily, ...
+    timezone: Europe/Berlin  # an IANA zone; default UTC
+    input: Triage the open OPS tickets
 ```
 """
 
@@ -21,10 +28,11 @@ from typing import Any
 
 import yaml
 
+from ticketiq.engine import schedules as cron_rules
 from ticketiq.engine.storable import unstorable_at
 from ticketiq.errors import ConfigError
 
-_AGENT_FIELDS = {"model", "system_prompt", "tools", "may_wait", "owner", "tenant", "description"}
+_AGENT_FIELDS = {"model", "system_prompt", "tools", "may_wait", "owner", "tenant", "description", "on_ticket_events"}
 
 
 @dataclass(frozen=True)
@@ -37,12 +45,25 @@ class Agent:
     owner: str
     tenant: str = "default"
     description: str = ""
+    on_ticket_events: tuple[str, ...] = ()  # Jira events that start it, e.g. jira:issue_created
+
+
+@dataclass(frozen=True)
+class DeclaredSchedule:
+    """A cron trigger the agents file declares (`schedules:`), upserted by its name at start."""
+
+    name: str
+    agent: str
+    cron: str
+    timezone: str
+    input: str
 
 
 @dataclass(frozen=True)
 class Catalog:
     agents: dict[str, Agent]
     approval_required: frozenset[str] = field(default_factory=frozenset)
+    schedules: tuple[DeclaredSchedule, ...] = ()
 
     def get(self, name: str) -> Agent | None:
         return self.agents.get(name)
@@ -76,6 +97,9 @@ def parse(data: Any, source: str, known_tools: set[str] | None = None) -> Catalo
             missing = [t for t in tools if t not in known_tools]
             if missing:
                 raise ConfigError(f"{where}: unknown tools {missing}; known: {sorted(known_tools)}")
+        events = spec.get("on_ticket_events", [])
+        if not isinstance(events, list) or not all(isinstance(e, str) and e for e in events):
+            raise ConfigError(f"{where}: `on_ticket_events` must be a list of Jira event names (jira:issue_created)")
         may_wait = spec.get("may_wait", False)
         if not isinstance(may_wait, bool):
             raise ConfigError(f"{where}: `may_wait` must be true or false")
@@ -88,11 +112,44 @@ def parse(data: Any, source: str, known_tools: set[str] | None = None) -> Catalo
             owner=spec["owner"],
             tenant=str(spec.get("tenant", "default")),
             description=str(spec.get("description", "")),
+            on_ticket_events=tuple(events),
         )
     approvals = data.get("approval_required", [])
     if not isinstance(approvals, list):
         raise ConfigError(f"{source}: `approval_required` must be a list of tool names")
-    return Catalog(agents=agents, approval_required=frozenset(str(t) for t in approvals))
+    return Catalog(agents=agents, approval_required=frozenset(str(t) for t in approvals),
+                   schedules=_schedules(data.get("schedules", []), source, agents))  # fmt: skip
+
+
+_SCHEDULE_FIELDS = {"name", "agent", "cron", "timezone", "input"}
+
+
+def _schedules(data: Any, source: str, agents: dict[str, Agent]) -> tuple[DeclaredSchedule, ...]:
+    """The `schedules:` list, each checked as POST /v1/schedules checks one, at start."""
+    if not isinstance(data, list):
+        raise ConfigError(f"{source}: `schedules` must be a list of {{name, agent, cron, timezone, input}}")
+    out: dict[str, DeclaredSchedule] = {}
+    for i, spec in enumerate(data):
+        where = f"{source}: schedules[{i}]"
+        if not isinstance(spec, dict):
+            raise ConfigError(f"{where} must be a mapping")
+        unknown = set(spec) - _SCHEDULE_FIELDS
+        if unknown:
+            raise ConfigError(f"{where} has unknown fields {sorted(unknown)}; allowed: {sorted(_SCHEDULE_FIELDS)}")
+        spec = {"timezone": "UTC", **spec}
+        for required in sorted(_SCHEDULE_FIELDS):
+            if not isinstance(spec.get(required), str) or not spec[required].strip():
+                raise ConfigError(f"{where}: `{required}` is required (a non-empty string)")
+        name = spec["name"]
+        if name in out:
+            raise ConfigError(f"{where}: a schedule named {name!r} is declared twice")
+        if spec["agent"] not in agents:
+            raise ConfigError(f"{where}: no agent named {spec['agent']!r}; defined: {sorted(agents)}")
+        problem = cron_rules.cron_problem(spec["cron"]) or cron_rules.zone_problem(spec["timezone"])
+        if problem is not None:
+            raise ConfigError(f"{where} ({name}): {problem}")
+        out[name] = DeclaredSchedule(name, spec["agent"], spec["cron"].strip(), spec["timezone"], spec["input"])
+    return tuple(out.values())
 
 
 def _storable(data: Any, source: str) -> None:

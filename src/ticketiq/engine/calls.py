@@ -33,7 +33,7 @@ from ticketiq.engine.storable import storable
 from ticketiq.storage.rows import Approval
 from ticketiq.storage.run_store import RunHandle
 from ticketiq.tools.base import CallContext, SendWindow, Tool
-from ticketiq.tools.builtin import REQUEST_INPUT
+from ticketiq.tools.builtin import ENGINE_CALLS, REQUEST_INPUT
 from ticketiq.tools.schema import validate
 
 UNCERTAIN = "unknown: the vendor's answer leaves it open whether the write took effect; not sent again"
@@ -140,7 +140,7 @@ class CallMaker:
                 return self.finish(work, call, refusal, "refused")
             key = approval_key(approval.id)  # I11: an approved call's key is the approval's
             happened = Happened.APPROVAL_DECIDED
-        tool = self.deps.registry.get(call.tool)
+        tool = self._tool(call.tool)
         assert tool is not None
         problem = validate(tool.parameters, call.args)
         if problem:
@@ -157,6 +157,11 @@ class CallMaker:
             return self.finish(work, call, {"refused": now.reason, "gate": now.gate}, "refused")
         work.results[call.idx] = await self.send_write(call, tool, key or call.step_key or fresh_key())
         return happened
+
+    def _tool(self, name: str) -> Tool | None:
+        """The tool a call names: a vendor's, or a write the engine makes itself (ENGINE_CALLS: the driver's
+        gate decision refuses a model's call of one before it gets here)."""
+        return ENGINE_CALLS.get(name) or self.deps.registry.get(name)
 
     async def _ask(self, work: StepWork, call: PlannedCall) -> Happened:
         """The model's question to a person: answered by the input given to it, else the run waits for
@@ -321,7 +326,7 @@ class CallMaker:
         """A write in doubt: it may or may not have reached its vendor. Never blindly sent again (I9)."""
         call, row = item.call, item.row
         assert row is not None
-        tool = self.deps.registry.get(call.tool)
+        tool = self._tool(call.tool)
         key = row.sent_key
         if tool is None or key is None or item.route is Route.UNKNOWN:
             work.results[call.idx] = await self._unknown(call, key, None, Happened.UNKNOWN_NOT_SENT)

@@ -29,7 +29,7 @@ from ticketiq.errors import Fenced, LeaseLost, ModelError, SealInvalid, StorageE
 from ticketiq.storage.rows import Checkpoint
 from ticketiq.storage.run_store import Flush, Sealed, SealedAnswer
 from ticketiq.tools.base import ToolClass
-from ticketiq.tools.builtin import REQUEST_INPUT
+from ticketiq.tools.builtin import ENGINE_CALLS, REQUEST_INPUT
 
 log = logging.getLogger(__name__)
 
@@ -254,11 +254,21 @@ class RunDriver:
     def decide(self, facts: GateFacts, call: PlannedCall, approved: bool = False) -> GateDecision:
         if call.tool == REQUEST_INPUT.name:
             return input_gate(facts)
+        if call.tool in ENGINE_CALLS:
+            return self._engine_call_gate(facts, call)
         agent = self.deps.catalog.get(self.state.agent)
         offered = frozenset(agent.tools) if agent else frozenset()
         if self.deps.registry.get(call.tool) is None:
             return GateDecision(Verdict.REFUSE, "tools", f"no tool named {call.tool}")
         return call_gate(facts, call.tool, offered, approved=approved)
+
+    def _engine_call_gate(self, facts: GateFacts, call: PlannedCall) -> GateDecision:
+        """A write the engine makes for its entry point (a Teams turn's reply): only once the answer is
+        kept (I12), through the run gate alone (a Stop, a quarantine, the channel, run-as); a model
+        asking for one is refused."""
+        if self.state.answer is None:
+            return GateDecision(Verdict.REFUSE, "tools", f"{call.tool} is made by the engine, never asked for")
+        return run_gate(facts)
 
     async def gate_facts(self, fresh: bool = False) -> GateFacts:
         """The gates' facts for this run: cached until the gate listener reports a change."""
@@ -380,6 +390,11 @@ class RunDriver:
             await self.handle.fail("the kept answer is not the answer the checkpoint holds",
                                    "agent.run.checkpoint_rejected", self.deps.holder)  # fmt: skip
             return "failed"
+        if self.deps.hand_ons.get((await self.gate_facts()).channel) is not None:
+            # I17: the hand-on may write rows (a Teams reply's call): under a checkpoint this attempt sealed.
+            await self._write_checkpoint(
+                [notes.statement("checkpoint", step=self.state.step, resealed=True)], flush=True
+            )
         return await self._hand_on(kept.answer, resumed=True)
 
     async def _hand_on(self, answer: str, resumed: bool) -> str:

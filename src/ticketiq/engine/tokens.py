@@ -42,6 +42,9 @@ class Permission(StrEnum):
     READ_GATES = "read the gates"
     CHANGE_GATES = "change the gates"
     MANAGE_TOKENS = "manage tokens"
+    READ_SCHEDULES = "read the cron schedules and their fires"
+    MANAGE_SCHEDULES = "make and delete cron schedules"
+    MANAGE_TRIGGERS = "declare webhook triggers and rotate their secrets"
 
 
 _CALLER = frozenset({Permission.START_RUNS, Permission.READ_OWN_RUNS})
@@ -51,8 +54,11 @@ _OPERATOR = _CALLER | {
     Permission.DECIDE_APPROVALS,
     Permission.READ_AUDIT,
     Permission.READ_GATES,
+    Permission.READ_SCHEDULES,
 }
-_ADMIN = _OPERATOR | {Permission.CHANGE_GATES, Permission.MANAGE_TOKENS}
+_ADMIN = _OPERATOR | {
+    Permission.CHANGE_GATES, Permission.MANAGE_TOKENS, Permission.MANAGE_SCHEDULES, Permission.MANAGE_TRIGGERS,
+}  # fmt: skip
 
 GRANTED: dict[Role, frozenset[Permission]] = {Role.CALLER: _CALLER, Role.OPERATOR: _OPERATOR, Role.ADMIN: _ADMIN}
 ROLES = (Role.CALLER, Role.OPERATOR, Role.ADMIN)  # each may do all the one before it may

@@ -23,7 +23,7 @@ from ticketiq.engine import tokens
 from ticketiq.engine.engine import Engine
 from ticketiq.engine.idempotency import request_hash
 from ticketiq.engine.tokens import Permission, Principal
-from ticketiq.entries import a2a, auth, copilot, gates_api, text_guard
+from ticketiq.entries import a2a, auth, copilot, gates_api, hooks, schedules, teams, text_guard, ticket_events
 from ticketiq.entries.auth import requires
 from ticketiq.entries.idempotency import IdempotencyKey, once
 from ticketiq.errors import Forbidden, RequestError, StorageError
@@ -264,6 +264,10 @@ def create_app(settings: Settings, process: AppProcess | None = None) -> FastAPI
     gates_api.add_routes(app, engine)
     auth.add_routes(app, engine, token_store)
     copilot.add_routes(app, engine)
+    schedules.add_routes(app, engine)
+    hooks.add_routes(app, engine)
+    ticket_events.add_routes(app, engine)
+    teams.add_routes(app, engine)
     a2a.add_routes(app)
     return app
 

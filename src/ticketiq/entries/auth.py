@@ -9,6 +9,7 @@ actor of whatever the request does. Neither a token nor its hash is ever logged 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Annotated, Any
@@ -35,6 +36,11 @@ OPEN_PATHS = frozenset({
     "/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc",
     "/.well-known/agent-card.json",
 })  # fmt: skip
+# Entry points from outside that authenticate as their protocol does (DESIGN.md, "Who may do what"):
+# let through here, each route checks its own signature before anything is stored. Path templates: a
+# `{name}` matches one path segment.
+SIGNED_PATHS = ("/v1/hooks/{name}", "/v1/ticket-events", "/v1/teams/messages")  # the last: a Bot Framework JWT
+_SIGNED = re.compile("|".join(re.sub(r"\\{\w+\\}", "[^/]+", re.escape(t)) for t in SIGNED_PATHS))
 HOW = "send `Authorization: Bearer <token>`; `ticketiq tokens create` makes one"
 
 # Documents the scheme in the OpenAPI; the check itself is `BearerAuth`'s.
@@ -56,7 +62,7 @@ class BearerAuth:
         self.store = store
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or _route_path(scope) in OPEN_PATHS:
+        if scope["type"] != "http" or is_open(_route_path(scope)):
             await self.app(scope, receive, send)
             return
         found = await self._authenticate(scope)
@@ -87,6 +93,11 @@ class BearerAuth:
         if found is None or not tokens.matches(token, found.token_hash):
             return _refused(401, f"the bearer token is unknown or revoked: {HOW}", invalid)
         return Principal(found.name, Role(found.role), None if found.agents is None else frozenset(found.agents))
+
+
+def is_open(path: str) -> bool:
+    """Whether a path is answered without a bearer token: an open path, or a signed entry point's."""
+    return path in OPEN_PATHS or _SIGNED.fullmatch(path) is not None
 
 
 def _route_path(scope: Scope) -> str:

@@ -1,5 +1,6 @@
 """The leader's sweeps: claim lapsed checkpoint leases (I5) and the leases of dead processes, and take
-queued runs no one started. Each claimed run is executed here, under its new attempt."""
+queued runs no one started. Each claimed run is executed here, under its new attempt. The leader also
+fires due cron schedules (`engine/scheduler.py`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from ticketiq.engine import teams_turns
+from ticketiq.engine.scheduler import Scheduler
 from ticketiq.storage import database
 from ticketiq.storage.idempotency_store import IdempotencyStore
 
@@ -38,6 +41,8 @@ class Sweeper:
         self.engine = engine
         self.url = url
         self.pruned_at: float | None = None
+        self.scheduler = Scheduler(engine)
+        self.cron_due_at = 0.0
 
     @property
     def settings(self) -> Any:
@@ -65,6 +70,7 @@ class Sweeper:
         checkpoint lease would lapse, when that was looked up."""
         store = self.engine.deps.store
         await self.claim("dead")
+        await self.fire_schedules()
         if not lapsed:
             return None
         while await self.claim("lapsed") == CLAIM_BATCH:
@@ -74,9 +80,18 @@ class Sweeper:
         # I15: a run left waiting with every request decided (its wake-up was lost) goes on.
         for run_id in await store.waiting_decided(CLAIM_BATCH):
             await self.engine.start(run_id)
+        await teams_turns.adopt_unstarted(self.engine)  # inbox rows whose process died before their run
         if self.pruned_at is None or time.monotonic() - self.pruned_at >= PRUNE_EVERY_S:
             await self.prune()
         return await store.next_lapse_s()
+
+    async def fire_schedules(self) -> None:
+        """The cron scheduler's step, every TICKETIQ_CRON_CHECK_S: one query for due schedules, each due
+        fire made once."""
+        if time.monotonic() < self.cron_due_at:
+            return
+        self.cron_due_at = time.monotonic() + self.settings.cron_check_s
+        await self.scheduler.fire_due()
 
     async def prune(self, keep_s: float = PROCESS_ROWS_KEPT_S) -> int:
         """Delete the rows of processes long ended that hold no lease; return how many went."""

@@ -9,6 +9,7 @@
     /sqs                     SQS, AWS JSON 1.0 protocol
     /webhook/<path>          a generic webhook target
     /a2a-agent               a remote A2A agent (JSON-RPC; card at /a2a-agent/.well-known/agent-card.json)
+    /_standin/botframework   the Bot Framework token service: JWKS and a token mint (vendors/botframework.py)
 
 Admin routes under /_standin: `GET writes` (filters vendor, operation, target, key, effect),
 `GET|POST|DELETE faults`, `GET|POST options`, `GET health`. The engine never imports this package.
@@ -27,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from ticketiq.standins.faults import Fault
 from ticketiq.standins.model import create_router
 from ticketiq.standins.records import Store, iso
-from ticketiq.standins.vendors import a2a_agent, discord, incidentio, jira, sqs, teams, webhook
+from ticketiq.standins.vendors import a2a_agent, botframework, discord, incidentio, jira, sqs, teams, webhook
 from ticketiq.standins.vendors.intake import Intake, IntakeDep, StandinOptions
 
 __all__ = ["StandinOptions", "create_app"]
@@ -83,6 +84,7 @@ def create_app(
     app.include_router(sqs.router(), prefix="/sqs")
     app.include_router(webhook.router(), prefix="/webhook")
     app.mount(a2a_agent.PREFIX, remote_agent.app())
+    app.include_router(botframework.router(), prefix="/_standin/botframework")
     app.include_router(_admin(), prefix="/_standin")
     return app
 

@@ -176,3 +176,11 @@ DELETE FROM standin.a2a_tasks WHERE owner = %(owner)s AND id = %(id)s
 -- name: record_model_request
 INSERT INTO standin.model_requests (model, conversation, step) VALUES (%(model)s, %(conversation)s, %(step)s)
 RETURNING id
+
+-- name: botframework_key
+SELECT kid, private_pem FROM standin.botframework_keys WHERE kid = %(kid)s
+
+-- name: botframework_key_offer
+-- The first stand-in to make a key keeps it; another that made one at the same time reads this one.
+INSERT INTO standin.botframework_keys (kid, private_pem) VALUES (%(kid)s, %(private_pem)s)
+ON CONFLICT (kid) DO NOTHING

@@ -136,3 +136,12 @@ COMMENT ON TABLE standin.model_requests IS
     'user message) and the step asked for (assistant messages already in it). A step asked twice for one '
     'conversation is a model step asked again.';
 CREATE INDEX IF NOT EXISTS model_requests_conversation ON standin.model_requests (conversation, step);
+
+CREATE TABLE IF NOT EXISTS standin.botframework_keys (
+    kid         text PRIMARY KEY,
+    private_pem text NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE standin.botframework_keys IS
+    'Bot Framework token service stand-in: the RSA key it signs tokens with, made on first use and kept '
+    'so restarts of the stand-ins sign with the same key (its public half is served as the JWKS).';

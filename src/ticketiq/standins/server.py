@@ -19,6 +19,9 @@ from ticketiq.settings import Settings
 from ticketiq.standins.app import create_app
 from ticketiq.storage.database import resolve
 
+# The Microsoft App ID the stand-ins' Teams activities are addressed to (their tokens' audience).
+STANDIN_BOT_APP_ID = "standin-bot"
+
 
 def settings_env(base_url: str, database_url: str | None = None) -> dict[str, str]:
     """The settings that point an app process at stand-ins serving at `base_url`."""
@@ -31,6 +34,9 @@ def settings_env(base_url: str, database_url: str | None = None) -> dict[str, st
         "TICKETIQ_DISCORD_URL": f"{base_url}/discord/api/v10",
         "TICKETIQ_SQS_URL": f"{base_url}/sqs",
         "TICKETIQ_REMOTE_AGENT_URL": f"{base_url}/a2a-agent",
+        # The stand-in Bot Framework token service, and the app id the stand-ins' activities are for.
+        "TICKETIQ_TEAMS_JWKS_URL": f"{base_url}/_standin/botframework/jwks",
+        "TICKETIQ_TEAMS_APP_ID": STANDIN_BOT_APP_ID,
         # Printed last of the vendors: launchers read up to it (launch.STANDIN_KEYS).
         "TICKETIQ_WEBHOOK_URL": f"{base_url}/webhook",
     }

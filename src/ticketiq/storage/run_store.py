@@ -301,6 +301,13 @@ class RunHandle:
             "answer": answer, "entries": entries, "actor": actor, "audit": {"attempt": self.attempt, **detail},
         })  # fmt: skip
 
+    async def record_fire_outcome(self, answer: str) -> tuple[bool, bool]:
+        """The cron hand-on (I12): the schedule fire that made this run records its answer, under this
+        attempt. Returns (a fire made this run, this call recorded it); an earlier attempt's record is
+        kept, so the hook is safe to run twice."""
+        row = await self._fenced("schedules.record_outcome", "recording the fire's outcome", {"answer": answer})
+        return bool(row["fire"]), bool(row["recorded"])
+
     async def suspend(
         self,
         sealed: Sealed,

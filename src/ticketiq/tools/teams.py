@@ -8,6 +8,11 @@ Reading back needs the Graph team id (`team_id`, the incoming activity's
 `19:<channel>@thread.tacv2;messageid=<root>` names the channel (before `;`) and the thread root
 (without `;messageid=`, the activity replied to is the root). Without a team id, or in a personal
 chat, there is no reader: the outcome of an in-doubt reply is reported unknown.
+
+`HAND_ON` is the reply of a Teams turn (the hand-on of a run on the `teams` channel): the engine makes
+it, never a model (`tools.builtin.ENGINE_CALLS`). It goes to the serviceUrl of the incoming activity (the
+one its Bot Framework token named) and carries the answer and a link to the run; it is read back the
+same way.
 """
 
 from __future__ import annotations
@@ -80,13 +85,18 @@ def graph_thread(conversation_id: str, activity_id: str) -> tuple[str, str] | No
 
 
 async def reply(ctx: CallContext) -> Outcome:
+    return await _post(ctx, ctx.settings.teams_service_url, card(ctx.args["text"], ctx.key))
+
+
+async def _post(ctx: CallContext, service_url: str, content: dict[str, Any]) -> Outcome:
+    """A reply to the activity `activity_id` of the conversation, through the connector at `service_url`."""
     conversation = quote(ctx.args["conversation_id"], safe="")
     activity = quote(ctx.args["activity_id"], safe="")
-    url = f"{ctx.settings.teams_service_url.rstrip('/')}/v3/conversations/{conversation}/activities/{activity}"
+    url = f"{service_url.rstrip('/')}/v3/conversations/{conversation}/activities/{activity}"
     body = {
         "type": "message",
         "replyToId": ctx.args["activity_id"],
-        "attachments": [{"contentType": ADAPTIVE, "content": card(ctx.args["text"], ctx.key)}],
+        "attachments": [{"contentType": ADAPTIVE, "content": content}],
     }
     auth = {"Authorization": f"Bearer {ctx.settings.teams_token}"}
     answer = await request(ctx, VENDOR, "POST", url, send=Send.UNKEYED, headers=auth, json=body)
@@ -144,3 +154,43 @@ def _element_text(node: Any) -> str | None:
         if found is not None:
             return found
     return None
+
+
+# ----- a Teams turn's reply (its hand-on) ----------------------------------------------------------------
+
+HAND_ON_ANSWER_MAX = 20000
+
+HAND_ON_PARAMS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "service_url": {"type": "string", "minLength": 1, "maxLength": 2048, "pattern": "^https?://"},
+        "conversation_id": {"type": "string", "minLength": 1, "maxLength": 1024},
+        "activity_id": {"type": "string", "minLength": 1, "maxLength": 256},
+        "team_id": {"type": ["string", "null"], "maxLength": 256},
+        "text": {"type": "string", "minLength": 1, "maxLength": HAND_ON_ANSWER_MAX},
+        "run_url": {"type": "string", "minLength": 1, "maxLength": 2048},
+    },
+    "required": ["service_url", "conversation_id", "activity_id", "text", "run_url"],
+    "additionalProperties": False,
+}
+
+
+def hand_on_card(text: str, run_url: str, key: str) -> dict[str, Any]:
+    """The answer, the run's link as an action, and the step key it is read back by."""
+    return {**card(text, key), "actions": [{"type": "Action.OpenUrl", "title": "Open the run", "url": run_url}]}
+
+
+async def post_hand_on(ctx: CallContext) -> Outcome:
+    content = hand_on_card(ctx.args["text"], ctx.args["run_url"], ctx.key)
+    return await _post(ctx, ctx.args["service_url"], content)
+
+
+HAND_ON = Tool(
+    "teams_hand_on",
+    "A Teams turn's reply: the run's answer and its link, to the activity that started the turn.",
+    HAND_ON_PARAMS,
+    ToolClass.WRITE,
+    post_hand_on,
+    reader=find_reply,
+    vendor=VENDOR,
+)

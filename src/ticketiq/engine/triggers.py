@@ -1,0 +1,205 @@
+"""Webhook triggers and Jira ticket events, from a signed request to a started run (issue 8).
+
+The decisions are pure (`webhook_signature`, `webhook_triggers`, `ticket_events`); this is the thin
+driver around them. A request is checked before anything is stored: its signature over the raw body
+(401), then its headers and body (4xx naming what is wrong). A signed delivery becomes one run:
+
+1. the run is created, not started, under a key derived from (trigger, delivery id), or (event
+   identifier, agent): a retry after a crash finds the same run, never a second one;
+2. the delivery (or event) is recorded with that run: a redelivery is answered from this row;
+3. the run is started here. Should the process die before, the leader's sweep starts it (a queued
+   run no process took); should it die while the run works, the run is resumed as any run (I13).
+
+Webhook and ticket-event runs may not wait and hand nothing on: the caller has hung up, so the answer
+lands on the transcript, in the run's ending statement.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from ticketiq.engine import ticket_events, webhook_signature, webhook_triggers
+from ticketiq.engine.engine import Engine
+from ticketiq.engine.storable import is_storable
+from ticketiq.engine.ticket_events import TicketEvent
+from ticketiq.engine.webhook_triggers import SealedSecret
+from ticketiq.errors import Conflict, NotFound, RequestError
+from ticketiq.storage.trigger_store import Signing, TriggerShown, TriggerStore
+
+log = logging.getLogger(__name__)
+
+# A run's input is at most this long, as through the API.
+MAX_INPUT_CHARS = 100_000
+
+
+class Unsigned(RequestError):
+    """The request is not signed by a secret we hold (or its signature is stale): 401."""
+
+    status = 401
+
+
+class TooLarge(RequestError):
+    status = 413
+
+
+@dataclass(frozen=True)
+class Delivered:
+    run_id: str
+    created: bool  # False: a redelivery (or a retry after a crash) found the run the first one made
+
+
+class Triggers:
+    """Declaring webhook triggers, rotating their secrets, and taking their deliveries."""
+
+    def __init__(self, engine: Engine, store: TriggerStore) -> None:
+        self.engine = engine
+        self.store = store
+        self.keys = engine.deps.keys
+
+    async def declare(self, name: str, agent: str, secret: str, by: str) -> TriggerShown:
+        webhook_triggers.checked_name(name)
+        webhook_triggers.checked_secret(secret)
+        if self.engine.deps.catalog.get(agent) is None:
+            raise NotFound("body.agent", f"no agent named {agent!r} in the agents file")
+        sealed = webhook_triggers.seal_secret(self.keys, name, secret)
+        if not await self.store.create(name, agent, sealed.key_id, sealed.nonce, sealed.ciphertext, by):
+            raise Conflict("body.name", f"a trigger named {name} exists; add a secret to it to rotate")
+        return await self._shown(name)
+
+    async def every(self) -> list[TriggerShown]:
+        return await self.store.every()
+
+    async def add_secret(self, name: str, secret: str, expire_others_in_s: float | None, by: str) -> TriggerShown:
+        """A second secret, active at once beside the first (a rotation); with `expire_others_in_s` the
+        secrets active until now stop being accepted that long from now."""
+        webhook_triggers.checked_secret(secret)
+        sealed = webhook_triggers.seal_secret(self.keys, name, secret)
+        added = await self.store.add_secret(
+            name, (sealed.key_id, sealed.nonce, sealed.ciphertext), expire_others_in_s, by, webhook_triggers.add_refusal
+        )
+        if added is None:
+            raise NotFound("path.name", f"no trigger named {name}")
+        return await self._shown(name)
+
+    async def retire_secret(self, name: str, n: int, by: str) -> TriggerShown:
+        """Secret `n` is no longer accepted, from now on (never the last active one)."""
+        if not await self.store.retire_secret(name, n, by, lambda s: webhook_triggers.retire_refusal(s, n)):
+            raise NotFound("path.name", f"no trigger named {name}")
+        return await self._shown(name)
+
+    async def _shown(self, name: str) -> TriggerShown:
+        shown = await self.store.get(name)
+        if shown is None:
+            raise NotFound("path.name", f"no trigger named {name}")
+        return shown
+
+    # ----- deliveries ---------------------------------------------------------------------------------
+
+    async def deliver(self, name: str, delivery_id: str | None, signature: str | None, body: bytes) -> Delivered:
+        """Check a delivery, then start its run once (see the module's steps)."""
+        signing = await self.store.signing(name)
+        check = webhook_signature.check_delivery(signature, body, self._secrets(name, signing), signing.now_s)
+        if not check.accepted:
+            # The same answer for an unknown trigger: an unsigned caller learns nothing of which exist.
+            log.info("webhook delivery to %r refused: %s", name, check.verdict)
+            raise Unsigned(f"header.{webhook_signature.SIGNATURE_HEADER}", check.reason)
+        problem = webhook_triggers.delivery_id_problem(delivery_id)
+        if problem is not None or delivery_id is None:
+            raise RequestError(f"header.{webhook_signature.DELIVERY_HEADER}", problem or "")
+        text = _input(body)
+        assert signing.agent is not None  # a signature verified: the trigger exists
+        agent = self.engine.deps.catalog.get(signing.agent)
+        if agent is None:
+            raise Conflict(
+                "path.name", f"trigger {name} starts agent {signing.agent}, which the agents file no longer defines"
+            )
+        recorded = await self.store.delivery(name, delivery_id)
+        if recorded is not None:
+            return Delivered(recorded, created=False)
+        created = await self.engine.submit(
+            agent.name, text, may_wait=False, channel=webhook_triggers.CHANNEL, actor=webhook_triggers.actor(name),
+            idempotency_key=webhook_triggers.run_key(name, delivery_id), start=False,
+        )  # fmt: skip
+        run_id = await self.store.record_delivery(name, delivery_id, created.id)
+        if created.created:
+            await self.engine.start(run_id)  # not taken here: the sweep takes it
+        return Delivered(run_id, created.created)
+
+    def _secrets(self, name: str, signing: Signing) -> list[bytes]:
+        opened = []
+        for stored in signing.secrets:
+            secret = webhook_triggers.open_secret(
+                self.keys, name, SealedSecret(stored.key_id, stored.nonce, stored.ciphertext)
+            )
+            if secret is None:
+                log.error("trigger %s: secret %d does not open (seal key %r is not in TICKETIQ_SEAL_KEYS, or the row "
+                          "was altered): add a new secret to the trigger", name, stored.n, stored.key_id)  # fmt: skip
+                continue
+            opened.append(secret)
+        return opened
+
+
+def _input(body: bytes) -> str:
+    """The run's input: the body as text, exactly as sent (I16: refused when it cannot be stored)."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RequestError("body", "the body is not UTF-8 text") from None
+    if not text.strip():
+        raise RequestError("body", "the body is empty; it is the run's input")
+    if len(text) > MAX_INPUT_CHARS:
+        raise TooLarge("body", f"the body is {len(text)} characters long; a run's input is at most {MAX_INPUT_CHARS}")
+    if not is_storable(text):
+        raise RequestError("body", "the body holds text that cannot be stored (a NUL character); remove it")
+    return text
+
+
+class TicketIntake:
+    """Jira Cloud issue webhooks: each agent that opted in for the event is started once per event."""
+
+    def __init__(self, engine: Engine, store: TriggerStore) -> None:
+        self.engine = engine
+        self.store = store
+
+    async def receive(self, identifier: str | None, signature: str | None, body: bytes) -> dict[str, str]:
+        """Check an event, then start each agent that opted in for it once; the runs (agent: run id),
+        those an earlier delivery of the event started included."""
+        configured = self.engine.deps.settings.jira_webhook_secret
+        check = webhook_signature.check_hub(signature, body, configured.encode() if configured else None)
+        if not check.accepted:
+            log.info("ticket event refused: %s", check.verdict)
+            raise Unsigned(f"header.{webhook_signature.HUB_HEADER}", check.reason)
+        problem = ticket_events.identifier_problem(identifier)
+        if problem is not None or identifier is None:
+            raise RequestError(f"header.{ticket_events.IDENTIFIER_HEADER}", problem or "")
+        event = ticket_events.parse_event(identifier, body)
+        asked = ticket_events.run_input(event)
+        if not is_storable(asked):
+            raise RequestError("body.issue.fields.summary", "the summary holds text that cannot be stored")
+        digest = ticket_events.body_digest(body)
+        found = await self.store.event_runs(identifier, digest)
+        runs = {r.agent: r.run_id for r in found if r.event_id == identifier}
+        if found and not runs:
+            # The same signed body under another identifier: Jira does not sign the identifier header,
+            # so this is a replay (or a second Jira webhook for one event). It starts nothing.
+            first = found[0].event_id
+            log.warning("ticket event %r repeats the body of event %r: nothing started", identifier, first)
+            return {r.agent: r.run_id for r in found if r.event_id == first}
+        created = []
+        for agent in ticket_events.opted_in(event.name, self.engine.deps.catalog.agents):
+            if agent in runs:
+                continue
+            made = await self.engine.submit(
+                agent, asked, may_wait=False, channel=ticket_events.CHANNEL, actor=ticket_events.ACTOR,
+                idempotency_key=ticket_events.run_key(identifier, agent), start=False,
+            )  # fmt: skip
+            runs[agent] = await self._record(event, agent, made.id, digest)
+            if made.created:
+                created.append(runs[agent])
+        for run_id in created:
+            await self.engine.start(run_id)  # not taken here: the sweep takes it
+        return runs
+
+    async def _record(self, event: TicketEvent, agent: str, run_id: str, digest: str) -> str:
+        return await self.store.record_event_run(event.identifier, agent, run_id, event.name, event.issue_key, digest)
