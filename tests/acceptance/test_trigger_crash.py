@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.acceptance.test_crash_resume import triage_writes_once
 from tests.support.cluster import App, Cluster
@@ -139,3 +140,46 @@ def test_with_crash_resume_entries_false_a_lost_webhook_run_is_failed_naming_the
     assert survivor.child.alive()
     # Nothing was made again: the incident was never created, the issue only read.
     assert [w for w in cluster.writes() if w["effect"] == "applied"] == []
+
+
+def test_with_crash_resume_entries_false_a_lost_ticket_event_run_is_failed_naming_the_setting(cluster: Cluster) -> None:
+    victim = cluster.app("victim", fault_point="after_checkpoint", fault_after=2, crash_resume_entries=False,
+                         jira_webhook_secret=JIRA_SECRET)  # fmt: skip
+    survivor = cluster.app("survivor", crash_resume_entries=False, jira_webhook_secret=JIRA_SECRET)
+    send_event(victim, "jira-ev-805", jira_body(805))
+    cluster.wait_until(lambda: not victim.child.alive(), 60, "the victim dying")
+    run_id = cluster.rows("SELECT run_id::text AS run_id FROM ticket_events")[0]["run_id"]
+    run = cluster.wait_run(run_id)
+    assert run["status"] == "failed", (run, cluster.logs())
+    assert "TICKETIQ_CRASH_RESUME_ENTRIES is false" in run["error"] and "ticket_event" in run["error"]
+    assert survivor.child.alive()
+    assert [w for w in cluster.writes() if w["effect"] == "applied"] == []
+
+
+@pytest.mark.parametrize("entry", ["webhook", "ticket_event"])
+def test_a_trigger_run_killed_after_its_last_step_ends_with_its_answer_on_the_transcript_and_no_write_again(
+    cluster: Cluster, entry: str
+) -> None:
+    # Webhook and ticket-event runs hand nothing on: the statement that ends the run keeps the answer
+    # (I12) and puts it on the transcript. Killed after the last step, before that statement, the
+    # survivor asks the model for the answer (model text being generated at a crash is asked again,
+    # README "Not promised"), and no write of the run is made again.
+    victim = cluster.app("victim", fault_point="before_answer", jira_webhook_secret=JIRA_SECRET)
+    survivor = cluster.app("survivor", jira_webhook_secret=JIRA_SECRET)
+    if entry == "webhook":
+        declare(cluster, survivor)
+        deliver(victim, "pd-804", hook_body(804))
+    else:
+        send_event(victim, "jira-ev-804", jira_body(804))
+    cluster.wait_until(lambda: not victim.child.alive(), 60, "the victim dying")
+    run_id = cluster.rows("SELECT id::text AS id FROM runs WHERE channel = %s", entry)[0]["id"]
+    run = cluster.wait_run(run_id)
+    assert run["status"] == "succeeded" and run["losses"] == 1, (run, cluster.logs())
+    triage_writes_once(cluster, 804)
+    answer_on_transcript(cluster, survivor, run)
+    kept = cluster.rows("SELECT answer FROM answers WHERE run_id = %s", run_id)
+    assert kept == [{"answer": run["answer"]}]
+    repeated = cluster.rows(
+        "SELECT step, count(*) AS n FROM standin.model_requests GROUP BY conversation, step HAVING count(*) > 1"
+    )
+    assert [r["step"] for r in repeated] == [3]  # only the answer's step, being generated at the kill
