@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint types bench bench-recovery bench-waiting kill-trials clean
+.PHONY: demo test lint types bench bench-recovery bench-waiting kill-trials clean haproxy cluster evidence
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,6 +15,16 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/ticketiq demo
 
+# HAProxy, the edge of `make cluster` and of its test (Debian/Ubuntu; sudo when not root).
+haproxy:
+	@command -v haproxy >/dev/null || test -x /usr/sbin/haproxy || \
+	  { if [ "$$(id -u)" -eq 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; \
+	    else echo "haproxy is missing and this is not root (no sudo): install it as root" >&2; exit 1; fi; \
+	    $$SUDO apt-get update && $$SUDO apt-get install -y haproxy; }
+
+cluster: $(STAMP) haproxy
+	$(BIN)/ticketiq cluster --processes 2 --port 8080
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
@@ -22,8 +32,11 @@ lint: $(STAMP)
 types: $(STAMP)
 	$(BIN)/mypy
 
-test: lint types
+# The whole suite, then a smoke run of the kill trials (3 rounds behind HAProxy) so every CI run
+# exercises the harness; `make kill-trials` runs the full 200.
+test: lint types haproxy
 	$(BIN)/python -m pytest -q
+	LIYAGENT_KILL_TRIALS=3 $(BIN)/python -m pytest tests/unit/test_kill_trials.py -q -p no:randomly
 
 bench: $(STAMP)
 	$(BIN)/python bench/step_overhead.py
@@ -34,8 +47,11 @@ bench-recovery: $(STAMP)
 bench-waiting: $(STAMP)
 	$(BIN)/python bench/waiting.py
 
-kill-trials: $(STAMP)
-	TICKETIQ_KILL_TRIALS=$${TICKETIQ_KILL_TRIALS:-50} $(BIN)/python -m pytest tests/acceptance/test_kill_trials.py -q
+evidence: $(STAMP) haproxy
+	$(BIN)/python bench/evidence.py
+
+kill-trials: $(STAMP) haproxy
+	LIYAGENT_KILL_TRIALS=$${LIYAGENT_KILL_TRIALS:-200} $(BIN)/python -m pytest tests/unit/test_kill_trials.py -q
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

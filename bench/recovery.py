@@ -1,6 +1,6 @@
 """Recovery time after a process dies or stalls, with real `ticketiq serve` processes.
 
-    .venv/bin/python bench/recovery.py [--kills 20] [--stalls 5] [--doubts 6]
+    .venv/bin/python bench/recovery.py [--kills 20] [--stalls 5] [--doubts 6] [--json PATH]
 
 Each trial starts a fresh victim process, gives it a triage run, waits until the run is in flight
 (its first step written), then SIGKILLs it (or SIGSTOPs it, for a stall). A third kind kills the victim
@@ -13,11 +13,14 @@ Targets: SIGKILL p50 <= 2 s and p99 <= 5 s (death detected by the freed liveness
 (the 8 s lease plus a 3 s sweep; the leader sweeps just after the first held lease lapses, so a stall
 is taken over 6 to 8 s after it began, by when the victim last renewed); a write in doubt: the write's
 budget (TICKETIQ_WRITE_BUDGET_S, 10 s) from its mark, plus the death detection.
+
+`--json PATH` also writes, per kind, the samples and the printed figures (`make evidence` reads them).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import statistics
@@ -101,14 +104,17 @@ def trial(
         victim.kill()
 
 
-def report(label: str, samples: list[float], target: str) -> None:
+def report(label: str, samples: list[float], target: str) -> dict[str, Any]:
+    figures: dict[str, Any] = {"label": label, "target": target, "samples": samples}
     if not samples:
         print(f"{label}: no samples")
-        return
+        return figures
     ordered = sorted(samples)
     p = statistics.quantiles(ordered, n=100, method="inclusive") if len(ordered) > 1 else [ordered[0]] * 99
+    figures.update(p50=statistics.median(ordered), p95=p[94], p99=p[98], max=ordered[-1])
     print(f"{label}: n={len(ordered)}  p50 {statistics.median(ordered):.2f} s  p95 {p[94]:.2f} s  "
           f"p99 {p[98]:.2f} s  max {ordered[-1]:.2f} s   (target {target})")  # fmt: skip
+    return figures
 
 
 def main() -> None:
@@ -117,7 +123,9 @@ def main() -> None:
     parser.add_argument("--stalls", type=int, default=5)
     parser.add_argument("--doubts", type=int, default=6)
     parser.add_argument("--model-latency-ms", type=int, default=500)
+    parser.add_argument("--json", type=Path, help="also write the samples and figures to this file")
     args = parser.parse_args()
+    kinds: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="ticketiq-recovery-") as tmp:
         folder = Path(tmp)
         server = embedded.acquire(folder / "home")
@@ -141,13 +149,19 @@ def main() -> None:
                 ("doubt", args.doubts, 4000, "SIGKILL, a write in doubt", "<= budget + 2 s"),
             ):
                 done = [t for n in range(first, first + count) if (t := trial(url, env, auth, folder, n, how))]
-                report(label, [seconds for seconds, _ in done], target)
+                kinds[how] = report(label, [seconds for seconds, _ in done], target) | {"trials": count}
                 if how == "doubt" and done:
-                    print(f"  the comment in doubt was settled as: {Counter(settled for _, settled in done)}")
+                    outcomes = Counter(settled for _, settled in done)
+                    print(f"  the comment in doubt was settled as: {outcomes}")
+                    kinds[how]["settled"] = dict(outcomes)
         finally:
             for child in reversed(children):
                 child.stop()
             embedded.stop(server.home)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        figures = {"model_latency_ms": args.model_latency_ms, "kinds": kinds}
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
 
 
 if __name__ == "__main__":

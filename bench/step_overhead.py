@@ -1,7 +1,7 @@
 """Engine overhead per step, beside one committed single-row UPDATE of a checkpoint-sized row.
 
     make bench
-    .venv/bin/python bench/step_overhead.py [--steps 40] [--runs 5] [--concurrent 1000]
+    .venv/bin/python bench/step_overhead.py [--steps 40] [--runs 5] [--concurrent 1000] [--json PATH]
 
 Part 1 runs a read-only agent and a writing agent against an in-process model and tools (clocked), and
 prints each step's overhead: the time from one model answer to the next model request, minus the time
@@ -12,6 +12,8 @@ UpdateProbe for why the paced one is the like-for-like baseline).
 
 Part 2 holds 1,000 concurrent runs waiting on a 2 s model in one process and prints lease lapses
 (target 0), renewal statements per interval (target 1) and peak memory.
+
+`--json PATH` also writes the printed figures there (`make evidence` reads them).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import asyncio
 import contextlib
 import gc
 import itertools
+import json
 import resource
 import statistics
 import sys
@@ -176,7 +179,7 @@ async def bench_process(url: str, folder: Path, clock: Clock, model_s: float = 0
     return process
 
 
-async def step_part(url: str, folder: Path, steps: int, runs: int) -> None:
+async def step_part(url: str, folder: Path, steps: int, runs: int) -> dict[str, Any]:
     clock = Clock()
     process = await bench_process(url, folder, clock, lease_renew_s=3600)
     probe: UpdateProbe | None = None
@@ -231,6 +234,29 @@ async def step_part(url: str, folder: Path, steps: int, runs: int) -> None:
             )
         ratio = results["reads"][0] / paced
         print(f"target: read-only step overhead <= 1.5x UPDATE -> {ratio:.2f}x, {'met' if ratio <= 1.5 else 'NOT met'}")
+        return {
+            "steps": steps,
+            "runs": runs,
+            "update": {
+                "state_bytes": len(probe.payload),
+                "back_to_back_ms": tight * 1000,
+                "paced_ms": paced * 1000,
+                "paced_busy_ms": statistics.median(gaps) * 1000,
+            },
+            "step": {
+                agent: {
+                    "overhead_median_ms": median * 1000,
+                    "overhead_p95_ms": p95 * 1000,
+                    "write_statements_per_step": stmts,
+                    "ratio_to_update": median / paced,
+                    "ratio_to_back_to_back_update": median / tight,
+                }
+                for agent, (median, p95, stmts) in results.items()
+            },
+            "ratio": ratio,
+            "target_ratio": 1.5,
+            "met": ratio <= 1.5,
+        }
     finally:
         if probe is not None:
             await probe.close()
@@ -266,7 +292,7 @@ class CheckpointTexts:
         return sorted(self.texts, key=len)[len(self.texts) // 2]
 
 
-async def concurrency_part(url: str, folder: Path, n: int, model_s: float) -> None:
+async def concurrency_part(url: str, folder: Path, n: int, model_s: float) -> dict[str, Any]:
     clock = Clock()
     process = await bench_process(url, folder, clock, model_s=model_s, db_pool_max=20)
     settings = process.settings
@@ -306,6 +332,19 @@ async def concurrency_part(url: str, folder: Path, n: int, model_s: float) -> No
             f"the keeper sent {keeper.renewals - renewals_before}"
         )
         print(f"peak memory (max RSS of this process): {peak_mb:.0f} MiB")
+        return {
+            "runs": n,
+            "model_s": model_s,
+            "succeeded": succeeded,
+            "elapsed_s": elapsed,
+            "lapses_by_process": keeper.lapses,
+            "lapsed_leases_seen": lapsed_seen,
+            "renewal_statements": renew,
+            "intervals": intervals,
+            "renewals_per_interval": renew / intervals,
+            "keeper_renewals": keeper.renewals - renewals_before,
+            "peak_rss_mib": peak_mb,
+        }
     finally:
         await process.stop()
 
@@ -316,14 +355,19 @@ async def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--concurrent", type=int, default=1000)
     parser.add_argument("--model-s", type=float, default=2.0)
+    parser.add_argument("--json", type=Path, help="also write the printed figures to this file")
     args = parser.parse_args()
+    figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="ticketiq-bench-") as tmp:
         folder = Path(tmp)
         scripts(folder, args.steps)
         async with bench_database(folder, "pg_stat_statements") as url:
-            await step_part(url, folder, args.steps, args.runs)
+            figures["step_overhead"] = await step_part(url, folder, args.steps, args.runs)
             if args.concurrent:
-                await concurrency_part(url, folder, args.concurrent, args.model_s)
+                figures["concurrent"] = await concurrency_part(url, folder, args.concurrent, args.model_s)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
 
 
 if __name__ == "__main__":

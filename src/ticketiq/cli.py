@@ -55,7 +55,7 @@ def serve(settings: Settings, host: str, port: int) -> int:
 
     from ticketiq.entries.api import create_app
 
-    app = create_app(settings)
+    app = create_app(settings, watch_stalls=True)
     # uvloop: the C event loop the benchmarks measure; it cuts asyncio's cost per statement.
     uvicorn.run(
         app,
@@ -198,6 +198,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--keep", action="store_true", help="keep the stand-ins and the app running afterwards (Ctrl-C stops them)"
     )
     demo.add_argument("--port", type=int, default=None, help="the app's port (default: a free one)")
+    p_cluster = sub.add_parser(
+        "cluster", help="the stand-ins, N app processes and HAProxy in front of them (Ctrl-C stops them)"
+    )
+    p_cluster.add_argument("--processes", type=int, default=2, help="app processes behind the edge")
+    p_cluster.add_argument("--port", type=int, default=8080, help="the edge's port, on 127.0.0.1")
     sub.add_parser("settings", help="print every TICKETIQ_* setting with its default")
     return parser
 
@@ -222,6 +227,10 @@ def main(argv: list[str] | None = None) -> int:
             from ticketiq.demo import run_demo
 
             return run_demo(settings, keep=args.keep, port=args.port)
+        if args.command == "cluster":
+            from ticketiq.cluster import run_cluster
+
+            return run_cluster(settings, args.processes, args.port)
         if args.command == "settings":
             return settings_table(settings)
     except TicketIQError as exc:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from ticketiq import stall
 from ticketiq.agents import catalog as agents
 from ticketiq.engine import scheduler, seal, teams_turns
 from ticketiq.engine.context import EngineDeps
@@ -24,6 +25,7 @@ from ticketiq.engine.leases import LeaseKeeper
 from ticketiq.engine.run_events import RunEvents
 from ticketiq.errors import StorageError
 from ticketiq.leader.election import Elector
+from ticketiq.leader.handoffs import Handoffs
 from ticketiq.leader.liveness import Liveness
 from ticketiq.metrics import Metrics
 from ticketiq.model.client import ModelClient
@@ -35,6 +37,7 @@ from ticketiq.storage.migrate import migrate
 from ticketiq.storage.run_store import RunStore
 from ticketiq.tools.base import Tool
 from ticketiq.tools.registry import build_registry
+from ticketiq.user_agent import user_agent
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +63,7 @@ class AppProcess:
     http: httpx.AsyncClient
     liveness: Liveness
     elector: Elector
+    handoffs: Handoffs
     _reincarnation: asyncio.Task[None] | None = field(default=None, init=False)
     _stopping: bool = field(default=False, init=False)
 
@@ -91,7 +95,9 @@ class AppProcess:
         keeper = LeaseKeeper(target.url, holder, settings.lease_ttl_s, settings.lease_renew_s,
                              settings.lease_margin_s, limits)  # fmt: skip
         model = ModelClient(settings)
-        http = httpx.AsyncClient(timeout=settings.http_timeout_s)
+        # Every outbound request names this process (vendors log it) and is refused once it stalled.
+        http = httpx.AsyncClient(timeout=settings.http_timeout_s, headers={"User-Agent": user_agent()},
+                                 event_hooks={"request": [stall.before_request]})  # fmt: skip
         deps = EngineDeps(
             db=db, settings=settings, registry=registry, catalog=agents.Catalog(agents={}), model=model,
             keys=keys, keeper=keeper, holder=holder, http=http,
@@ -105,9 +111,14 @@ class AppProcess:
         await deps.gates.seed(deps.catalog.owner_tools(), deps.catalog.approval_required)
         await scheduler.install(engine)  # the cron hand-on, and the agents file's schedules seeded
         teams_turns.install(engine)  # the Teams reply: the teams channel's hand-on
-        liveness = Liveness(target.url, settings.liveness_poll_s, on_lost=lambda why: None, limits=limits)
+        # Runs the leader gives this process: heard of on the liveness connection, looked for every
+        # renewal interval anyway.
+        handoffs = Handoffs(engine, settings.lease_renew_s)
+        liveness = Liveness(target.url, settings.liveness_poll_s, on_lost=lambda why: None, limits=limits,
+                            on_handed=handoffs.heard)  # fmt: skip
         await liveness.register(holder)
-        process = cls(settings, target, db, engine, keeper, model, http, liveness, Elector(engine, target.url))
+        process = cls(settings, target, db, engine, keeper, model, http, liveness, Elector(engine, target.url),
+                      handoffs)  # fmt: skip
         liveness.on_lost = process._liveness_lost
         # Renewals that failed past a lease's deadline lose the identity's runs as surely (I14).
         keeper.on_lost = process._liveness_lost
@@ -115,6 +126,7 @@ class AppProcess:
         keeper.start()
         deps.gate_watch.start()
         engine.events.start()
+        handoffs.start()
         if settings.lead:
             process.elector.start()
         log.info("process %s ready", holder)
@@ -173,6 +185,14 @@ class AppProcess:
             self._reincarnation.cancel()
             await asyncio.gather(self._reincarnation, return_exceptions=True)
         await self.elector.stop()
+        try:
+            # No more runs are given to this process; those given and not taken up go back (queued).
+            given_back = await self.engine.deps.store.drain(self.engine.deps.holder)
+            if given_back:
+                log.info("gave back %d runs given to this process and not taken up", len(given_back))
+        except StorageError as exc:
+            log.error("could not give back the runs given to this process (%s); their leases will lapse", exc)
+        await self.handoffs.stop()
         held = await self.engine.shutdown(self.settings.shutdown_grace_s)
         await self.keeper.stop()
         try:

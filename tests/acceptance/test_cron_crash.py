@@ -21,6 +21,7 @@ import httpx
 from tests.acceptance.test_crash_resume import triage_writes_once
 from tests.acceptance.test_entry_crash import no_step_asked_twice
 from tests.support.cluster import App, Cluster
+from tests.support.trial_entries import schedule_due_now
 
 CHECK_S = 0.2
 
@@ -40,18 +41,8 @@ def leads(cluster: Cluster, app: App) -> str:
 
 
 def schedule_now(cluster: Cluster, app: App, n: int) -> str:
-    """A schedule of the triage agent for OPS-n, due now."""
-    minute = cluster.rows("SELECT date_trunc('minute', now() AT TIME ZONE 'UTC') AS m")[0]["m"]
-    body = {"agent": "triage", "cron": f"{minute.minute} {minute.hour} * * *", "timezone": "UTC",
-            "input": f"Triage OPS-{n}: checkout is failing"}  # fmt: skip
-    made = httpx.post(f"{app.base}/v1/schedules", json=body, headers=cluster.auth, timeout=30)
-    assert made.status_code == 201, made.text
-    schedule_id = str(made.json()["id"])
-    moved = cluster.rows(
-        "UPDATE schedules SET next_fire_at = %s AT TIME ZONE 'UTC' WHERE id = %s RETURNING id", minute, schedule_id
-    )
-    assert len(moved) == 1
-    return schedule_id
+    """A schedule of the triage agent for OPS-n, due now (the kill trials make theirs the same way)."""
+    return schedule_due_now(cluster, app.base, n)
 
 
 def fired(cluster: Cluster, schedule_id: str) -> dict[str, Any]:

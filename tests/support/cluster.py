@@ -59,11 +59,13 @@ class Cluster:
     def auth(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
 
-    def app(self, name: str, **settings: Any) -> App:
-        env = dict(self.env)
+    def app(self, name: str, port: int | None = None, env: dict[str, str] | None = None, **settings: Any) -> App:
+        """A `ticketiq serve` process (on `port`, else a free one) with the cluster's settings, `env` on top
+        (e.g. its own database role) and each of `settings` as TICKETIQ_<NAME>."""
+        env = {**self.env, **(env or {})}
         for key, value in settings.items():
             env[f"TICKETIQ_{key.upper()}"] = str(value).lower() if isinstance(value, bool) else str(value)
-        child, base = start_serve(env, self.tmp, name=name)
+        child, base = start_serve(env, self.tmp, port=port, name=name)
         app = App(child, base)
         self.apps.append(app)
         return app
@@ -93,6 +95,11 @@ class Cluster:
     # ----- judging, from the database and the stand-ins -------------------------------------------
 
     def rows(self, sql: str, *params: Any) -> list[dict[str, Any]]:
+        with psycopg.connect(self.db_url, autocommit=True, row_factory=dict_row) as conn:
+            cur = conn.execute(sql, params)
+            return cur.fetchall() if cur.description else []
+
+    def rows_named(self, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         with psycopg.connect(self.db_url, autocommit=True, row_factory=dict_row) as conn:
             cur = conn.execute(sql, params)
             return cur.fetchall() if cur.description else []

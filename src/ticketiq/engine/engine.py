@@ -4,6 +4,10 @@ A run is taken (acquire: its lease and a new attempt) and driven in a task of it
 drives a run at most once at a time: a launch while a driver of the run still drives here is refused,
 a driver's end drops only its own lease, and the sweeps never claim runs this process still drives.
 While the process comes back under a new identity (its liveness mark was lost) it admits no run.
+
+What the leader takes (claims, and the starts it makes) is spread over the live processes: each take
+gives the run's lease to the least loaded one (`hand`, `Sweeper.claim`), which drives it here when that
+is this process; another takes it up (`take_up`, told by NOTIFY and looking every renewal interval).
 """
 
 from __future__ import annotations
@@ -32,10 +36,13 @@ from ticketiq.storage.rows import (
     TranscriptRow,
     Waiting,
 )
+from ticketiq.storage.run_store import Given
 
 log = logging.getLogger(__name__)
 
 TERMINAL = frozenset({"succeeded", "failed", "interrupted"})
+# Takes that took a run from a process that lost it (I5): its driver resumes it as a takeover.
+CLAIMED = frozenset({"dead", "lapsed"})
 # How long a run started during a reincarnation waits to be admitted before it is left queued (the
 # sweep takes queued runs no process started).
 ADMISSION_WAIT_S = 5.0
@@ -239,6 +246,42 @@ class Engine:
         if checkpoint is None:
             return False
         return self.launch(checkpoint, sent_at)
+
+    async def hand(self, run_id: str) -> bool:
+        """Take a queued or waiting run for the least loaded live process: drive it here when that is
+        this process, else that process is told to take it up (the leader's starts: orphaned queued runs,
+        decided waits, cron fires, unstarted Teams turns). False when another process has it, or this
+        process is not admitting runs (the run stays queued for the sweep)."""
+        if not self.admitted.is_set():
+            return False
+        sent_at = time.monotonic()
+        given = await self.store.hand(run_id, self.deps.holder, self.deps.settings.lease_ttl_s)
+        if given is None:
+            return False
+        return self.give(given, sent_at)
+
+    def give(self, given: Given, sent_at: float) -> bool:
+        """A run a take of this process gave to `given.holder`: driven here when that is this process
+        (a claim under its new attempt, I5, I6); another process takes it up itself."""
+        if given.holder == self.deps.holder:
+            return self.launch(given, sent_at, claimed=given.why in CLAIMED)
+        log.info("run %s (%s) given to process %s under attempt %s", given.run_id, given.why, given.holder,
+                 given.attempt)  # fmt: skip
+        return True
+
+    async def take_up(self) -> int:
+        """Drive the runs other processes' takes gave this one, each under the attempt it was given by
+        (I3); the statement renews their leases, so their deadlines run from when it was sent (I4).
+        Returns how many were taken up."""
+        if not self.admitted.is_set():
+            return 0  # coming back under a new identity: the old one's runs are claimed again
+        sent_at = time.monotonic()
+        given = await self.store.take_up(self.deps.holder, self.deps.settings.lease_ttl_s, self.driving())
+        for checkpoint in given:
+            log.info("run %s (%s) taken up, attempt %s, losses %s", checkpoint.run_id, checkpoint.why,
+                     checkpoint.attempt, checkpoint.losses)  # fmt: skip
+            self.launch(checkpoint, sent_at, claimed=checkpoint.why in CLAIMED)
+        return len(given)
 
     def launch(self, checkpoint: Checkpoint, sent_at: float, claimed: bool = False) -> bool:
         """Drive a run this process just took, under the attempt it took it by (I5, I6). Refused while

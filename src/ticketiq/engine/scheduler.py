@@ -10,7 +10,8 @@ How a fire is claimed, and its outcome recorded once (I12, I13):
 - The fire's run is made with the idempotency key derived from the fire (`schedules.fire_key`), so a
   leader that died between recording the fire and making its run is replaced by one that makes the
   same run, never a second (the next check finds the fire without a run); the fire records the run's
-  id, and the run is started here.
+  id, and the run is given to the least loaded live process (`Engine.hand`): a fresh process gets it
+  first, the leader drives it only when that is the leader.
 - From then on the fire is claimed under the run's own lease: there is one lease, `checkpoint:<run>`,
   fenced by the run's attempt. A process that dies mid-run loses it; the leader claims the run once
   (I5) and it goes on from its checkpoint on the survivor: that is the fire handed back and run again.
@@ -154,7 +155,8 @@ class Scheduler:
         return await self._make_run(due, recorded.fire_at, recorded.run_key)
 
     async def _make_run(self, due: Due, fire_at: datetime, run_key: str) -> str | None:
-        """The fire's run, made once by its key, recorded on the fire and started here."""
+        """The fire's run, made once by its key, recorded on the fire and given to the least loaded live
+        process."""
         engine = self.engine
         agent = engine.deps.catalog.get(due.agent)
         if agent is None:
@@ -166,8 +168,9 @@ class Scheduler:
             actor=f"schedule:{due.id}", created_by=due.created_by,
         )  # fmt: skip
         await self.store.link_run(run_key, created.id)
-        # Taken by whichever process can: here, or (not admitted, or already taken) the sweep's or another's.
-        await engine.start(created.id)
+        # Taken for the least loaded live process; one that has it already keeps it, and a run no process
+        # took (this one not admitting) is the sweep's.
+        await engine.hand(created.id)
         return created.id
 
     # ----- the cron hand-on ------------------------------------------------------------------------

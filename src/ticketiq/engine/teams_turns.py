@@ -115,13 +115,13 @@ class TeamsTurns:
         return Received(decided, seen.row_id if seen else None, seen.run_id if seen else None)
 
     async def adopt_unstarted(self) -> int:
-        """The leader's hand-back of rows whose process died before making their run: made and started
-        here. Returns how many."""
+        """The leader's hand-back of rows whose process died before making their run: made, and given to
+        the least loaded live process. Returns how many."""
         grace = self.engine.deps.settings.queued_grace_s
         rows = await self.store.unstarted(grace, ADOPT_BATCH)
         for row in rows:
             log.warning("teams inbox row %s has no run %.0f s after it came; making it", row.row_id, grace)
-            await self._make_run(row.row_id, row.run_key, row.actor, row.text)
+            await self._make_run(row.row_id, row.run_key, row.actor, row.text, spread=True)
         return len(rows)
 
     async def entries(self, before: int | None, limit: int) -> list[InboxEntry]:
@@ -132,9 +132,10 @@ class TeamsTurns:
                                   r.received_at, r.run_id, status, reason))  # fmt: skip
         return out
 
-    async def _make_run(self, row_id: int, key: str, actor: str, text: str) -> str | None:
+    async def _make_run(self, row_id: int, key: str, actor: str, text: str, spread: bool = False) -> str | None:
         """The turn's run, made once by its key whoever asks (a delivery, a redelivery, the leader), and
-        started here unless another process has it."""
+        started here unless another process has it; with `spread` (the leader's hand-back) given to the
+        least loaded live process instead."""
         try:
             created = await self.engine.submit(
                 self.agent, text, may_wait=False, channel=CHANNEL, idempotency_key=key, actor=actor, start=False
@@ -145,7 +146,7 @@ class TeamsTurns:
             await self.store.refuse(row_id, f"no run could be made for it: {exc.message}")
             return None
         await self.store.set_run(row_id, created.id)
-        await self.engine.start(created.id)
+        await (self.engine.hand(created.id) if spread else self.engine.start(created.id))
         return created.id
 
 

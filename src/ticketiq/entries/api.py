@@ -9,6 +9,7 @@ each names the permission it needs, and the token's name is the actor of what it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -19,6 +20,7 @@ from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from ticketiq import stall
 from ticketiq.engine import tokens
 from ticketiq.engine.engine import Engine
 from ticketiq.engine.idempotency import request_hash
@@ -76,21 +78,26 @@ def field_error(status: int, field: str, message: str) -> JSONResponse:
     return JSONResponse({"detail": [{"loc": field.split("."), "msg": message}]}, status_code=status)
 
 
-def create_app(settings: Settings, process: AppProcess | None = None) -> FastAPI:
-    """The app; with no process given, its lifespan starts one (and stops it)."""
+def create_app(settings: Settings, process: AppProcess | None = None, *, watch_stalls: bool = False) -> FastAPI:
+    """The app; with no process given, its lifespan starts one (and stops it). `watch_stalls` (`ticketiq
+    serve`): a process stalled past its leases stops at its next statement or request (`stall.py`)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        owned = process is None
-        app.state.process = process or await AppProcess.start(settings)
-        app.state.tokens = TokenStore(app.state.process.db)
-        a2a.start(app)
-        try:
-            yield
-        finally:
-            await a2a.close(app)
-            if owned:
-                await app.state.process.stop()
+        async with contextlib.AsyncExitStack() as stack:
+            if watch_stalls:
+                await stack.enter_async_context(stall.watching(stall.limit_for(settings.lease_ttl_s,
+                                                                               settings.lease_renew_s)))  # fmt: skip
+            owned = process is None
+            app.state.process = process or await AppProcess.start(settings)
+            app.state.tokens = TokenStore(app.state.process.db)
+            a2a.start(app)
+            try:
+                yield
+            finally:
+                await a2a.close(app)
+                if owned:
+                    await app.state.process.stop()
 
     app = FastAPI(title="TicketIQ run engine", version="0.1.0", lifespan=lifespan)
     # The last added runs first: a request without a valid token is refused before its body is read;

@@ -8,6 +8,10 @@ cannot know whether its lock is still held: it treats every lease as lost and se
 The connection is watched all the time, not only at each poll: between heartbeats the watch waits on
 its socket, so a connection that drops ends the wait at once. A heartbeat that does not answer within
 `heartbeat_within(poll)` counts as a drop too: a hung connection may have lost its lock as surely.
+
+The same connection LISTENs on `ticketiq_handed`, where a take that gives a run to another process
+names that process (migration 012): the identity that holds the mark hears of the runs given to it for
+as long as it holds the mark, and of none after (`on_handed`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from ticketiq.storage.database import DEFAULT_LIMITS, ConnectionLimits
 
 log = logging.getLogger(__name__)
 
+HANDED = "ticketiq_handed"  # payload: the identity a run was given to
+
 
 def heartbeat_within(poll_s: float) -> float:
     """How long a heartbeat may take before the liveness connection counts as lost: a few polls, and
@@ -31,13 +37,23 @@ def heartbeat_within(poll_s: float) -> float:
     return max(1.0, 4 * poll_s)
 
 
+def _ignore() -> None:
+    return None
+
+
 class Liveness:
     def __init__(
-        self, url: str, poll_s: float, on_lost: Callable[[str], None], limits: ConnectionLimits = DEFAULT_LIMITS
+        self,
+        url: str,
+        poll_s: float,
+        on_lost: Callable[[str], None],
+        limits: ConnectionLimits = DEFAULT_LIMITS,
+        on_handed: Callable[[], None] = _ignore,
     ) -> None:
         self.url = url
         self.poll_s = poll_s
         self.on_lost = on_lost
+        self.on_handed = on_handed  # told when a take gave this identity a run (a wake-up, not the truth)
         self.limits = limits
         self.holder = ""
         self.lock_key: int | None = None
@@ -49,6 +65,8 @@ class Liveness:
         await self._close()
         conn = await database.connect(self.url, self.limits)
         try:
+            # Before the row exists: no run can be given to this identity before it listens.
+            await database.listen(conn, HANDED, within_s=self.limits.answer_within_s)
             rows = await database.run_on(
                 conn, "leader.register", {"id": holder, "pid": os.getpid(), "host": socket.gethostname()},
                 within_s=self.limits.answer_within_s,
@@ -66,10 +84,12 @@ class Liveness:
             if conn is None:
                 raise RuntimeError("no liveness mark is held")
             while True:
-                # Nothing is ever sent on it: the wait only watches its socket, and a connection that
-                # closes (the server ended it, the network reset it) ends the wait with an error at once.
-                async for _ in conn.notifies(timeout=self.poll_s):
-                    pass
+                # Nothing is sent on it but the heartbeat: the wait watches its socket, and a connection
+                # that closes (the server ended it, the network reset it) ends the wait with an error at
+                # once. What it hears is runs given to some process: to this one, a wake-up.
+                async for notice in conn.notifies(timeout=self.poll_s):
+                    if notice.channel == HANDED and notice.payload == self.holder:
+                        self.on_handed()
                 await database.run_on(conn, "leader.heartbeat", within_s=heartbeat_within(self.poll_s))
         except Exception as exc:  # any failure: the lock may be gone
             log.error("liveness connection of %s lost: %s", self.holder, exc)

@@ -1,6 +1,8 @@
 """The leader's sweeps: claim lapsed checkpoint leases (I5) and the leases of dead processes, and take
-queued runs no one started. Each claimed run is executed here, under its new attempt. The leader also
-fires due cron schedules (`engine/scheduler.py`)."""
+queued runs no one started. Each claim gives the run, under its new attempt, to the least loaded live
+process (migration 012's `run_targets`, in the claim's one statement): the leader drives what lands on
+itself, another process takes its runs up (`handoffs.py`). The leader also fires due cron schedules
+(`engine/scheduler.py`), whose runs are spread the same way."""
 
 from __future__ import annotations
 
@@ -49,8 +51,9 @@ class Sweeper:
         return self.engine.deps.settings
 
     async def claim(self, why: str) -> int:
-        """Claim what is dead (`dead`) or lapsed (`lapsed`) and execute it here; return how many runs.
-        Runs this process still drives are never claimed back (one driver per run per process)."""
+        """Claim what is dead (`dead`) or lapsed (`lapsed`), each run given to the least loaded live
+        process (driven here when that is this one); return how many runs. Runs this process still
+        drives are never claimed back (one driver per run per process)."""
         deps = self.engine.deps
         ttl = self.settings.lease_ttl_s
         sent_at = time.monotonic()
@@ -58,11 +61,11 @@ class Sweeper:
             taken = await deps.store.claim_dead(deps.holder, ttl, self.engine.driving())
         else:
             taken = await deps.store.claim_lapsed(deps.holder, ttl, CLAIM_BATCH, self.engine.driving())
-        for checkpoint in taken:
-            deps.metrics.claimed(checkpoint.why)
-            log.warning("claimed run %s (%s), attempt %s, losses %s", checkpoint.run_id, checkpoint.why,
-                        checkpoint.attempt, checkpoint.losses)  # fmt: skip
-            self.engine.launch(checkpoint, sent_at, claimed=True)
+        for given in taken:
+            deps.metrics.claimed(given.why)
+            log.warning("claimed run %s (%s), attempt %s, losses %s, for %s", given.run_id, given.why,
+                        given.attempt, given.losses, given.holder)  # fmt: skip
+            self.engine.give(given, sent_at)
         return len(taken)
 
     async def sweep_once(self, lapsed: bool) -> float | None:
@@ -75,11 +78,12 @@ class Sweeper:
             return None
         while await self.claim("lapsed") == CLAIM_BATCH:
             pass
+        # Each to the least loaded live process, which a start before it was given to already counts.
         for run_id in await store.orphaned_queued(self.settings.queued_grace_s, CLAIM_BATCH):
-            await self.engine.start(run_id)
+            await self.engine.hand(run_id)
         # I15: a run left waiting with every request decided (its wake-up was lost) goes on.
         for run_id in await store.waiting_decided(CLAIM_BATCH):
-            await self.engine.start(run_id)
+            await self.engine.hand(run_id)
         await teams_turns.adopt_unstarted(self.engine)  # inbox rows whose process died before their run
         if self.pruned_at is None or time.monotonic() - self.pruned_at >= PRUNE_EVERY_S:
             await self.prune()

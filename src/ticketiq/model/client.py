@@ -24,8 +24,10 @@ import httpx2
 import openai
 from openai.types.chat import ChatCompletion
 
+from ticketiq import stall
 from ticketiq.errors import ModelError
 from ticketiq.settings import Settings
+from ticketiq.user_agent import user_agent
 
 # Backoff without Retry-After: 0.25 s, 0.5 s, 1 s ... at most 8 s, each scaled by a random 50-100%
 # so that clients refused together do not all come back together.
@@ -168,6 +170,7 @@ class ModelClient:
             base_url=settings.model_base_url,
             timeout=settings.model_timeout_s,
             max_retries=0,
+            default_headers={"User-Agent": user_agent()},
             # The openai package accepts the legacy httpx client at run time; its annotation names
             # only httpx2.
             http_client=cast(httpx2.AsyncClient | None, http),
@@ -184,6 +187,7 @@ class ModelClient:
         retries_taken = 0
         while True:
             cause: BaseException | None = None
+            stall.check()  # a process stalled past its leases asks nothing more
             try:
                 completion = await self._openai.chat.completions.create(
                     model=model,

@@ -24,10 +24,12 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, FastAPI, Query, Response
 from pydantic import BaseModel, ConfigDict
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ticketiq.standins.faults import Fault
 from ticketiq.standins.model import create_router
-from ticketiq.standins.records import Store, iso
+from ticketiq.standins.records import CLIENT, Store, iso
 from ticketiq.standins.vendors import a2a_agent, botframework, discord, incidentio, jira, sqs, teams, webhook
 from ticketiq.standins.vendors.intake import Intake, IntakeDep, StandinOptions
 
@@ -70,9 +72,10 @@ def create_app(
 
     app = FastAPI(title="TicketIQ stand-ins", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.intake = intake
+    app.add_middleware(NoteClient)
 
     async def log_request(model: str, conversation: str, step: int) -> None:
-        params = {"model": model, "conversation": conversation, "step": step}
+        params = {"model": model, "conversation": conversation, "step": step, "client": CLIENT.get()}
         await store.fetch_one("standin.record_model_request", params)
 
     app.include_router(create_router(model_latency_ms, position_ids, log_request=log_request))
@@ -87,6 +90,20 @@ def create_app(
     app.include_router(botframework.router(), prefix="/_standin/botframework")
     app.include_router(_admin(), prefix="/_standin")
     return app
+
+
+class NoteClient:
+    """Notes each request's User-Agent (CLIENT), recorded with its write: which process sent it. Plain
+    ASGI, not BaseHTTPMiddleware, which would cancel a stalled write when its client hangs up; a real
+    vendor applies it anyway, and so must the stand-in."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            CLIENT.set(Headers(scope=scope).get("user-agent"))
+        await self.app(scope, receive, send)
 
 
 def _admin() -> APIRouter:

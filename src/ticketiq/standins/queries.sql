@@ -25,8 +25,8 @@ FROM standin.dedupe
 WHERE vendor = %(vendor)s AND scope = %(scope)s AND key = %(key)s
 
 -- name: record_write
-INSERT INTO standin.writes (vendor, operation, target, key, effect, status, ref, body)
-VALUES (%(vendor)s, %(operation)s, %(target)s, %(key)s, %(effect)s, %(status)s, %(ref)s, %(body)s)
+INSERT INTO standin.writes (vendor, operation, target, key, effect, status, ref, body, client)
+VALUES (%(vendor)s, %(operation)s, %(target)s, %(key)s, %(effect)s, %(status)s, %(ref)s, %(body)s, %(client)s)
 
 -- name: writes
 SELECT id, vendor, operation, target, key, effect, status, ref, body, received_at
@@ -174,7 +174,8 @@ LIMIT %(limit)s
 DELETE FROM standin.a2a_tasks WHERE owner = %(owner)s AND id = %(id)s
 
 -- name: record_model_request
-INSERT INTO standin.model_requests (model, conversation, step) VALUES (%(model)s, %(conversation)s, %(step)s)
+INSERT INTO standin.model_requests (model, conversation, step, client)
+VALUES (%(model)s, %(conversation)s, %(step)s, %(client)s)
 RETURNING id
 
 -- name: botframework_key

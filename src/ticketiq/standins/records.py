@@ -7,6 +7,7 @@ own named statements (`queries.sql`, area `standin`) rather than the engine's st
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -29,6 +30,10 @@ _Connection = psycopg.AsyncConnection[Row]
 _HERE = Path(__file__).parent
 QUERIES = parse((_HERE / "queries.sql").read_text(), "standin")
 SCHEMA = (_HERE / "schema.sql").read_text()
+
+
+# The User-Agent of the request being answered, set by the stand-in app's middleware for each request.
+CLIENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("standin_client", default=None)
 
 
 class Effect(StrEnum):
@@ -126,6 +131,7 @@ class Session:
                 "status": answer.status,
                 "ref": answer.ref,
                 "body": jsonb(write.body),
+                "client": CLIENT.get(),
             },
         )
 

@@ -145,3 +145,10 @@ CREATE TABLE IF NOT EXISTS standin.botframework_keys (
 COMMENT ON TABLE standin.botframework_keys IS
     'Bot Framework token service stand-in: the RSA key it signs tokens with, made on first use and kept '
     'so restarts of the stand-ins sign with the same key (its public half is served as the JWKS).';
+
+-- Who sent each request: its User-Agent (the engine names its pid there), so a trial can tell which
+-- process made a call. Added after the tables above existed, hence ALTER ... IF NOT EXISTS.
+ALTER TABLE standin.writes ADD COLUMN IF NOT EXISTS client text;
+ALTER TABLE standin.model_requests ADD COLUMN IF NOT EXISTS client text;
+COMMENT ON COLUMN standin.writes.client IS 'The User-Agent of the request (the engine names its pid in it).';
+COMMENT ON COLUMN standin.model_requests.client IS 'The User-Agent of the request (the engine names its pid in it).';

@@ -32,6 +32,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb, set_json_dumps
 from psycopg_pool import AsyncConnectionPool
 
+from ticketiq import stall
 from ticketiq.errors import StorageError
 from ticketiq.settings import Settings
 from ticketiq.storage import embedded
@@ -386,6 +387,7 @@ def _adapt(params: Mapping[str, Any] | None) -> dict[str, Any]:
 async def _cursor(
     conn: Connection, name: str, params: Mapping[str, Any] | None, within_s: float | None
 ) -> psycopg.AsyncCursor[Row]:
+    stall.check()  # a process stalled past its leases sends nothing more
     guard = AnsweredWithin(conn, within_s, name)
     try:
         cur = await conn.execute(sql(name), _adapt(params))
@@ -402,6 +404,7 @@ async def _cursor(
 
 async def _control(conn: Connection, command: str, within_s: float | None) -> None:
     """A transaction or LISTEN command (not a named query: it names no data)."""
+    stall.check()
     guard = AnsweredWithin(conn, within_s, command)
     try:
         await conn.execute(command)

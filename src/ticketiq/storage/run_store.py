@@ -64,8 +64,20 @@ class Flush:
     entries: list[dict[str, Any]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Given(Checkpoint):
+    """A run's checkpoint as a take found it, and the process its lease was given to (`holder`): the
+    taker, which drives it, or another live process, told to take it up (migration 012)."""
+
+    holder: str = ""
+
+
 def _checkpoint(row: Row) -> Checkpoint:
     return row_as(Checkpoint, row)
+
+
+def _given(row: Row) -> Given:
+    return row_as(Given, row)
 
 
 def _call(row: Row) -> CallRecord:
@@ -129,13 +141,31 @@ class RunStore:
         row = await self.db.fetch_one("runs.acquire", {"run_id": run_id, "holder": holder, "ttl": ttl_s})
         return None if row is None else _checkpoint(row)
 
-    async def claim_lapsed(self, holder: str, ttl_s: float, limit: int, driving: Iterable[str]) -> list[Checkpoint]:
-        params = {"holder": holder, "ttl": ttl_s, "limit": limit, "driving": sorted(driving)}
-        return [_checkpoint(r) for r in await self.db.fetch_all("leader.claim_lapsed", params)]
+    async def hand(self, run_id: str, holder: str, ttl_s: float) -> Given | None:
+        """Take a run as `acquire` does, for the least loaded live process (`holder` if it is that one)."""
+        row = await self.db.fetch_one("runs.hand", {"run_id": run_id, "holder": holder, "ttl": ttl_s})
+        return None if row is None else _given(row)
 
-    async def claim_dead(self, holder: str, ttl_s: float, driving: Iterable[str]) -> list[Checkpoint]:
+    async def claim_lapsed(self, holder: str, ttl_s: float, limit: int, driving: Iterable[str]) -> list[Given]:
+        """I5: lapsed leases claimed once each, spread over the least loaded live processes."""
+        params = {"holder": holder, "ttl": ttl_s, "limit": limit, "driving": sorted(driving)}
+        return [_given(r) for r in await self.db.fetch_all("leader.claim_lapsed", params)]
+
+    async def claim_dead(self, holder: str, ttl_s: float, driving: Iterable[str]) -> list[Given]:
+        """I5: dead processes' leases claimed once each, spread over the least loaded live processes."""
         params = {"holder": holder, "ttl": ttl_s, "driving": sorted(driving)}
-        return [_checkpoint(r) for r in await self.db.fetch_all("leader.claim_dead", params)]
+        return [_given(r) for r in await self.db.fetch_all("leader.claim_dead", params)]
+
+    async def take_up(self, holder: str, ttl_s: float, driving: Iterable[str]) -> list[Checkpoint]:
+        """The runs other processes' takes gave `holder`, each taken up once under the attempt it was
+        given by (I3), its lease renewed by this statement; runs in `driving` are left for later."""
+        params = {"holder": holder, "ttl": ttl_s, "driving": sorted(driving)}
+        return [_checkpoint(r) for r in await self.db.fetch_all("leases.take_up", params)]
+
+    async def drain(self, holder: str) -> list[str]:
+        """A clean stop begins: no more runs for `holder`; those given to it and not taken up are queued
+        again, each under the attempt it was given by (I3). Returns their ids."""
+        return [str(r["id"]) for r in await self.db.fetch_all("leader.drain", {"holder": holder})]
 
     async def claim_one(self, run_id: str, holder: str, ttl_s: float, driving: Iterable[str]) -> Checkpoint | None:
         params = {"run_id": run_id, "holder": holder, "ttl": ttl_s, "driving": sorted(driving)}

@@ -40,7 +40,9 @@ SELECT holder, expires_at, expires_at < now() AS lapsed FROM leases WHERE name =
 
 -- name: claim_lapsed
 -- I5: checkpoint leases whose TTL ran out (the database clock decides), each claimed once, except those
--- of runs this process still drives (it never takes its own runs back while their drivers live).
+-- of runs this process still drives (it never takes its own runs back while their drivers live). Each
+-- is given to the least loaded live process (run_targets, migration 012): this one drives what lands
+-- here, another is told to take its runs up.
 WITH lapsed AS (
     SELECT name FROM leases
      WHERE expires_at < now() AND name LIKE 'checkpoint:%%'
@@ -48,9 +50,18 @@ WITH lapsed AS (
      ORDER BY expires_at
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED
+), picked AS (
+    SELECT name, row_number() OVER (ORDER BY name) AS slot FROM lapsed
+), targets AS (
+    -- Only when there is something to give: the look for targets costs more than the claim of nothing.
+    SELECT t.slot, t.holder
+      FROM (SELECT count(*)::int AS n FROM picked) c, LATERAL run_targets(%(holder)s, c.n) t
+     WHERE c.n > 0
 )
-SELECT t.*, 'lapsed' AS why
-  FROM lapsed, LATERAL take_run(substr(lapsed.name, 12)::uuid, %(holder)s, %(ttl)s, true) t
+SELECT t.*, 'lapsed' AS why, targets.holder
+  FROM picked JOIN targets USING (slot),
+       LATERAL take_run(substr(picked.name, 12)::uuid, targets.holder, %(ttl)s, true,
+                        CASE WHEN targets.holder <> %(holder)s THEN 'lapsed' END) t
 
 -- name: next_lapse
 -- Seconds until the first checkpoint lease runs out, as things stand (NULL with none held). A lease
@@ -60,8 +71,9 @@ SELECT extract(epoch FROM min(expires_at) - now())::float8 AS in_s FROM leases W
 
 -- name: claim_dead
 -- Processes whose liveness mark is free are ended, and their checkpoint leases claimed at once, without
--- waiting out the TTL. Fencing (I3) keeps this safe if one was alive after all. (A process that
--- stopped cleanly handed its runs back; a lease it still holds waits for its TTL.)
+-- waiting out the TTL, each given to the least loaded live process as claim_lapsed gives them. Fencing
+-- (I3) keeps this safe if one was alive after all. (A process that stopped cleanly handed its runs
+-- back; a lease it still holds waits for its TTL.)
 WITH dead AS (
     UPDATE processes SET ended_at = now()
      WHERE ended_at IS NULL AND id <> %(holder)s AND NOT process_alive(id)
@@ -71,9 +83,18 @@ WITH dead AS (
      WHERE l.name LIKE 'checkpoint:%%' AND l.holder IN (SELECT id FROM dead)
        AND substr(l.name, 12) NOT IN (SELECT jsonb_array_elements_text(%(driving)s))
        FOR UPDATE SKIP LOCKED
+), picked AS (
+    SELECT name, row_number() OVER (ORDER BY name) AS slot FROM orphaned
+), targets AS (
+    -- Only when there is something to give: the look for targets costs more than the claim of nothing.
+    SELECT t.slot, t.holder
+      FROM (SELECT count(*)::int AS n FROM picked) c, LATERAL run_targets(%(holder)s, c.n) t
+     WHERE c.n > 0
 )
-SELECT t.*, 'dead' AS why
-  FROM orphaned, LATERAL take_run(substr(orphaned.name, 12)::uuid, %(holder)s, %(ttl)s, true) t
+SELECT t.*, 'dead' AS why, targets.holder
+  FROM picked JOIN targets USING (slot),
+       LATERAL take_run(substr(picked.name, 12)::uuid, targets.holder, %(ttl)s, true,
+                        CASE WHEN targets.holder <> %(holder)s THEN 'dead' END) t
 
 -- name: claim_one
 -- Take over one lapsed lease (a delegation's child): the same rule as the sweep, for one run.
@@ -125,3 +146,27 @@ DELETE FROM processes p
  WHERE p.ended_at < now() - make_interval(secs => %(keep)s)
    AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.holder = p.id)
 RETURNING p.id
+
+-- name: drain
+-- A process beginning a clean stop is given no more runs (run_targets passes it by), and gives back
+-- the runs given to it that it has not taken up: under the attempt each was given by (I3) their leases
+-- go and they are queued again, for the sweep to give to another process without counting a loss.
+WITH draining AS (
+    UPDATE processes SET draining_at = coalesce(draining_at, now()) WHERE id = %(holder)s
+), given AS (
+    SELECT l.name, l.handed_attempt AS attempt FROM leases l
+     WHERE l.holder = %(holder)s AND l.handed_why IS NOT NULL
+       FOR UPDATE
+), mine AS (
+    SELECT c.run_id FROM checkpoints c
+      JOIN given ON c.run_id = substr(given.name, 12)::uuid AND c.attempt = given.attempt
+       FOR UPDATE OF c
+), released AS (
+    DELETE FROM leases l USING mine
+     WHERE l.name = 'checkpoint:' || mine.run_id::text AND l.holder = %(holder)s
+    RETURNING mine.run_id
+)
+UPDATE runs SET status = 'queued'
+  FROM released
+ WHERE runs.id = released.run_id AND runs.status = 'running'
+RETURNING runs.id

@@ -53,6 +53,24 @@ WITH run AS (
 )
 SELECT t.*, 'acquired' AS why FROM run, LATERAL take_run(run.id, %(holder)s, %(ttl)s, false) t
 
+-- name: hand
+-- What `acquire` takes, taken for the least loaded live process (run_targets, migration 012): this one,
+-- which drives it, or another, told to take it up (the leader's starts: orphaned queued runs, runs
+-- whose wait was decided, cron fires, unstarted Teams turns). Returns the checkpoint and the process
+-- it went to, or no row when another process has it.
+WITH run AS (
+    SELECT r.id FROM runs r
+     WHERE r.id = %(run_id)s AND r.status IN ('queued', 'waiting', 'answered')
+       AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.name = 'checkpoint:' || r.id::text AND l.expires_at >= now())
+       FOR UPDATE
+), target AS (
+    SELECT t.holder FROM (SELECT count(*)::int AS n FROM run) c, LATERAL run_targets(%(holder)s, c.n) t WHERE c.n > 0
+)
+SELECT t.*, 'acquired' AS why, target.holder
+  FROM run, target,
+       LATERAL take_run(run.id, target.holder, %(ttl)s, false,
+                        CASE WHEN target.holder <> %(holder)s THEN 'acquired' END) t
+
 -- name: write_checkpoint
 -- I1: the sealed checkpoint in ONE statement, before any call of the step is made. The same statement
 -- lands the previous step's reads and refused calls (done, with their outcomes) and the transcript

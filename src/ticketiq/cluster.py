@@ -1,0 +1,172 @@
+"""`ticketiq cluster`: production's shape on one machine. A Postgres (the embedded one, or
+TICKETIQ_DATABASE_URL), the stand-ins, N app processes (app1 started first, so it takes the leader
+lease) and HAProxy in front of them on one port (`edge.py`). It prints where each part listens, says
+so when an app process dies (it is not restarted: the edge sends its requests to the others), and
+stops everything it started on Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from urllib.parse import urlsplit, urlunsplit
+
+from ticketiq import edge
+from ticketiq.errors import RequestError, TicketIQError
+from ticketiq.launch import Child, free_port, start_serve, start_standins
+from ticketiq.settings import Settings
+from ticketiq.storage import database
+
+EDGE_HOST = "127.0.0.1"
+POLL_S = 0.5  # how often the children are looked at
+
+
+def app_names(processes: int) -> list[str]:
+    """app1..appN; refused (exit code 2) when there is no process to run."""
+    if processes < 1:
+        raise RequestError("--processes", f"--processes must be at least 1, not {processes}")
+    return [f"app{i}" for i in range(1, processes + 1)]
+
+
+def checked_port(port: int) -> int:
+    if not 1 <= port <= 65535:
+        raise RequestError("--port", f"--port must be a TCP port (1 to 65535), not {port}")
+    return port
+
+
+def without_password(url: str) -> str:
+    """The database URL as it may be printed: its password, if any, replaced by ***."""
+    if "://" not in url:  # a key=value connection string
+        return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", url)
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    userinfo, _, hostinfo = parts.netloc.rpartition("@")
+    user = userinfo.partition(":")[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{hostinfo}"))
+
+
+@dataclass(frozen=True)
+class Exited:
+    """A child that is no longer running."""
+
+    name: str
+    pid: int
+    returncode: int
+
+
+def death_line(exited: Exited) -> str:
+    """What is printed when an app process died on its own."""
+    rc = exited.returncode
+    how = f"was killed by {_signal_name(-rc)}" if rc < 0 else f"exited with code {rc}"
+    return f"{exited.name} (pid {exited.pid}) {how}; it is not restarted: the edge sends its requests to the others"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def stop_reason(apps_alive: int, edge: Exited | None, standins: Exited | None) -> str | None:
+    """Why the whole cluster stops now, or None to keep it running. An app process that died leaves
+    the others serving; without the edge, the stand-ins or any app process, nothing can be served."""
+    if edge is not None:
+        return f"the edge (haproxy, pid {edge.pid}) exited with code {edge.returncode}; see its log"
+    if standins is not None:
+        return f"the stand-ins (pid {standins.pid}) exited with code {standins.returncode}; see their log"
+    if apps_alive == 0:
+        return "every app process died"
+    return None
+
+
+def _exited(child: Child) -> Exited | None:
+    rc = child.proc.poll()
+    return None if rc is None else Exited(child.name, child.pid, rc)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def run_cluster(settings: Settings, processes: int, port: int) -> int:
+    """Start the cluster and watch it until Ctrl-C or SIGTERM; 0 when stopped so, 1 when it fell apart.
+    Bad input is refused before anything starts."""
+    names = app_names(processes)
+    checked_port(port)
+    if edge.haproxy_binary() is None:
+        raise TicketIQError(edge.MISSING)
+    if edge.port_taken(EDGE_HOST, port):
+        raise RequestError("--port", f"port {port} on {EDGE_HOST} is in use: choose another --port")
+    # Set here, not inherited: a shell starts a background job with SIGINT ignored, and `kill -INT`
+    # must stop the cluster all the same.
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+    children: list[Child] = []
+    target = database.resolve(settings)
+    try:
+        return _start_and_watch(target.url, names, port, children)
+    except KeyboardInterrupt:
+        print("stopping ...", flush=True)
+        return 0
+    finally:
+        # A second Ctrl-C must not cut the stop short and leave processes behind; each stop is bounded.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for child in reversed(children):  # the edge first: no request reaches a process that is stopping
+            child.stop()
+        embedded = target.server is not None
+        target.release()  # the embedded server stops here unless another process still uses it
+        stopped = ", ".join(f"{c.name} (pid {c.pid})" for c in reversed(children)) or "nothing was running"
+        print(f"stopped {stopped}{'; released the embedded Postgres' if embedded else ''}", flush=True)
+
+
+def _start_and_watch(db_url: str, names: list[str], port: int, children: list[Child]) -> int:
+    logs = Path(tempfile.mkdtemp(prefix="ticketiq-cluster-"))
+    env = {**os.environ, "TICKETIQ_DATABASE_URL": db_url}
+    print(f"database  {without_password(db_url)}  (logs in {logs})", flush=True)
+    standins = start_standins(env, logs)
+    children.append(standins)
+    print(f"stand-ins pid {standins.pid}: {standins.env['TICKETIQ_MODEL_BASE_URL'].removesuffix('/v1')}", flush=True)
+    apps: list[Child] = []
+    backends: list[edge.Backend] = []
+    for name in names:  # one at a time: the first migrates the database and takes the leader lease
+        app_port = free_port()
+        app, base = start_serve({**env, **standins.env}, logs, port=app_port, name=name)
+        children.append(app)
+        apps.append(app)
+        backends.append(edge.Backend(name, "127.0.0.1", app_port))
+        leads = "  (started first: it leads)" if not apps[:-1] else ""
+        print(f"{name:<9} pid {app.pid}: {base}{leads}", flush=True)
+    front = edge.start_edge(port, backends, logs)
+    children.append(front)
+    url = f"http://{EDGE_HOST}:{port}"
+    print(f"edge      pid {front.pid}: {url}  (haproxy; {logs / 'haproxy.cfg'})", flush=True)
+    print(f"try       curl -s {url}/readyz   # each answer names the process that gave it", flush=True)
+    print("          API calls need a token: ticketiq tokens create --name me --role operator "
+          "(with the same TICKETIQ_HOME or TICKETIQ_DATABASE_URL)", flush=True)  # fmt: skip
+    print("running; Ctrl-C stops them all", flush=True)
+    return _watch(apps, standins, front)
+
+
+def _watch(apps: list[Child], standins: Child, front: Child) -> int:
+    """Say when an app process dies; stop when nothing can be served any more."""
+    reported: set[int] = set()
+    while True:
+        for app in apps:
+            gone = _exited(app)
+            if gone is not None and gone.pid not in reported:
+                reported.add(gone.pid)
+                print(death_line(gone), flush=True)
+        alive = sum(1 for app in apps if app.alive())
+        reason = stop_reason(alive, _exited(front), _exited(standins))
+        if reason is not None:
+            print(f"{reason}: stopping the rest", flush=True)
+            return 1
+        time.sleep(POLL_S)

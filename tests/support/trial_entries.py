@@ -1,0 +1,151 @@
+"""How a kill trial begins each of its records, through the real entry points, signed as each protocol
+signs: a webhook delivery (HMAC over the timestamp and body), a Teams message (a Bot Framework JWT from
+the stand-in token service), and a cron fire (a schedule made through the API, due now). And how each
+trial is read back from the database afterwards.
+
+A request the event cut (the process died or stalled before it answered) is sent again through the edge,
+as Teams and webhook senders deliver again: the entry point's dedupe makes that the same record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+from typing import Any
+
+import httpx
+
+from tests.support.cluster import Cluster
+from tests.support.trials import Observed, Trial
+
+TRIGGER = "oncall"
+SECRET = "kill-trials-trigger-secret-0123456789"
+AGENT_THREAD = "19:ops@thread.tacv2;messageid=1700000000000"  # where triage's own teams_reply goes
+FIRST_TRY_S = 5.0  # a stalled process holds a request: give up on it and deliver again through the edge
+REDELIVER_FOR_S = 60.0
+
+
+def declare_trigger(cluster: Cluster, base: str) -> None:
+    made = httpx.post(f"{base}/v1/triggers", json={"name": TRIGGER, "agent": "triage", "secret": SECRET},
+                      headers=cluster.auth, timeout=30)  # fmt: skip
+    assert made.status_code == 201, made.text
+
+
+def begin(cluster: Cluster, trial: Trial, victim_base: str, edge_base: str) -> None:
+    """Start the trial's record on the victim; deliver it again through the edge if the event cut it."""
+    if trial.kind == "cron":
+        trial.ref = schedule_due_now(cluster, edge_base, trial.ticket)
+        return
+    send = _webhook if trial.kind == "webhook" else _teams
+    if send(cluster, trial, victim_base, FIRST_TRY_S):
+        return
+    trial.interrupted = True
+    deadline = time.monotonic() + REDELIVER_FOR_S
+    while time.monotonic() < deadline:
+        if send(cluster, trial, edge_base, 30.0):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{trial.kind} OPS-{trial.ticket} was not taken through the edge in {REDELIVER_FOR_S} s")
+
+
+def _webhook(cluster: Cluster, trial: Trial, base: str, timeout_s: float) -> bool:
+    body = json.dumps({"alert": "checkout 502s", "ticket": f"OPS-{trial.ticket}", "source": "pagerduty",
+                       "text": f"Triage OPS-{trial.ticket}: checkout 502s"}).encode()  # fmt: skip
+    t = str(int(time.time()))
+    mac = hmac.new(SECRET.encode(), t.encode() + b"." + body, hashlib.sha256).hexdigest()
+    headers = {"X-TicketIQ-Delivery": trial.ref, "X-TicketIQ-Signature": f"t={t},v1={mac}"}
+    try:
+        response = httpx.post(f"{base}/v1/hooks/{TRIGGER}", content=body, headers=headers, timeout=timeout_s)
+    except httpx.TransportError:
+        return False
+    if response.status_code >= 500:
+        return False
+    assert response.status_code in (200, 201, 202), response.text
+    return True
+
+
+def _teams(cluster: Cluster, trial: Trial, base: str, timeout_s: float) -> bool:
+    service_url = cluster.env["TICKETIQ_TEAMS_SERVICE_URL"]
+    minted = httpx.post(f"{cluster.standin_url}/_standin/botframework/token", timeout=30, json={
+        "audience": cluster.env["TICKETIQ_TEAMS_APP_ID"], "service_url": service_url,
+    })  # fmt: skip
+    minted.raise_for_status()
+    activity = {
+        "type": "message", "id": trial.ref, "serviceUrl": service_url, "channelId": "msteams",
+        "from": {"id": "29:user-ana", "name": "Ana", "aadObjectId": "aad-ana"},
+        "conversation": {"id": trial.conversation}, "recipient": {"id": "28:bot"},
+        "text": f"<at>TicketIQ</at> Triage OPS-{trial.ticket}: checkout is failing",
+        "channelData": {"team": {"aadGroupId": "standin-team"}},
+    }  # fmt: skip
+    headers = {"Authorization": f"Bearer {minted.json()['access_token']}"}
+    try:
+        response = httpx.post(f"{base}/v1/teams/messages", json=activity, headers=headers, timeout=timeout_s)
+    except httpx.TransportError:
+        return False
+    if response.status_code >= 500:
+        return False
+    assert response.status_code in (200, 201), response.text
+    return True
+
+
+def schedule_due_now(cluster: Cluster, base: str, ticket: int) -> str:
+    """A daily schedule of the triage agent at the database clock's current minute, made through the
+    API; its next fire time is then moved back to that minute (the one row the harness writes), so the
+    leader's next check fires it."""
+    minute = cluster.rows("SELECT date_trunc('minute', now() AT TIME ZONE 'UTC') AS m")[0]["m"]
+    body = {"agent": "triage", "cron": f"{minute.minute} {minute.hour} * * *", "timezone": "UTC",
+            "input": f"Triage OPS-{ticket}: checkout is failing"}  # fmt: skip
+    made = httpx.post(f"{base}/v1/schedules", json=body, headers=cluster.auth, timeout=30)
+    assert made.status_code == 201, made.text
+    schedule_id = str(made.json()["id"])
+    moved = cluster.rows(
+        "UPDATE schedules SET next_fire_at = %s AT TIME ZONE 'UTC' WHERE id = %s RETURNING id", minute, schedule_id
+    )
+    assert len(moved) == 1
+    return schedule_id
+
+
+# ----- reading a trial back ------------------------------------------------------------------------
+
+# Each kind's record and whether it reached its own end (a fire's outcome recorded).
+_RUN_OF = {
+    "webhook": "SELECT run_id, true AS recorded FROM trigger_deliveries "
+    "WHERE trigger = 'oncall' AND delivery_id = %(ref)s",
+    "teams": "SELECT run_id, true AS recorded FROM teams_inbox WHERE activity_id = %(ref)s",
+    "cron": "SELECT run_id, outcome_attempt IS NOT NULL AS recorded FROM schedule_fires "
+    "WHERE schedule_id::text = %(ref)s",
+}
+
+_OBSERVE = """
+WITH rec AS ({run_of}),
+     run AS (SELECT r.status, r.created_at, r.finished_at, c.losses, rec.recorded
+               FROM rec JOIN runs r ON r.id = rec.run_id JOIN checkpoints c ON c.run_id = r.id),
+     w AS (SELECT vendor, target, body::text AS body FROM standin.writes WHERE effect = 'applied')
+SELECT (SELECT status FROM run) AS status, (SELECT losses FROM run) AS losses,
+       (SELECT created_at FROM run) AS created_at, (SELECT finished_at FROM run) AS finished_at,
+       (SELECT recorded FROM run) AS recorded,
+       (SELECT count(*) FROM w WHERE vendor = 'incidentio' AND body LIKE %(incident)s) AS incidents,
+       (SELECT count(*) FROM w WHERE vendor = 'jira' AND target = %(issue)s) AS comments,
+       (SELECT count(*) FROM w WHERE vendor = 'teams' AND target = %(agent_thread)s AND body LIKE %(reply)s)
+           AS agent_replies,
+       (SELECT count(*) FROM w WHERE vendor = 'teams' AND target = %(conversation)s) AS turn_replies
+"""
+
+
+def observe(cluster: Cluster, trial: Trial) -> Observed:
+    sql = _OBSERVE.format(run_of=_RUN_OF[trial.kind])
+    n = trial.ticket
+    params = {"ref": trial.ref, "incident": f"%OPS-{n}:%", "issue": f"OPS-{n}", "agent_thread": AGENT_THREAD,
+              "reply": f"%Triaged OPS-{n}:%", "conversation": trial.conversation or "-"}  # fmt: skip
+    with_params: dict[str, Any] = cluster.rows_named(sql, params)[0]
+    ended = with_params["status"] == "succeeded" and bool(with_params["recorded"])
+    if trial.kind == "teams":
+        ended = ended and int(with_params["turn_replies"]) > 0
+    return Observed.from_row({**with_params, "ended": ended})
+
+
+def finished(seen: Observed) -> bool:
+    """Nothing more will happen to it: its run ended (succeeded with its record's end, or failed)."""
+    return seen.run_status in ("failed", "interrupted") or seen.ended

@@ -1,0 +1,294 @@
+"""The kill trials' rig: a survivor app process (the leader, running the app's own recovery jobs) and,
+each round, a fresh victim on a fixed port, both behind HAProxy; the round's records begun on the
+victim; then the mode's event at a random instant; then the verdicts, read from the database.
+
+Modes (LIYAGENT_KILL_MODE):
+- `kill`: SIGKILL the victim 0.2 s to 4 s (uniformly) after it is up.
+- `stop`: SIGSTOP it instead, past its lease (the survivor takes every run over), then SIGCONT: from then
+  on it must make no vendor call (the stand-ins record each request's User-Agent, which names the pid)
+  and no database write of any kind (it connects as its own role, so `pg_stat_statements` counts the
+  WAL records its statements wrote).
+- `db`: restart Postgres at that instant (a fast shutdown cuts every connection); every process must
+  reconnect and go on.
+- `vendor`: Jira stalls the round's comments; the victim is SIGKILLed while its comment is held at the
+  vendor (which then applies it). Jira has no idempotency key, so the survivor must wait until the
+  comment can no longer be in flight and read it back (I14): still one comment.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import psycopg
+
+from tests.support.cluster import App, Cluster
+from tests.support.trial_entries import begin, declare_trigger, finished, observe
+from tests.support.trials import Trial, Verdict, judge
+from ticketiq.edge import Backend, start_edge
+from ticketiq.launch import Child, free_port
+from ticketiq.storage import embedded
+
+MODES = ("kill", "stop", "db", "vendor")
+KILL_WINDOW_S = (0.2, 4.0)
+MODEL_LATENCY_MS = 500  # triage's four steps then span about 2 s, so kills land before, in and after runs
+END_WITHIN_S = 45.0  # a trial not ended this long after the event is lost
+STALLED_ROLE = "tq_stalled"
+FIRE_LANDS_S = 1.0  # how long the delivery and the Teams turn wait for the cron fire's run to be made
+STALL_S = 4.0  # vendor mode: how long Jira holds a comment
+RESUME_WATCH_S = 3.0  # stop mode: how long the resumed process is watched
+# Stop mode shortens the lease (4 s, renewed every 1 s), so a round waits 4 s rather than 8 s for the
+# takeover; everything else is the default.
+MODE_SETTINGS: dict[str, dict[str, Any]] = {"stop": {"lease_ttl_s": 4, "lease_renew_s": 1}}
+
+
+@dataclass
+class Round:
+    no: int
+    verdicts: list[Verdict] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Rig:
+    def __init__(self, cluster: Cluster, mode: str, rng: random.Random, pg_home: Path | None) -> None:
+        assert mode in MODES, mode
+        self.cluster = cluster
+        self.mode = mode
+        self.rng = rng
+        self.pg_home = pg_home
+        self.settings = dict(MODE_SETTINGS.get(mode, {}))
+        self.victim_port = free_port()
+        self.edge_port = free_port()
+        self.edge: Child | None = None
+        self.survivor: App | None = None
+        self.next_ticket = 1000
+
+    @property
+    def edge_base(self) -> str:
+        return f"http://127.0.0.1:{self.edge_port}"
+
+    def start(self) -> None:
+        self.survivor = self.cluster.app("survivor", lead=True, cron_check_s=0.2, **self.settings)
+        declare_trigger(self.cluster, self.survivor.base)
+        survivor_port = int(self.survivor.base.rsplit(":", 1)[1])
+        backends = [Backend("survivor", "127.0.0.1", survivor_port), Backend("victim", "127.0.0.1", self.victim_port)]
+        self.edge = start_edge(self.edge_port, backends, self.cluster.tmp / "edge")
+        if self.mode == "stop":
+            self.cluster.rows(
+                f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{STALLED_ROLE}') THEN "
+                f"CREATE ROLE {STALLED_ROLE} LOGIN SUPERUSER; END IF; END $$"
+            )
+
+    def stop(self) -> None:
+        if self.edge is not None:
+            self.edge.stop()
+
+    # ----- one round -------------------------------------------------------------------------------
+
+    def play(self, no: int) -> Round:
+        played = Round(no)
+        trials = self._trials(no)
+        if self.mode == "vendor":
+            self._stall_comments(len(trials))
+        victim = self.cluster.app(f"victim{no}", port=self.victim_port, env=self._victim_env(), lead=False,
+                                  **self.settings)  # fmt: skip
+        up = time.monotonic()
+        holder = str(httpx.get(f"{victim.base}/readyz", timeout=10).json()["process"])
+        try:
+            with ThreadPoolExecutor(len(trials)) as pool:
+                fired = threading.Event()
+                begun = [pool.submit(self._begin, t, victim.base, fired) for t in trials]
+                event_at, before = self._strike(victim, holder, up, played)
+                for future, trial in zip(begun, trials, strict=True):
+                    try:
+                        future.result()
+                    except Exception as exc:
+                        played.problems.append(f"round {no} {trial.kind}: could not begin: {exc}")
+            self._await_end(trials)
+            if self.mode == "db":
+                played.problems += self._reconnected(victim, played.no)
+            if self.mode == "stop":
+                played.problems += self._resumed_quietly(victim, before, played)
+            if self.mode == "vendor":
+                played.extra["stalled_comments_landed_after_kill"] = self._landed_after(trials, event_at)
+            spanning = self.mode == "db"
+            played.verdicts = [judge(t, observe(self.cluster, t), event_at, spanning) for t in trials]
+        finally:
+            if victim.child.alive():
+                os.kill(victim.pid, signal.SIGCONT)
+                victim.child.kill()
+        if self.mode == "db":
+            assert self.survivor is not None
+            played.problems += self._reconnected(self.survivor, played.no)
+        return played
+
+    def _begin(self, trial: Trial, victim_base: str, fired: threading.Event) -> None:
+        """The cron fire first: the leader gives its run to the least loaded live process, which is the
+        victim only while it has no runs yet; the delivery and the Teams turn follow once the fire's run
+        is made (or after a second)."""
+        if trial.kind != "cron":
+            fired.wait(FIRE_LANDS_S)
+            begin(self.cluster, trial, victim_base, self.edge_base)
+            return
+        try:
+            begin(self.cluster, trial, victim_base, self.edge_base)
+            deadline = time.monotonic() + FIRE_LANDS_S
+            query = "SELECT 1 FROM schedule_fires WHERE schedule_id::text = %s AND run_id IS NOT NULL"
+            while time.monotonic() < deadline and not self.cluster.rows(query, trial.ref):
+                time.sleep(0.02)
+        finally:
+            fired.set()
+
+    def _trials(self, no: int) -> list[Trial]:
+        n = self.next_ticket
+        self.next_ticket += 3
+        return [
+            Trial("webhook", n, no, ref=f"trial-{n}"),
+            Trial(
+                "teams", n + 1, no, ref=f"1700{n + 1:09d}", conversation=f"19:trial-{n + 1}@thread.tacv2;messageid=1"
+            ),
+            Trial("cron", n + 2, no, ref=""),
+        ]
+
+    def _victim_env(self) -> dict[str, str]:
+        if self.mode != "stop":
+            return {}
+        return {"TICKETIQ_DATABASE_URL": with_user(self.cluster.db_url, STALLED_ROLE)}
+
+    # ----- the event ---------------------------------------------------------------------------------
+
+    def _strike(self, victim: App, holder: str, up: float, played: Round) -> tuple[datetime, dict[int, dict[str, Any]]]:
+        """The mode's event at its instant; returns when it happened (database clock) and, in stop mode,
+        the victim's statement counts just before it was let go on."""
+        if self.mode == "vendor":
+            held = self._held_at_vendor(holder)
+            played.extra["stall_engaged"] = held
+            time.sleep(self.rng.uniform(0.3, STALL_S - 1.0) if held else 0.0)
+        else:
+            time.sleep(max(0.0, up + self.rng.uniform(*KILL_WINDOW_S) - time.monotonic()))
+        at = self._db_now()
+        if self.mode in ("kill", "vendor"):
+            victim.child.kill()
+        elif self.mode == "stop":
+            os.kill(victim.pid, signal.SIGSTOP)
+            self.cluster.wait_until(lambda: not self._holds_leases(holder), 60, "the survivor taking the stalled runs")
+        else:
+            assert self.pg_home is not None
+            embedded.restart(self.pg_home)
+        before = self._statements() if self.mode == "stop" else {}
+        return at, before
+
+    def _held_at_vendor(self, holder: str) -> bool:
+        """Wait until the victim's Jira comment is marked in doubt (about to be, or being, sent)."""
+        query = """SELECT 1 FROM calls c JOIN leases l ON l.name = 'checkpoint:' || c.run_id
+                    WHERE l.holder = %s AND c.tool = 'jira_add_comment' AND c.status = 'in_doubt'"""
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if self.cluster.rows(query, holder):
+                return True
+            time.sleep(0.02)
+        return False
+
+    def _landed_after(self, trials: list[Trial], event_at: datetime) -> int:
+        """How many of the round's comments the vendor applied after the kill: held across it."""
+        issues = [f"OPS-{t.ticket}" for t in trials]
+        query = """SELECT count(*) AS n FROM standin.writes WHERE vendor = 'jira' AND operation = 'add_comment'
+                    AND effect = 'applied' AND target = ANY(%s) AND received_at > %s"""
+        return int(self.cluster.rows(query, issues, event_at)[0]["n"])
+
+    def _stall_comments(self, count: int) -> None:
+        fault = {"vendor": "jira", "operation": "add_comment", "mode": "stall", "stall_s": STALL_S, "count": count}
+        httpx.post(f"{self.cluster.standin_url}/_standin/faults", json=fault, timeout=10).raise_for_status()
+
+    def _await_end(self, trials: list[Trial]) -> None:
+        deadline = time.monotonic() + END_WITHIN_S
+        while time.monotonic() < deadline:
+            if all(t.ref and finished(observe(self.cluster, t)) for t in trials):
+                return
+            time.sleep(0.1)
+
+    # ----- stop mode: the resumed process must do nothing -----------------------------------------
+
+    def _holds_leases(self, holder: str) -> bool:
+        return bool(self.cluster.rows("SELECT 1 FROM leases WHERE holder = %s AND expires_at > now()", holder))
+
+    def _statements(self) -> dict[int, dict[str, Any]]:
+        rows = self.cluster.rows(
+            "SELECT s.queryid, s.query, s.calls, s.wal_records FROM pg_stat_statements s "
+            "JOIN pg_roles r ON r.oid = s.userid WHERE r.rolname = %s", STALLED_ROLE,
+        )  # fmt: skip
+        return {int(r["queryid"]): r for r in rows}
+
+    def _resumed_quietly(self, victim: App, before: dict[int, dict[str, Any]], played: Round) -> list[str]:
+        """SIGCONT the stalled victim and watch it: no vendor call, no database write of any kind."""
+        resumed_at = self._db_now()
+        os.kill(victim.pid, signal.SIGCONT)
+        deadline = time.monotonic() + RESUME_WATCH_S
+        while time.monotonic() < deadline and victim.child.alive():
+            time.sleep(0.05)
+        played.extra["exited_after_resume"] = not victim.child.alive()
+        calls = self.cluster.rows(
+            "SELECT vendor, operation, target FROM standin.writes WHERE client LIKE %s AND received_at >= %s",
+            f"%pid/{victim.pid} %", resumed_at,
+        )  # fmt: skip
+        asked = self.cluster.rows(
+            "SELECT count(*) AS n FROM standin.model_requests WHERE client LIKE %s AND received_at >= %s",
+            f"%pid/{victim.pid} %", resumed_at,
+        )[0]["n"]  # fmt: skip
+        wrote = []
+        for queryid, row in self._statements().items():
+            was = before.get(queryid, {"calls": 0, "wal_records": 0})
+            if int(row["wal_records"]) > int(was["wal_records"]):
+                wrote.append(
+                    f"{int(row['wal_records']) - int(was['wal_records'])} WAL records by: {row['query'][:160]}"
+                )
+        played.extra.update(vendor_calls_after_resume=len(calls), model_calls_after_resume=int(asked),
+                            db_writes_after_resume=len(wrote))  # fmt: skip
+        problems = [f"round {played.no}: the resumed process called {c['vendor']} {c['operation']} {c['target']}"
+                    for c in calls]  # fmt: skip
+        problems += [f"round {played.no}: the resumed process asked the model {asked} times"] if asked else []
+        problems += [f"round {played.no}: the resumed process wrote {w}" for w in wrote]
+        return problems
+
+    # ----- db mode: every process reconnects --------------------------------------------------------
+
+    def _reconnected(self, app: App, no: int) -> list[str]:
+        """The process is up and ready again (its pool, liveness and leases back on the new server)."""
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and app.child.alive():
+            try:
+                if httpx.get(f"{app.base}/readyz", timeout=5).status_code == 200:
+                    return []
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        return [f"round {no}: {app.child.name} was not ready again within 15 s of the Postgres restart"]
+
+    def _db_now(self) -> datetime:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                now: datetime = self.cluster.rows("SELECT clock_timestamp() AS now")[0]["now"]
+                return now
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+
+def with_user(url: str, user: str) -> str:
+    """The same database URL, connecting as `user` (no password: the suite's Postgres trusts local users)."""
+    parts = urlsplit(url)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=f"{user}@{host}"))

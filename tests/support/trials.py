@@ -1,0 +1,207 @@
+"""Kill trials, judged: what one trial is, what the database says about it, and the verdict, as pure
+functions over rows (the harness in `trial_rig.py` does the I/O).
+
+A trial is one record an entry point made: a cron fire, a Teams turn from the durable inbox, or a
+signed webhook delivery, each running the triage agent for its own ticket OPS-n (read the issue, open
+an incident, comment on the issue, reply in the ops thread, answer). It is judged as the product page
+says:
+
+- lost: its record never reaches its end (the run is not `succeeded`; a cron fire's outcome is not
+  recorded; a Teams turn has no reply), or a write the run says it made is not there;
+- duplicate: more than one incident from its one create, its Jira comment applied more than once, its
+  ops-thread reply or its turn's reply posted more than once;
+- caught in flight: the event (a kill, a stall, a Postgres restart) found it unfinished: its run was
+  taken over (losses > 0), its request was cut and sent again, or it was running across the event;
+- recovery: from the event to the trial's end (the run's `finished_at`, on the database clock), for
+  every trial caught in flight.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+KINDS = ("cron", "teams", "webhook")
+RECOVERY_LIMIT_S = 15.0
+
+
+@dataclass
+class Trial:
+    kind: str
+    ticket: int
+    round_no: int
+    ref: str  # the schedule id, the Teams activity id or the webhook delivery id
+    conversation: str = ""  # a Teams turn's own thread, where its reply goes
+    interrupted: bool = False  # its request was cut by the event and sent again
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the database says about one trial, read after the round."""
+
+    run_status: str | None
+    losses: int
+    created_at: datetime | None
+    finished_at: datetime | None
+    ended: bool  # the record's own end: a fire's outcome recorded, a turn's reply posted, a delivery's run
+    incidents: int
+    comments: int
+    agent_replies: int
+    turn_replies: int  # Teams turns only; 0 for the others
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Observed:
+        return cls(
+            run_status=row.get("status"), losses=int(row.get("losses") or 0), created_at=row.get("created_at"),
+            finished_at=row.get("finished_at"), ended=bool(row.get("ended")), incidents=int(row["incidents"]),
+            comments=int(row["comments"]), agent_replies=int(row["agent_replies"]),
+            turn_replies=int(row.get("turn_replies") or 0),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Verdict:
+    trial: Trial
+    lost: str | None
+    duplicates: tuple[str, ...]
+    in_flight: bool
+    recovery_s: float | None
+
+    @property
+    def failed(self) -> bool:
+        return self.lost is not None or bool(self.duplicates) or (self.recovery_s or 0.0) > RECOVERY_LIMIT_S
+
+
+def lost_because(trial: Trial, seen: Observed) -> str | None:
+    """Why the trial is lost, or None when it reached its end with every write there."""
+    if seen.run_status is None:
+        return "no run was made for it"
+    if seen.run_status != "succeeded":
+        return f"its run ended {seen.run_status}"
+    if not seen.ended:
+        return {"cron": "the fire's outcome was never recorded", "teams": "the turn ended with no reply"}.get(
+            trial.kind, "its record never reached its end"
+        )
+    missing = [w for w, n in (("incident", seen.incidents), ("Jira comment", seen.comments),
+                              ("ops-thread reply", seen.agent_replies)) if n == 0]  # fmt: skip
+    if trial.kind == "teams" and seen.turn_replies == 0:
+        missing.append("turn reply")
+    return f"succeeded without its {', '.join(missing)}" if missing else None
+
+
+def duplicates_of(trial: Trial, seen: Observed) -> tuple[str, ...]:
+    found = [f"{n} incidents from one create" for n in [seen.incidents] if n > 1]
+    found += [f"Jira comment sent {n} times" for n in [seen.comments] if n > 1]
+    found += [f"ops-thread reply posted {n} times" for n in [seen.agent_replies] if n > 1]
+    if trial.kind == "teams":
+        found += [f"Teams turn reply posted {n} times" for n in [seen.turn_replies] if n > 1]
+    return tuple(found)
+
+
+def caught(trial: Trial, seen: Observed, event_at: datetime, spanning: bool) -> bool:
+    """Whether the event found the trial unfinished: its run was taken over from the dead process or its
+    request was cut. With `spanning` (an event every process meets, a Postgres restart), also a run that
+    was running across the event wherever it ran."""
+    if trial.interrupted or seen.losses > 0:
+        return True
+    if not spanning:
+        return False
+    started = seen.created_at is not None and seen.created_at < event_at
+    return started and (seen.finished_at is None or seen.finished_at > event_at)
+
+
+def judge(trial: Trial, seen: Observed, event_at: datetime, spanning: bool = False) -> Verdict:
+    in_flight = caught(trial, seen, event_at, spanning)
+    recovery = None
+    if in_flight and seen.finished_at is not None:
+        recovery = max(0.0, (seen.finished_at - event_at).total_seconds())
+    return Verdict(trial, lost_because(trial, seen), duplicates_of(trial, seen), in_flight, recovery)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100), nearest rank: a value that was measured, never an interpolation."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+@dataclass
+class Tally:
+    """The running count the progress line shows, and the result at the end."""
+
+    rounds: int = 0
+    rounds_in_flight: int = 0
+    verdicts: list[Verdict] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def add_round(self, verdicts: Iterable[Verdict], problems: Iterable[str] = ()) -> None:
+        added = list(verdicts)
+        self.rounds += 1
+        self.rounds_in_flight += any(v.in_flight for v in added)
+        self.verdicts += added
+        for v in added:
+            t = v.trial
+            what = f"round {t.round_no} {t.kind} OPS-{t.ticket}"
+            if v.lost is not None:
+                self.failures.append(f"{what}: lost, {v.lost}")
+            self.failures += [f"{what}: duplicate, {d}" for d in v.duplicates]
+            if (v.recovery_s or 0.0) > RECOVERY_LIMIT_S:
+                self.failures.append(f"{what}: recovered in {v.recovery_s:.2f} s (over {RECOVERY_LIMIT_S:g} s)")
+        self.failures += list(problems)
+
+    @property
+    def trials(self) -> int:
+        return len(self.verdicts)
+
+    @property
+    def in_flight(self) -> int:
+        return sum(v.in_flight for v in self.verdicts)
+
+    @property
+    def lost(self) -> int:
+        return sum(v.lost is not None for v in self.verdicts)
+
+    @property
+    def duplicates(self) -> int:
+        return sum(bool(v.duplicates) for v in self.verdicts)
+
+    @property
+    def recoveries(self) -> list[float]:
+        return [v.recovery_s for v in self.verdicts if v.recovery_s is not None]
+
+    @property
+    def slowest(self) -> float:
+        return max(self.recoveries, default=0.0)
+
+    def enough_in_flight(self) -> bool:
+        """At least half the trials caught in flight, or the harness tests nothing."""
+        return self.trials > 0 and 2 * self.in_flight >= self.trials
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures and self.enough_in_flight()
+
+    def by_kind(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for kind in KINDS:
+            mine = [v for v in self.verdicts if v.trial.kind == kind]
+            out[kind] = {
+                "trials": len(mine), "in_flight": sum(v.in_flight for v in mine),
+                "lost": sum(v.lost is not None for v in mine), "duplicates": sum(bool(v.duplicates) for v in mine),
+            }  # fmt: skip
+        return out
+
+    def summary(self) -> dict[str, float]:
+        r = self.recoveries
+        return {
+            "p50": percentile(r, 50),
+            "p95": percentile(r, 95),
+            "p99": percentile(r, 99),
+            "max": max(r, default=0.0),
+        }
