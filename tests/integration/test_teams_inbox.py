@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import jwt
+import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from fastapi import FastAPI
 
@@ -358,6 +359,30 @@ async def test_a_reply_in_flight_when_its_process_died_is_read_back_and_not_post
             db_url, "SELECT detail FROM audit_log WHERE run_id = %s AND action = 'agent.run.crash_resumed'", run_id
         )
         assert resumed[0]["detail"]["handing_on"] is True
+
+
+@pytest.mark.parametrize(("mode", "happened"), [("500", "sent_once"), ("500_after_apply", "found")])
+async def test_a_reply_whose_outcome_the_connector_left_open_is_read_back_and_posted_once(
+    db_url: str, tmp_path: Path, mode: str, happened: str
+) -> None:
+    # The connector answers the reply 500: before applying it ("500") or after ("500_after_apply", the
+    # purest open outcome). The turn does not end without its reply, nor post it twice: the reply is
+    # read back once it can no longer be in flight (I14) and sent again only if it is not there.
+    async with site(db_url, tmp_path, write_budget_s=1.0) as s:
+        await s.standins.fault("teams", mode, operation="reply")
+        sent = await s.send(activity("1700000000971", "look at OPS-871", s.service_url), await s.mint())
+        run_id = sent.json()["run_id"]
+        assert await reaches(db_url, run_id, "succeeded", "failed") == "succeeded"
+        replies = await s.replies()
+        assert len(replies) == 1, replies
+        ended = await read_rows(
+            db_url, "SELECT detail FROM audit_log WHERE run_id = %s AND action = 'agent.run.succeeded'", run_id
+        )
+        reply = ended[0]["detail"]["reply"]
+        assert reply["posted"] is True and reply["happened"] == happened, reply
+        operator = await s.token("ops", "operator")
+        [entry] = await inbox(s, operator)
+        assert entry["status"] == "replied", entry
 
 
 async def test_a_model_asking_for_the_engines_own_reply_is_refused_and_nothing_is_sent(

@@ -47,9 +47,12 @@ STALLED_ROLE = "tq_stalled"
 FIRE_LANDS_S = 1.0  # how long the delivery and the Teams turn wait for the cron fire's run to be made
 STALL_S = 4.0  # vendor mode: how long Jira holds a comment
 RESUME_WATCH_S = 3.0  # stop mode: how long the resumed process is watched
-# Stop mode shortens the lease (4 s, renewed every 1 s), so a round waits 4 s rather than 8 s for the
-# takeover; everything else is the default.
-MODE_SETTINGS: dict[str, dict[str, Any]] = {"stop": {"lease_ttl_s": 4, "lease_renew_s": 1}}
+# Stop mode shortens the lease (4 s, renewed every 1 s) and a write's budget (5 s), so a round waits 4 s
+# rather than 8 s for the takeover, and a write the stalled process marked in doubt just before it
+# stopped is read back 5 s after its mark rather than 10 s (I14: until then the stalled process might
+# still send it). With the defaults a stall recovers in up to 8 s + 10 s + the run's remaining steps.
+# Everything else is the default; the result file lists these settings.
+MODE_SETTINGS: dict[str, dict[str, Any]] = {"stop": {"lease_ttl_s": 4, "lease_renew_s": 1, "write_budget_s": 5}}
 
 
 @dataclass

@@ -28,7 +28,7 @@ from rich.console import Console
 from tests.support import trial_report
 from tests.support.cluster import Cluster
 from tests.support.postgres import SuitePostgres
-from tests.support.trial_rig import MODEL_LATENCY_MS, MODES, Rig
+from tests.support.trial_rig import MODE_SETTINGS, MODEL_LATENCY_MS, MODES, Rig
 from tests.support.trials import RECOVERY_LIMIT_S, Tally
 
 
@@ -72,6 +72,7 @@ def test_kill_trials_lose_nothing_and_double_nothing(
         pytest.skip("db mode restarts the suite's embedded Postgres; unset TICKETIQ_DATABASE_URL to run it")
     rig = Rig(cluster, MODE, random.Random(SEED), pg.server.home if pg.server is not None else None)
     tally = Tally()
+    tally.extra["settings"] = ", ".join(f"TICKETIQ_{k.upper()}={v}" for k, v in MODE_SETTINGS.get(MODE, {}).items())
     started, clock = trial_report.now(), time.monotonic()
     with capsys.disabled():
         console = Console()

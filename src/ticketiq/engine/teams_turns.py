@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ticketiq.engine import resume, teams_inbox
+from ticketiq.engine.calls import UNCERTAIN
 from ticketiq.engine.settlement import ToolNow
 from ticketiq.engine.state import PlannedCall, RunState
 from ticketiq.engine.step_keys import run_call_key
@@ -48,6 +49,7 @@ log = logging.getLogger(__name__)
 # The reply's place among the calls of the run's last step: past any a model step asks for, in the same
 # step (so the checkpoint chain's rows-after-head check (I17) sees no later step).
 REPLY_IDX = 1000
+REPLY_SETTLE_TRIES = 3  # the reply made, then settled at most twice more when its outcome is left open
 # Its "provider call id": fixed, so its step key derives from the run and step alone (I11).
 REPLY_CALL_ID = "ticketiq-teams-reply"
 ADOPT_BATCH = 100
@@ -169,15 +171,28 @@ async def hand_on(driver: RunDriver, answer: str) -> dict[str, Any]:
     def tool_now(name: str) -> tuple[ToolNow, ToolClass | None]:
         return ToolNow(exists=True, has_reader=readable, dedupe_window_s=None), ToolClass.WRITE
 
-    # Not marked yet: made now. Marked by an attempt that was lost: settled as any write it left.
-    rows = {r.idx: r for r in await driver.handle.calls_for_step(driver.state.step) if r.idx == REPLY_IDX}
-    left = resume.plan(driver.run_id, [call], rows, [], tool_now, driver.state.step)
-    work = await driver.calls.carry_out(left, await driver.gate_facts(fresh=True))
+    # Not marked yet: made now. Marked by an attempt that was lost: settled as any write it left. Sent
+    # and answered with an open outcome (a 5xx, no answer): put back in doubt and settled the same way,
+    # read back once it can no longer be in flight and sent again only if it is not there (I9, I14), a
+    # few times, so a vendor's passing failure does not end the turn without its reply.
+    for _ in range(REPLY_SETTLE_TRIES):
+        rows = {r.idx: r for r in await driver.handle.calls_for_step(driver.state.step) if r.idx == REPLY_IDX}
+        left = resume.plan(driver.run_id, [call], rows, [], tool_now, driver.state.step)
+        work = await driver.calls.carry_out(left, await driver.gate_facts(fresh=True))
+        if not (readable and left_open(work.results.get(REPLY_IDX))):
+            break
+        log.warning("run %s: the Teams reply's outcome was left open; reading it back", driver.run_id)
+        await driver.handle.reopen_uncertain(driver.state.step, REPLY_IDX, UNCERTAIN)
     happened = work.happened.get(REPLY_IDX)
     detail = teams_inbox.reply_detail(happened.value if happened else None, work.results.get(REPLY_IDX))
     if not detail["posted"]:
         log.warning("run %s: the Teams reply was not posted: %s", driver.run_id, detail["reason"])
     return {"reply": detail}
+
+
+def left_open(result: Any) -> bool:
+    """Whether a write's recorded result says its vendor's answer left its effect open (calls.UNCERTAIN)."""
+    return isinstance(result, dict) and result.get("outcome") == UNCERTAIN
 
 
 def reply_call(state: RunState, target: ReplyTarget, answer: str, run_url: str) -> PlannedCall:

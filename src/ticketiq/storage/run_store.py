@@ -383,6 +383,12 @@ class RunHandle:
         deadline is still known and kept unless the run was taken over."""
         await self._fenced("calls.record_outcome", "recording a call's outcome", params)
 
+    async def reopen_uncertain(self, step: int, idx: int, uncertain: str) -> None:
+        """I9, I14: a write this attempt sent whose outcome was left open, put back in doubt to be settled
+        (read back, then sent again only if absent); `Fenced` once the run was taken over (I3)."""
+        await self._fenced("calls.reopen_uncertain", "reopening a write whose outcome was left open",
+                           {"step": step, "idx": idx, "uncertain": uncertain})  # fmt: skip
+
     async def record_reference(self, step: int, idx: int, ref: str) -> None:
         """I9: what a call in doubt can be found again by (a remote agent's task id), recorded the moment
         its vendor named it, by the attempt that marked it; `Fenced` once the run was taken over (I3)."""

@@ -42,6 +42,20 @@ WITH fence AS (
 )
 SELECT run_id FROM done
 
+-- name: reopen_uncertain
+-- I9, I14: a hand-on write whose vendor's answer left its effect open (a 5xx, no answer) is put back in
+-- doubt by the attempt that sent it, its window kept, so it is settled as a resume settles a write in
+-- doubt: read back once it can no longer be in flight, sent again (same key) only if it is not there.
+WITH fence AS (
+    SELECT run_id FROM checkpoints WHERE run_id = %(run_id)s AND attempt = %(attempt)s FOR SHARE
+)
+UPDATE calls c
+   SET status = 'in_doubt', outcome = NULL, updated_at = now()
+  FROM fence
+ WHERE c.run_id = fence.run_id AND c.step = %(step)s AND c.idx = %(idx)s AND c.status = 'done'
+   AND c.outcome -> 'result' ->> 'outcome' = %(uncertain)s
+RETURNING c.run_id
+
 -- name: record_reference
 -- I9: what a call in doubt can be found again by (a remote agent's task id), recorded the moment its
 -- vendor named it. Only by the attempt that marked the call, and only while it is in doubt: nothing
