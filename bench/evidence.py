@@ -2,7 +2,7 @@
 from what they measured. The page is never typed by hand.
 
     make evidence
-    .venv/bin/python bench/evidence.py [--render-only] [--allow-missing] [--results DIR] [--out PATH]
+    .venv/bin/python bench/evidence.py [--render-only] [--only stop,db] [--allow-missing] [--results DIR] [--out PATH]
 
 The kill trials run as a user runs them, one pytest per mode (`tests/unit/test_kill_trials.py` writes
 `results/kill-trials-<mode>.json` and its histogram). Rounds per mode: EVIDENCE_KILL (200),
@@ -57,6 +57,9 @@ TAIL_LINES = 20
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--render-only", action="store_true", help="write the page from the results already there")
+    parser.add_argument(
+        "--only", help="run only these kill modes or benches (comma separated), keeping the last run's other results"
+    )
     parser.add_argument("--allow-missing", action="store_true", help="a mode or bench with no results is no failure")
     parser.add_argument("--results", type=Path, default=REPO / "results", help="the results folder (results/)")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "evidence.md", help="the page (docs/evidence.md)")
@@ -64,7 +67,7 @@ def main() -> int:
     results: Path = args.results.resolve()
     results.mkdir(parents=True, exist_ok=True)
     if not args.render_only:
-        run_everything(results)
+        run_everything(results, set(args.only.split(",")) if args.only else None)
     evidence = assemble(results, args.out.resolve())
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(render(evidence))
@@ -77,28 +80,33 @@ def main() -> int:
     return 1 if verdict.failed or (verdict.not_run and not args.allow_missing) else 0
 
 
-def run_everything(results: Path) -> None:
-    record: dict[str, Any] = {
-        "measured_at": utc_now(),
-        "commit": commit(),
-        "machine": machine(),
-        "modes": {},
-        "benches": {},
-    }
+def run_everything(results: Path, only: set[str] | None = None) -> None:
+    """Every mode and bench; with `only`, just those, into the last run's record (each entry then names
+    the commit it ran at, and the page says so where it differs)."""
+    unknown = (only or set()) - set(MODES) - set(BENCHES)
+    if unknown:
+        raise SystemExit(f"--only: no kill mode or bench named {', '.join(sorted(unknown))}")
+    fresh: dict[str, Any] = {"measured_at": utc_now(), "commit": commit(), "machine": machine(), "modes": {},
+                             "benches": {}}  # fmt: skip
+    record: dict[str, Any] = (load(results / RUN_RECORD) or fresh) if only else fresh
     save(results, record)
     for mode in MODES:
+        if only is not None and mode not in only:
+            continue
         rounds = int(os.environ.get(f"EVIDENCE_{mode.upper()}", DEFAULT_ROUNDS[mode]))
         phase(f"kill trials, mode {mode}: {rounds} rounds")
         written = [REPO / "results" / f"kill-trials-{mode}.{ext}" for ext in ("json", "png")]
         for path in written:  # a failed run must not leave the last run's figures standing
             path.unlink(missing_ok=True)
             (results / path.name).unlink(missing_ok=True)
-        record["modes"][mode] = execute(*kill_trials_command(mode, rounds))
+        record["modes"][mode] = {**execute(*kill_trials_command(mode, rounds)), "commit": commit()}
         for path in written:  # the test writes into the repository's results/
             if path.exists() and path.parent.resolve() != results:
                 shutil.copy2(path, results / path.name)
         save(results, record)
     for bench in BENCHES:
+        if only is not None and bench not in only:
+            continue
         script = REPO / "bench" / f"{bench}.py"
         output = results / f"{bench}.json"
         output.unlink(missing_ok=True)
@@ -106,7 +114,7 @@ def run_everything(results: Path) -> None:
         argv = [sys.executable, display(script), *extra, "--json", display(output)]
         if script.exists():
             phase(f"bench {bench}")
-            record["benches"][bench] = execute(argv, {})
+            record["benches"][bench] = {**execute(argv, {}), "commit": commit()}
         else:
             phase(f"bench {bench}: {display(script)} does not exist")
             record["benches"][bench] = {"command": shown(argv, {}), "note": f"{display(script)} does not exist"}
