@@ -61,6 +61,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -196,6 +197,10 @@ def base_env(home: Path, url: str, standins: Child) -> dict[str, str]:
     return env
 
 
+SUBMIT_TRIES = 5
+RESENT = [0]  # submissions sent again after a transport error, over the whole bench
+
+
 async def submit(bases: list[str], token: str, texts: list[str], agent: str) -> list[str]:
     """POST every run at once, round-robin over the processes' APIs, `IN_FLIGHT` requests at a time
     (httpcore's pool costs the client CPU per queued request: a longer queue is kept here); return the
@@ -206,8 +211,20 @@ async def submit(bases: list[str], token: str, texts: list[str], agent: str) -> 
     async with httpx.AsyncClient(timeout=120, limits=limits, headers=headers) as client:
 
         async def one(i: int, text: str) -> str:
-            async with gate:
-                response = await client.post(f"{bases[i % len(bases)]}/v1/runs", json={"agent": agent, "input": text})
+            # As a client should: each run under its own Idempotency-Key, sent again with the same key when
+            # the connection failed (a keep-alive connection the server closed as the request went out).
+            key = {"Idempotency-Key": f"scale-{uuid.uuid4()}"}
+            for tries in range(1, SUBMIT_TRIES + 1):
+                try:
+                    async with gate:
+                        response = await client.post(f"{bases[i % len(bases)]}/v1/runs",
+                                                     json={"agent": agent, "input": text}, headers=key)  # fmt: skip
+                    break
+                except httpx.TransportError:
+                    if tries == SUBMIT_TRIES:
+                        raise
+                    RESENT[0] += 1
+                    await asyncio.sleep(0.1 * tries)
             response.raise_for_status()
             return str(response.json()["id"])
 
@@ -569,6 +586,8 @@ def main() -> None:
             if standins is not None:
                 standins.stop()
             embedded.stop(server.home)
+    figures["submissions_sent_again"] = RESENT[0]
+    print(f"submissions sent again (same Idempotency-Key) after a transport error: {RESENT[0]}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(figures, indent=2, default=str) + "\n")
