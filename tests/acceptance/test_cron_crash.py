@@ -1,10 +1,11 @@
 """Cron fires with real `ticketiq serve` processes over one Postgres (issue 8; I12, I13).
 
-The victim starts first and leads, so it is the process that fires the schedule and runs the fire's
-run; the survivor starts second. The victim kills itself at a named point (TICKETIQ_FAULT_POINT); the
-survivor, now leading, claims the run once and finishes it from its checkpoint: the fire handed back and
-run again. Its outcome is recorded once, every write of the triage agent is applied once, and, killed
-between the last step and the hand-on, the model is asked no step twice. With
+The survivor starts first and leads, so it is the process that fires the schedule; the spread hands
+the fire's run to the other live process, the victim (among equally loaded processes another goes before
+the claimer, migration 012). The victim kills itself at a named point (TICKETIQ_FAULT_POINT); the
+survivor claims the run once and finishes it from its checkpoint: the fire handed back and run again.
+Its outcome is recorded once, every write of the triage agent is applied once, and, killed between the
+last step and the hand-on, the model is asked no step twice. With
 TICKETIQ_CRASH_RESUME_ENTRIES false a lost fire ends failed with the reason naming the setting.
 
 No test waits for a minute to turn: the schedule is daily at the database clock's current minute, made
@@ -80,13 +81,13 @@ def test_a_schedule_fires_the_triage_agent_once_and_records_its_outcome(cluster:
 
 
 def test_a_fire_whose_process_dies_mid_run_is_finished_by_the_survivor_and_recorded_once(cluster: Cluster) -> None:
-    victim = cluster.app("victim", fault_point="after_checkpoint", fault_after=2, cron_check_s=CHECK_S)
-    victim_id = leads(cluster, victim)
     survivor = cluster.app("survivor", cron_check_s=CHECK_S)
+    victim = cluster.app("victim", fault_point="after_checkpoint", fault_after=2, cron_check_s=CHECK_S)
+    survivor_id = leads(cluster, survivor)
     schedule_id = schedule_now(cluster, survivor, 801)
     fire = fired(cluster, schedule_id)
-    assert fire["fired_by"] == victim_id  # the victim fired it, and ran it until it died
-    victim.child.proc.wait(60)  # it SIGKILLs itself at its second checkpoint
+    assert fire["fired_by"] == survivor_id  # the leader fired it and handed the run to the victim
+    victim.child.proc.wait(60)  # it drove the run (only a driver reaches a checkpoint) and died at its second
     run = cluster.wait_run(fire["run"])
     assert run["status"] == "succeeded", (run, cluster.logs())
     assert run["losses"] == 1
@@ -101,12 +102,12 @@ def test_a_fire_whose_process_dies_mid_run_is_finished_by_the_survivor_and_recor
 
 
 def test_a_fire_killed_between_its_answer_and_the_hand_on_hands_on_the_kept_answer(cluster: Cluster) -> None:
-    victim = cluster.app("victim", fault_point="before_hand_on", cron_check_s=CHECK_S)
-    victim_id = leads(cluster, victim)
     survivor = cluster.app("survivor", cron_check_s=CHECK_S)
+    victim = cluster.app("victim", fault_point="before_hand_on", cron_check_s=CHECK_S)
+    survivor_id = leads(cluster, survivor)
     schedule_id = schedule_now(cluster, survivor, 802)
     fire = fired(cluster, schedule_id)
-    assert fire["fired_by"] == victim_id
+    assert fire["fired_by"] == survivor_id  # the leader fired it and handed the run to the victim
     victim.child.proc.wait(60)
     run = cluster.wait_run(fire["run"])
     assert run["status"] == "succeeded", (run, cluster.logs())
@@ -126,14 +127,14 @@ def test_a_fire_killed_between_its_answer_and_the_hand_on_hands_on_the_kept_answ
 
 
 def test_with_crash_resume_entries_false_a_lost_fire_ends_failed_naming_the_setting(cluster: Cluster) -> None:
+    survivor = cluster.app("survivor", crash_resume_entries=False, cron_check_s=CHECK_S)
     victim = cluster.app(
         "victim", fault_point="after_checkpoint", fault_after=2, crash_resume_entries=False, cron_check_s=CHECK_S
     )
-    victim_id = leads(cluster, victim)
-    survivor = cluster.app("survivor", crash_resume_entries=False, cron_check_s=CHECK_S)
+    survivor_id = leads(cluster, survivor)
     schedule_id = schedule_now(cluster, survivor, 803)
     fire = fired(cluster, schedule_id)
-    assert fire["fired_by"] == victim_id
+    assert fire["fired_by"] == survivor_id
     victim.child.proc.wait(60)
     run = cluster.wait_run(fire["run"])
     assert run["status"] == "failed", (run, cluster.logs())
