@@ -375,7 +375,7 @@ def _scale(result: Mapping[str, Any]) -> list[str]:
     out: list[str] = []
     throughput = result.get("throughput")
     if isinstance(throughput, list) and throughput:
-        out += ["Throughput:", "", *_records(throughput)]
+        out += ["Throughput:", "", *_throughput(throughput)]
     sweep = result.get("sweep")
     if isinstance(sweep, list) and sweep:
         out += ["Sweep statements (ms) as the history of finished runs grows:", ""]
@@ -397,6 +397,41 @@ def _scale(result: Mapping[str, Any]) -> list[str]:
         out += [f"- {k}: {_value(v)}" for k, v in rest.items()] + ([""] if rest else [])
     rest = {k: v for k, v in result.items() if k not in ("throughput", "sweep", "spread")}
     return out + (_generic(rest) if rest else [])
+
+
+def _throughput(rows: list[Any]) -> list[str]:
+    """One row per process count; where the limit is and the statements each run costs most, below."""
+    columns = (
+        ("processes", "processes", _count), ("runs", "runs", _count), ("failed", "failed", _count),
+        ("runs/s", "runs_per_s", _number_text), ("statements/s", "statements_per_s", _number_text),
+        ("commits/s", "commits_per_s", _number_text), ("statements per run", "statements_per_run", _number_text),
+    )  # fmt: skip
+    measured = [r for r in rows if isinstance(r, Mapping)]
+    if not measured or any("runs_per_s" not in r for r in measured):
+        return _records(rows)  # a shape this page does not know: show what is there
+    out = _table(
+        [title for title, _, _ in columns] + ["busy cores (Postgres / apps / stand-ins / client)"],
+        [[show(r.get(key)) for _, key, show in columns] + [_cpu(r.get("cpu"))] for r in measured],
+    )
+    out += ["Where the limit is:", ""]
+    out += [f"- {_count(r.get('processes'))} processes: {_value(r.get('limit'))}" for r in measured] + [""]
+    busiest = measured[-1].get("busiest_statements") if measured else None
+    if isinstance(busiest, list) and busiest:
+        out += [f"The statements each run costs most ({_count(measured[-1].get('processes'))} processes):", ""]
+        out += _table(
+            ["per run", "statement (its start)"],
+            [[_number_text(b.get("per_run")), f"`{b.get('statement')}`"] for b in busiest if isinstance(b, Mapping)],
+        )
+    return out
+
+
+def _cpu(cpu: Any) -> str:
+    if not isinstance(cpu, Mapping) or not _number(cpu.get("wall_s")):
+        return ""
+    wall = float(cpu["wall_s"])
+    parts = [cpu.get(k) for k in ("postgres_s", "apps_s", "standins_s", "client_s")]
+    shares = " / ".join(f"{float(v) / wall:.2f}" if _number(v) else "?" for v in parts)
+    return f"{_number_text(cpu.get('busy_cores'))} of {_count(cpu.get('cores'))} ({shares})"
 
 
 def _generic(result: Mapping[str, Any]) -> list[str]:

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from tests.support.cluster import App, Cluster
+from tests.support.trial_entries import post_teams_activity
 
 CONVERSATION = "19:support@thread.tacv2;messageid=1700000000700"
 AGENT_THREAD = "19:ops@thread.tacv2;messageid=1700000000000"  # where triage's own teams_reply goes
@@ -22,24 +23,10 @@ AGENT_THREAD = "19:ops@thread.tacv2;messageid=1700000000000"  # where triage's o
 
 def send_activity(cluster: Cluster, app: App, activity_id: str, ticket: str) -> None:
     """A signed Teams message to `app`; it is acknowledged (or the process died answering)."""
-    service_url = cluster.env["TICKETIQ_TEAMS_SERVICE_URL"]
-    minted = httpx.post(f"{cluster.standin_url}/_standin/botframework/token", timeout=30, json={
-        "audience": cluster.env["TICKETIQ_TEAMS_APP_ID"], "service_url": service_url,
-    })  # fmt: skip
-    minted.raise_for_status()
-    activity = {
-        "type": "message", "id": activity_id, "serviceUrl": service_url, "channelId": "msteams",
-        "from": {"id": "29:user-ana", "name": "Ana", "aadObjectId": "aad-ana"},
-        "conversation": {"id": CONVERSATION}, "recipient": {"id": "28:bot"},
-        "text": f"<at>TicketIQ</at> Triage {ticket}: checkout is failing",
-        "channelData": {"team": {"aadGroupId": "standin-team"}},
-    }  # fmt: skip
-    headers = {"Authorization": f"Bearer {minted.json()['access_token']}"}
-    try:
-        response = httpx.post(f"{app.base}/v1/teams/messages", json=activity, headers=headers, timeout=30)
-    except httpx.TransportError:
-        return  # killed before its answer left: the row was stored first, or Teams delivers again
-    assert response.status_code == 201, response.text
+    text = f"Triage {ticket}: checkout is failing"
+    response = post_teams_activity(cluster, app.base, activity_id, CONVERSATION, text)
+    # None: killed before its answer left; the row was stored first, or Teams delivers again.
+    assert response is None or response.status_code == 201, response.text
 
 
 def teams_run(cluster: Cluster) -> str:

@@ -66,25 +66,33 @@ def _webhook(cluster: Cluster, trial: Trial, base: str, timeout_s: float) -> boo
     return True
 
 
-def _teams(cluster: Cluster, trial: Trial, base: str, timeout_s: float) -> bool:
+def post_teams_activity(
+    cluster: Cluster, base: str, activity_id: str, conversation: str, text: str, timeout_s: float = 30
+) -> httpx.Response | None:
+    """A Teams message activity, signed by the Bot Framework stand-in's token as Teams signs one, posted
+    to `base`; None when no answer came (the process died before it answered)."""
     service_url = cluster.env["TICKETIQ_TEAMS_SERVICE_URL"]
     minted = httpx.post(f"{cluster.standin_url}/_standin/botframework/token", timeout=30, json={
         "audience": cluster.env["TICKETIQ_TEAMS_APP_ID"], "service_url": service_url,
     })  # fmt: skip
     minted.raise_for_status()
     activity = {
-        "type": "message", "id": trial.ref, "serviceUrl": service_url, "channelId": "msteams",
+        "type": "message", "id": activity_id, "serviceUrl": service_url, "channelId": "msteams",
         "from": {"id": "29:user-ana", "name": "Ana", "aadObjectId": "aad-ana"},
-        "conversation": {"id": trial.conversation}, "recipient": {"id": "28:bot"},
-        "text": f"<at>TicketIQ</at> Triage OPS-{trial.ticket}: checkout is failing",
-        "channelData": {"team": {"aadGroupId": "standin-team"}},
+        "conversation": {"id": conversation}, "recipient": {"id": "28:bot"},
+        "text": f"<at>TicketIQ</at> {text}", "channelData": {"team": {"aadGroupId": "standin-team"}},
     }  # fmt: skip
     headers = {"Authorization": f"Bearer {minted.json()['access_token']}"}
     try:
-        response = httpx.post(f"{base}/v1/teams/messages", json=activity, headers=headers, timeout=timeout_s)
+        return httpx.post(f"{base}/v1/teams/messages", json=activity, headers=headers, timeout=timeout_s)
     except httpx.TransportError:
-        return False
-    if response.status_code >= 500:
+        return None
+
+
+def _teams(cluster: Cluster, trial: Trial, base: str, timeout_s: float) -> bool:
+    text = f"Triage OPS-{trial.ticket}: checkout is failing"
+    response = post_teams_activity(cluster, base, trial.ref, trial.conversation, text, timeout_s)
+    if response is None or response.status_code >= 500:
         return False
     assert response.status_code in (200, 201), response.text
     return True
