@@ -429,7 +429,7 @@ def _cpu(cpu: Any) -> str:
     if not isinstance(cpu, Mapping) or not _number(cpu.get("wall_s")):
         return ""
     wall = float(cpu["wall_s"])
-    parts = [cpu.get(k) for k in ("postgres_s", "apps_s", "standins_s", "client_s")]
+    parts: list[Any] = [cpu.get(k) for k in ("postgres_s", "apps_s", "standins_s", "client_s")]
     shares = " / ".join(f"{float(v) / wall:.2f}" if _number(v) else "?" for v in parts)
     return f"{_number_text(cpu.get('busy_cores'))} of {_count(cpu.get('cores'))} ({shares})"
 
