@@ -28,7 +28,8 @@ _AUDITS_RUN = re.compile(r"INSERT\s+INTO\s+audit_log\s*\([^)]*run_id[^)]*\)\s*(V
 _FENCED = re.compile(
     r"\battempt\s*=\s*(%\(attempt\)s|\w+\.attempt)\b|\bseal_checkpoint\(\s*%\(run_id\)s,\s*%\(attempt\)s", re.IGNORECASE
 )
-_TAKES = re.compile(r"\btake_run\(", re.IGNORECASE)
+# give_runs (migration 017) takes each run it gives with take_run.
+_TAKES = re.compile(r"\b(take_run|give_runs)\(", re.IGNORECASE)
 
 # Statements about a run that no attempt makes, each with why it needs no attempt condition.
 NOT_AN_ATTEMPTS = {

@@ -41,7 +41,7 @@ SELECT holder, expires_at, expires_at < now() AS lapsed FROM leases WHERE name =
 -- name: claim_lapsed
 -- I5: checkpoint leases whose TTL ran out (the database clock decides), each claimed once, except those
 -- of runs this process still drives (it never takes its own runs back while their drivers live). Each
--- is given to the least loaded live process (run_targets, migration 012): this one drives what lands
+-- is given to the least loaded live process (give_runs, migration 017): this one drives what lands
 -- here, another is told to take its runs up.
 WITH lapsed AS (
     SELECT name FROM leases
@@ -50,18 +50,9 @@ WITH lapsed AS (
      ORDER BY expires_at
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED
-), picked AS (
-    SELECT name, row_number() OVER (ORDER BY name) AS slot FROM lapsed
-), targets AS (
-    -- Only when there is something to give: the look for targets costs more than the claim of nothing.
-    SELECT t.slot, t.holder
-      FROM (SELECT count(*)::int AS n FROM picked) c, LATERAL run_targets(%(holder)s, c.n) t
-     WHERE c.n > 0
 )
-SELECT t.*, 'lapsed' AS why, targets.holder
-  FROM picked JOIN targets USING (slot),
-       LATERAL take_run(substr(picked.name, 12)::uuid, targets.holder, %(ttl)s, true,
-                        CASE WHEN targets.holder <> %(holder)s THEN 'lapsed' END) t
+SELECT g.* FROM (SELECT coalesce(array_agg(name), '{}') AS names FROM lapsed) l,
+       LATERAL give_runs(l.names, %(holder)s, %(ttl)s, 'lapsed') g
 
 -- name: next_lapse
 -- Seconds until the first checkpoint lease runs out, as things stand (NULL with none held). A lease
@@ -83,18 +74,9 @@ WITH dead AS (
      WHERE l.name LIKE 'checkpoint:%%' AND l.holder IN (SELECT id FROM dead)
        AND substr(l.name, 12) NOT IN (SELECT jsonb_array_elements_text(%(driving)s))
        FOR UPDATE SKIP LOCKED
-), picked AS (
-    SELECT name, row_number() OVER (ORDER BY name) AS slot FROM orphaned
-), targets AS (
-    -- Only when there is something to give: the look for targets costs more than the claim of nothing.
-    SELECT t.slot, t.holder
-      FROM (SELECT count(*)::int AS n FROM picked) c, LATERAL run_targets(%(holder)s, c.n) t
-     WHERE c.n > 0
 )
-SELECT t.*, 'dead' AS why, targets.holder
-  FROM picked JOIN targets USING (slot),
-       LATERAL take_run(substr(picked.name, 12)::uuid, targets.holder, %(ttl)s, true,
-                        CASE WHEN targets.holder <> %(holder)s THEN 'dead' END) t
+SELECT g.* FROM (SELECT coalesce(array_agg(name), '{}') AS names FROM orphaned) o,
+       LATERAL give_runs(o.names, %(holder)s, %(ttl)s, 'dead') g
 
 -- name: claim_one
 -- Take over one lapsed lease (a delegation's child): the same rule as the sweep, for one run.
