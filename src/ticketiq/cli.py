@@ -161,6 +161,17 @@ def _when(at: datetime | None) -> str:
     return "-" if at is None else at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def jobs_command(settings: Settings, args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from ticketiq.jobs import watch
+
+    url = args.url or settings.url
+    if args.action == "watch":
+        return asyncio.run(watch.watch(url, settings.token, args.job_id, args.every, Console()))
+    return asyncio.run(watch.listed(url, settings.token, args.status, args.kind, args.limit))
+
+
 def settings_table(settings: Settings) -> int:
     print("| setting | default | what it does |\n| --- | --- | --- |")
     for name, default, doc in settings.describe():
@@ -204,6 +215,17 @@ def build_parser() -> argparse.ArgumentParser:
     p_cluster.add_argument("--processes", type=int, default=2, help="app processes behind the edge")
     p_cluster.add_argument("--port", type=int, default=8080, help="the edge's port, on 127.0.0.1")
     sub.add_parser("settings", help="print every TICKETIQ_* setting with its default")
+    p_jobs = sub.add_parser("jobs", help="background jobs over the API (TICKETIQ_URL, TICKETIQ_TOKEN)")
+    job_actions = p_jobs.add_subparsers(dest="action", required=True)
+    p_watch = job_actions.add_parser("watch", help="a job's progress bar until it ends; exit 0 when it succeeded")
+    p_watch.add_argument("job_id")
+    p_watch.add_argument("--url", default=None, help="the API (default: TICKETIQ_URL)")
+    p_watch.add_argument("--every", type=float, default=0.5, help="seconds between looks")
+    p_jlist = job_actions.add_parser("list", help="jobs, newest first")
+    p_jlist.add_argument("--url", default=None, help="the API (default: TICKETIQ_URL)")
+    p_jlist.add_argument("--status", default=None)
+    p_jlist.add_argument("--kind", default=None)
+    p_jlist.add_argument("--limit", type=int, default=50)
     return parser
 
 
@@ -233,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_cluster(settings, args.processes, args.port)
         if args.command == "settings":
             return settings_table(settings)
+        if args.command == "jobs":
+            return jobs_command(settings, args)
     except TicketIQError as exc:
         print(f"ticketiq: {exc}", file=sys.stderr)
         return 2

@@ -24,6 +24,7 @@ from ticketiq.engine.gate_watch import GateWatch
 from ticketiq.engine.leases import LeaseKeeper
 from ticketiq.engine.run_events import RunEvents
 from ticketiq.errors import StorageError
+from ticketiq.jobs.worker import JobWorker
 from ticketiq.leader.election import Elector
 from ticketiq.leader.handoffs import Handoffs
 from ticketiq.leader.liveness import Liveness
@@ -64,6 +65,7 @@ class AppProcess:
     liveness: Liveness
     elector: Elector
     handoffs: Handoffs
+    jobs: JobWorker = field(init=False)  # the job worker (issue 10)
     _reincarnation: asyncio.Task[None] | None = field(default=None, init=False)
     _stopping: bool = field(default=False, init=False)
 
@@ -88,7 +90,7 @@ class AppProcess:
         except Exception:
             target.release()
             raise
-        registry = build_registry(settings)
+        registry = build_registry(settings, db)
         for tool in extra_tools:
             registry.register(tool)
         holder = new_identity()
@@ -127,6 +129,8 @@ class AppProcess:
         deps.gate_watch.start()
         engine.events.start()
         handoffs.start()
+        process.jobs = JobWorker(engine)
+        process.jobs.start()
         if settings.lead:
             process.elector.start()
         log.info("process %s ready", holder)
@@ -193,7 +197,9 @@ class AppProcess:
         except StorageError as exc:
             log.error("could not give back the runs given to this process (%s); their leases will lapse", exc)
         await self.handoffs.stop()
-        held = await self.engine.shutdown(self.settings.shutdown_grace_s)
+        # Jobs are handed back beside the runs: resumable ones at once, the others after the grace.
+        held, _ = await asyncio.gather(self.engine.shutdown(self.settings.shutdown_grace_s),
+                                       self.jobs.stop(self.settings.shutdown_grace_s))  # fmt: skip
         await self.keeper.stop()
         try:
             handed = await self.engine.deps.store.hand_back(self.engine.deps.holder, held)

@@ -140,6 +140,19 @@ class Settings:
         "A cron fire time that passed while every process was down (over a minute late): `latest` fires once "
         "for the latest missed time; `skip` fires none (recorded as skipped) and waits for the next time.",
     )
+    job_concurrency: int = _setting(2, "Background jobs each app process's job worker runs at once (0: none).")
+    job_poll_s: float = _setting(
+        0.5, "How often a job worker with a free slot looks for queued jobs (at once for one made here)."
+    )
+    job_max_losses: int = _setting(
+        3, "A resumable job whose process died more often than this is failed with the reason, not queued again."
+    )
+    url: str = _setting("http://127.0.0.1:8080", "The API `ticketiq jobs watch` and `ticketiq jobs list` talk to.")
+    token: str | None = _setting(
+        None,
+        "The bearer token `ticketiq jobs watch` and `ticketiq jobs list` send (`ticketiq tokens create`).",
+        secret=True,
+    )
 
     crash_resume_entries: bool = _setting(
         True,

@@ -142,6 +142,15 @@ async def test_every_v1_route_refuses_a_missing_malformed_unknown_or_revoked_tok
             ("POST", "/v1/triggers/{name}/secrets"): ("/v1/triggers/hooked/secrets", {"secret": SECRET + "3"}),
             ("DELETE", "/v1/triggers/{name}/secrets/{n}"): ("/v1/triggers/hooked/secrets/1", None),
             ("GET", "/v1/teams/inbox"): ("/v1/teams/inbox", None),
+            ("POST", "/v1/inspector/calls"): ("/v1/inspector/calls", {"tool": "probe_write", "args": {"note": "x"}}),
+            ("POST", "/v1/jobs"): ("/v1/jobs", {"kind": "source_sync", "params": {}}),
+            ("GET", "/v1/jobs"): ("/v1/jobs", None),
+            ("GET", "/v1/jobs/{job_id}"): (f"/v1/jobs/{run_id}", None),
+            ("POST", "/v1/jobs/{job_id}/cancel"): (f"/v1/jobs/{run_id}/cancel", None),
+            ("POST", "/v1/jobs/{job_id}/restart"): (f"/v1/jobs/{run_id}/restart", None),
+            ("GET", "/v1/workflows"): ("/v1/workflows", None),
+            ("POST", "/v1/workflows/{name}/runs"): ("/v1/workflows/follow-up/runs", {"input": {"issue": "OPS-1"}}),
+            ("GET", "/v1/workflows/{name}/runs/{run_id}"): (f"/v1/workflows/follow-up/runs/{run_id}", None),
         }
         assert set(requests) | set(SIGNED) | {TEAMS_MESSAGES} == s.routes  # a new route is added here, and so tested
         before = await snapshot(db_url)
@@ -214,6 +223,12 @@ async def test_each_role_is_refused_what_it_may_not_do_with_403_and_nothing_writ
             ("GET", "/v1/schedules", None),
             ("GET", f"/v1/schedules/{mine}/fires", None),  # refused before it is looked up
             ("GET", "/v1/teams/inbox", None),
+            ("POST", "/v1/inspector/calls", {"tool": "probe_write", "args": {"note": "x"}}),
+            ("POST", "/v1/jobs", {"kind": "source_sync", "params": {}}),  # refused before the kind is looked at
+            ("GET", "/v1/jobs", None),
+            ("GET", f"/v1/jobs/{mine}", None),
+            ("POST", f"/v1/jobs/{mine}/cancel", None),
+            ("POST", f"/v1/jobs/{mine}/restart", None),
         ]
         admins_only: list[tuple[str, str, dict[str, Any] | None]] = [
             ("PUT", "/v1/gates/quarantines/agent/a", {"reason": "x"}),

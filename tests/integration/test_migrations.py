@@ -36,6 +36,11 @@ EXPECTED_TABLES = {
     "trigger_deliveries",
     "ticket_events",
     "teams_inbox",
+    "knowledge",
+    "jobs",
+    "workflow_steps",
+    "classifiers",
+    "red_team_answers",
 }
 
 

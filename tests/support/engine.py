@@ -131,8 +131,15 @@ class Harness:
         return row
 
 
-def agents_file(tmp: Path, agents: dict[str, dict[str, Any]], approval: list[str] | None = None) -> Path:
+def agents_file(
+    tmp: Path,
+    agents: dict[str, dict[str, Any]],
+    approval: list[str] | None = None,
+    workflows: dict[str, dict[str, Any]] | None = None,
+) -> Path:
     spec: dict[str, Any] = {"agents": {}, "approval_required": approval or []}
+    if workflows:
+        spec["workflows"] = workflows
     for name, extra in agents.items():
         spec["agents"][name] = {
             "model": name,
@@ -158,6 +165,7 @@ async def engine_under_test(
     latency_ms: int = 0,
     position_ids: bool = False,
     approval: list[str] | None = None,
+    workflows: dict[str, dict[str, Any]] | None = None,
     **overrides: Any,
 ) -> AsyncIterator[Harness]:
     probe = probe or Probe()
@@ -178,7 +186,7 @@ async def engine_under_test(
             database_url=db_url,
             model_base_url=f"{model_url}/v1",
             seal_keys="test:engine-test-secret",
-            agents=agents_file(tmp, agents, approval),
+            agents=agents_file(tmp, agents, approval, workflows),
             **overrides,
         )
         process = await AppProcess.start(settings, extra_tools=probe_tools(probe_url))

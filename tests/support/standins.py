@@ -45,6 +45,13 @@ class Standins:
         response = await self.admin.post("/_standin/faults", json={"vendor": vendor, "mode": mode, **fields})
         response.raise_for_status()
 
+    async def jira_project(self, key: str, count: int) -> dict[str, Any]:
+        """Fill the Jira project `key` with generated issues KEY-1..KEY-count (text and a topic label)."""
+        response = await self.admin.post(f"/_standin/jira/projects/{key}/generate", json={"count": count})
+        response.raise_for_status()
+        made: dict[str, Any] = response.json()
+        return made
+
     async def clear_faults(self) -> None:
         (await self.admin.delete("/_standin/faults")).raise_for_status()
 

@@ -9,8 +9,12 @@ Slow (about 10 s a round), so it runs only when asked:
     LIYAGENT_KILL_TRIALS=200 .venv/bin/python -m pytest tests/unit/test_kill_trials.py -q
 
 TICKETIQ_KILL_TRIALS is accepted too. LIYAGENT_KILL_SEED fixes the kill timings for a repeat run (the
-seed is printed). LIYAGENT_KILL_MODE is kill (default), stop, db or vendor (see trial_rig.py). The
-results land in results/kill-trials-<mode>.json and .png; `make test` runs a smoke of 3 rounds.
+seed is printed). LIYAGENT_KILL_MODE is kill (default), stop, db or vendor (see trial_rig.py).
+LIYAGENT_KILL_MIX is the comma list of trial kinds each round begins: cron, teams, webhook (the
+default), sync (a source sync of its own Jira project) and workflow (a run of the `follow-up`
+workflow), e.g. LIYAGENT_KILL_MIX=cron,teams,webhook,sync,workflow. The results land in
+results/kill-trials-<mode>.json and .png (-<kinds> added for another mix); `make test` runs a smoke of
+3 rounds.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from tests.support import trial_report
 from tests.support.cluster import Cluster
 from tests.support.postgres import SuitePostgres
 from tests.support.trial_rig import MODE_SETTINGS, MODEL_LATENCY_MS, MODES, Rig
-from tests.support.trials import RECOVERY_LIMIT_S, Tally
+from tests.support.trials import DEFAULT_MIX, RECOVERY_LIMIT_S, Tally, parse_mix
 
 
 def _setting(name: str, default: str | None = None) -> str | None:
@@ -39,6 +43,7 @@ def _setting(name: str, default: str | None = None) -> str | None:
 ROUNDS = int(_setting("KILL_TRIALS") or 0)
 MODE = _setting("KILL_MODE", "kill") or "kill"
 SEED = int(_setting("KILL_SEED") or random.randrange(1 << 30))
+MIX_TEXT = _setting("KILL_MIX")
 HOW = "LIYAGENT_KILL_TRIALS=200 .venv/bin/python -m pytest tests/unit/test_kill_trials.py -q"
 
 pytestmark = [
@@ -50,7 +55,16 @@ pytestmark = [
 
 
 @pytest.fixture
-def cluster(db_url: str, tmp_path: Path) -> Iterator[Cluster]:
+def mix() -> tuple[str, ...]:
+    """The kinds each round begins; a bad LIYAGENT_KILL_MIX fails here, before any process starts."""
+    try:
+        return parse_mix(MIX_TEXT)
+    except ValueError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture
+def cluster(mix: tuple[str, ...], db_url: str, tmp_path: Path) -> Iterator[Cluster]:
     started = Cluster(db_url, tmp_path, standin_args=("--model-latency-ms", str(MODEL_LATENCY_MS)))
     try:
         yield started.start()
@@ -58,25 +72,27 @@ def cluster(db_url: str, tmp_path: Path) -> Iterator[Cluster]:
         started.stop()
 
 
-def command() -> str:
+def command(mix: tuple[str, ...] = DEFAULT_MIX) -> str:
     env = [f"LIYAGENT_KILL_TRIALS={ROUNDS}", f"LIYAGENT_KILL_SEED={SEED}"]
     env += [f"LIYAGENT_KILL_MODE={MODE}"] if MODE != "kill" else []
+    env += [f"LIYAGENT_KILL_MIX={','.join(mix)}"] if mix != DEFAULT_MIX else []
     return " ".join(env) + " .venv/bin/python -m pytest tests/unit/test_kill_trials.py -q"
 
 
 def test_kill_trials_lose_nothing_and_double_nothing(
-    cluster: Cluster, pg: SuitePostgres, capsys: pytest.CaptureFixture[str]
+    mix: tuple[str, ...], cluster: Cluster, pg: SuitePostgres, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert MODE in MODES, f"LIYAGENT_KILL_MODE must be one of {', '.join(MODES)}, not {MODE!r}"
     if MODE == "db" and pg.server is None:
         pytest.skip("db mode restarts the suite's embedded Postgres; unset TICKETIQ_DATABASE_URL to run it")
-    rig = Rig(cluster, MODE, random.Random(SEED), pg.server.home if pg.server is not None else None)
+    rig = Rig(cluster, MODE, random.Random(SEED), pg.server.home if pg.server is not None else None, mix)
     tally = Tally()
     tally.extra["settings"] = ", ".join(f"TICKETIQ_{k.upper()}={v}" for k, v in MODE_SETTINGS.get(MODE, {}).items())
     started, clock = trial_report.now(), time.monotonic()
     with capsys.disabled():
         console = Console()
-        console.print(f"kill trials: mode {MODE}, {ROUNDS} rounds, seed {SEED} (repeat: {shlex.quote(command())})")
+        console.print(f"kill trials: mode {MODE}, mix {','.join(mix)}, {ROUNDS} rounds, seed {SEED} "
+                      f"(repeat: {shlex.quote(command(mix))})")
         try:
             rig.start()
             with trial_report.Live(console, MODE, ROUNDS) as live:
@@ -88,9 +104,10 @@ def test_kill_trials_lose_nothing_and_double_nothing(
                     live.advance(tally)
         finally:
             rig.stop()
-            outcome = trial_report.result(tally, MODE, SEED, command(), started, time.monotonic() - clock)
+            outcome = trial_report.result(tally, MODE, SEED, command(mix), started, time.monotonic() - clock, mix)
             path = trial_report.write(outcome, tally)
             console.print(trial_report.summary_table(tally, MODE, SEED))
+            console.print(trial_report.kinds_table(tally))
             console.print(f"result: {path}; histogram: {path.with_suffix('.png')}")
     assert not tally.failures, (f"seed {SEED}: " + "; ".join(tally.failures[:20]), cluster.logs()[-20000:])
     assert tally.enough_in_flight(), (

@@ -71,6 +71,9 @@ def test_an_operator_also_stops_decides_and_reads_everything_and_only_an_admin_c
         Permission.READ_AUDIT,
         Permission.READ_GATES,
         Permission.READ_SCHEDULES,
+        Permission.INSPECT,
+        Permission.READ_JOBS,
+        Permission.RUN_JOBS,
     }
     assert tokens.GRANTED[Role.OPERATOR] - tokens.GRANTED[Role.CALLER] == operator_only
     assert tokens.GRANTED[Role.ADMIN] - tokens.GRANTED[Role.OPERATOR] == {

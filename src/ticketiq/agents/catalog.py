@@ -17,6 +17,8 @@ schedules:                   # cron triggers, upserted by name at each start (ne
     cron: "0 9 * * mon-fri"  # five fields, or @hourly, @daily, ...
     timezone: Europe/Berlin  # an IANA zone; default UTC
     input: Triage the open OPS tickets
+workflows:                   # named steps, each a tool call or an agent run: see agents/workflows.py
+  follow-up: {owner: ops-bot, steps: [{id: read, tool: jira_get_issue, args: {issue_key: "{{ input.issue }}"}}]}
 ```
 """
 
@@ -28,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from ticketiq.agents import workflows as declared_workflows
 from ticketiq.engine import schedules as cron_rules
 from ticketiq.engine.storable import unstorable_at
 from ticketiq.errors import ConfigError
@@ -64,6 +67,7 @@ class Catalog:
     agents: dict[str, Agent]
     approval_required: frozenset[str] = field(default_factory=frozenset)
     schedules: tuple[DeclaredSchedule, ...] = ()
+    workflows: dict[str, declared_workflows.Workflow] = field(default_factory=dict)
 
     def get(self, name: str) -> Agent | None:
         return self.agents.get(name)
@@ -73,6 +77,8 @@ class Catalog:
         out: dict[str, list[str]] = {}
         for agent in self.agents.values():
             out.setdefault(agent.owner, []).extend(t for t in agent.tools if t not in out.get(agent.owner, []))
+        for flow in self.workflows.values():  # a workflow's owner runs its tool steps
+            out.setdefault(flow.owner, []).extend(t for t in flow.tools if t not in out.get(flow.owner, []))
         return out
 
 
@@ -118,7 +124,8 @@ def parse(data: Any, source: str, known_tools: set[str] | None = None) -> Catalo
     if not isinstance(approvals, list):
         raise ConfigError(f"{source}: `approval_required` must be a list of tool names")
     return Catalog(agents=agents, approval_required=frozenset(str(t) for t in approvals),
-                   schedules=_schedules(data.get("schedules", []), source, agents))  # fmt: skip
+                   schedules=_schedules(data.get("schedules", []), source, agents),
+                   workflows=declared_workflows.parse(data.get("workflows"), source, agents, known_tools))  # fmt: skip
 
 
 _SCHEDULE_FIELDS = {"name", "agent", "cron", "timezone", "input"}

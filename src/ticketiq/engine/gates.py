@@ -9,9 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from ticketiq.storage.inspector_store import InspectorFacts
 from ticketiq.storage.rows import GateFacts
 
-__all__ = ["GateDecision", "GateFacts", "Verdict", "call_gate", "input_gate", "run_gate"]
+__all__ = ["GateDecision", "GateFacts", "InspectorFacts", "Verdict", "call_gate", "input_gate", "inspector_gate",
+           "run_gate"]  # fmt: skip
 
 
 class Verdict(StrEnum):
@@ -84,3 +86,29 @@ def input_gate(facts: GateFacts) -> GateDecision:
             Verdict.REFUSE, "input", "this run may not wait for input: its agent is not marked may_wait"
         )
     return GateDecision(Verdict.ALLOW, "input")
+
+
+def inspector_gate(facts: InspectorFacts, tool: str) -> GateDecision:
+    """May a person's ad hoc call from the inspector be made now? The same gates in the same order, with
+    the operator as the run-as principal. No agent and no run: no agent quarantine, no Stop, no offer.
+    An ad hoc call never waits, so a tool that needs approval is refused, not held."""
+    if facts.tenant_quarantine is not None:
+        return GateDecision(
+            Verdict.REFUSE,
+            "containment",
+            f"tenant {facts.tenant} is quarantined: {facts.tenant_quarantine or 'no reason given'}",
+        )
+    if not facts.channel_enabled:
+        return GateDecision(Verdict.REFUSE, "channel", f"channel {facts.channel} is disabled")
+    if not facts.principal_may_run:
+        return GateDecision(Verdict.REFUSE, "run_as", f"principal {facts.principal} may no longer act")
+    if tool not in facts.granted:
+        return GateDecision(Verdict.REFUSE, "run_as", f"principal {facts.principal} may not use tool {tool}")
+    if tool in facts.needs_approval:
+        return GateDecision(
+            Verdict.REFUSE,
+            "approval",
+            f"tool {tool} needs a person's approval and an ad hoc call does not wait for one: "
+            "call it from a run that may wait, or have an admin change its policy",
+        )
+    return GateDecision(Verdict.ALLOW, "all")

@@ -45,6 +45,9 @@ class Permission(StrEnum):
     READ_SCHEDULES = "read the cron schedules and their fires"
     MANAGE_SCHEDULES = "make and delete cron schedules"
     MANAGE_TRIGGERS = "declare webhook triggers and rotate their secrets"
+    READ_JOBS = "read background jobs"
+    RUN_JOBS = "start, cancel and restart background jobs"
+    INSPECT = "make ad hoc tool calls from the inspector"
 
 
 _CALLER = frozenset({Permission.START_RUNS, Permission.READ_OWN_RUNS})
@@ -55,6 +58,9 @@ _OPERATOR = _CALLER | {
     Permission.READ_AUDIT,
     Permission.READ_GATES,
     Permission.READ_SCHEDULES,
+    Permission.READ_JOBS,
+    Permission.RUN_JOBS,
+    Permission.INSPECT,
 }
 _ADMIN = _OPERATOR | {
     Permission.CHANGE_GATES, Permission.MANAGE_TOKENS, Permission.MANAGE_SCHEDULES, Permission.MANAGE_TRIGGERS,

@@ -25,7 +25,20 @@ from ticketiq.engine import tokens
 from ticketiq.engine.engine import Engine
 from ticketiq.engine.idempotency import request_hash
 from ticketiq.engine.tokens import Permission, Principal
-from ticketiq.entries import a2a, auth, copilot, gates_api, hooks, schedules, teams, text_guard, ticket_events
+from ticketiq.entries import (
+    a2a,
+    auth,
+    copilot,
+    gates_api,
+    hooks,
+    inspector,
+    jobs,
+    schedules,
+    teams,
+    text_guard,
+    ticket_events,
+    workflows,
+)
 from ticketiq.entries.auth import requires
 from ticketiq.entries.idempotency import IdempotencyKey, once
 from ticketiq.errors import Forbidden, RequestError, StorageError
@@ -275,6 +288,9 @@ def create_app(settings: Settings, process: AppProcess | None = None, *, watch_s
     hooks.add_routes(app, engine)
     ticket_events.add_routes(app, engine)
     teams.add_routes(app, engine)
+    inspector.add_routes(app, engine)
+    jobs.add_routes(app, engine)
+    workflows.add_routes(app, engine)
     a2a.add_routes(app)
     return app
 

@@ -2,7 +2,8 @@
 queued runs no one started. Each claim gives the run, under its new attempt, to the least loaded live
 process (migration 012's `run_targets`, in the claim's one statement): the leader drives what lands on
 itself, another process takes its runs up (`handoffs.py`). The leader also fires due cron schedules
-(`engine/scheduler.py`), whose runs are spread the same way."""
+(`engine/scheduler.py`), whose runs are spread the same way, and takes back the background jobs of
+processes that died (`sweep_jobs`: queued again, or failed `interrupted`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ticketiq.engine import teams_turns
 from ticketiq.engine.scheduler import Scheduler
 from ticketiq.storage import database
 from ticketiq.storage.idempotency_store import IdempotencyStore
+from ticketiq.storage.job_store import JobStore
 
 if TYPE_CHECKING:
     from ticketiq.engine.engine import Engine
@@ -73,6 +75,7 @@ class Sweeper:
         checkpoint lease would lapse, when that was looked up."""
         store = self.engine.deps.store
         await self.claim("dead")
+        await self.sweep_jobs()
         await self.fire_schedules()
         if not lapsed:
             return None
@@ -88,6 +91,21 @@ class Sweeper:
         if self.pruned_at is None or time.monotonic() - self.pruned_at >= PRUNE_EVERY_S:
             await self.prune()
         return await store.next_lapse_s()
+
+    async def sweep_jobs(self) -> int:
+        """I13: jobs whose process died or stopped renewing their lease, each taken back once: resumable
+        ones queued again for any process's worker (one loss counted), the others failed `interrupted`
+        with the reason. One statement per batch; it reads only running jobs."""
+        deps = self.engine.deps
+        swept = 0
+        while True:
+            taken = await JobStore(deps.db).sweep(deps.holder, self.settings.job_max_losses, CLAIM_BATCH)
+            for job in taken:
+                log.warning("job %s (%s) lost: %s; now %s, losses %d", job.id, job.kind, job.why, job.status,
+                            job.losses)  # fmt: skip
+            swept += len(taken)
+            if len(taken) < CLAIM_BATCH:
+                return swept
 
     async def fire_schedules(self) -> None:
         """The cron scheduler's step, every TICKETIQ_CRON_CHECK_S: one query for due schedules, each due

@@ -1,6 +1,7 @@
 """The stand-ins' app: the scripted model and every vendor on one port, each under its own prefix.
 
     /v1                      model (OpenAI chat completions)        ticketiq.standins.model
+    /v1/files, /v1/fine_tuning/jobs   OpenAI files and fine-tuning    ticketiq.standins.fine_tuning
     /incidentio              incident.io v2 (+ /v1 severities and statuses)
     /jira                    Jira Cloud v3
     /teams                   Bot Framework connector (replies)
@@ -12,7 +13,8 @@
     /_standin/botframework   the Bot Framework token service: JWKS and a token mint (vendors/botframework.py)
 
 Admin routes under /_standin: `GET writes` (filters vendor, operation, target, key, effect),
-`GET|POST|DELETE faults`, `GET|POST options`, `GET health`. The engine never imports this package.
+`GET|POST|DELETE faults`, `GET|POST options`, `GET health`, `POST jira/projects/{key}/generate`.
+The engine never imports this package.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ticketiq.standins import fine_tuning
 from ticketiq.standins.faults import Fault
 from ticketiq.standins.model import create_router
 from ticketiq.standins.records import CLIENT, Store, iso
@@ -48,6 +51,9 @@ class OptionsPatch(BaseModel):
     webhook_dedupe_window_s: float | None = None
     a2a_agent_work_ms: int | None = None
     a2a_agent_accept_ms: int | None = None
+    fine_tune_duration_s: float | None = None
+    # "" clears it: jobs created from then on succeed.
+    fine_tune_failure: str | None = None
 
 
 def create_app(
@@ -79,6 +85,7 @@ def create_app(
         await store.fetch_one("standin.record_model_request", params)
 
     app.include_router(create_router(model_latency_ms, position_ids, log_request=log_request))
+    app.include_router(fine_tuning.router())
     app.include_router(incidentio.router(), prefix="/incidentio")
     app.include_router(jira.router(), prefix="/jira")
     app.include_router(teams.bot_router(), prefix="/teams")
@@ -89,6 +96,7 @@ def create_app(
     app.mount(a2a_agent.PREFIX, remote_agent.app())
     app.include_router(botframework.router(), prefix="/_standin/botframework")
     app.include_router(_admin(), prefix="/_standin")
+    app.include_router(jira.admin_router(), prefix="/_standin/jira")
     return app
 
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ticketiq.standins.records import Answer, Effect
 
-Vendor = Literal["incidentio", "jira", "teams", "graph", "discord", "sqs", "webhook"]
+Vendor = Literal["incidentio", "jira", "teams", "graph", "discord", "sqs", "webhook", "openai"]
 FaultMode = Literal["429", "500", "stall", "500_after_apply"]
 
 
@@ -87,6 +87,9 @@ def _error_body(vendor: str, status: int, retry_after_s: float) -> Any:
         if limited:
             return {"message": "You are being rate limited.", "retry_after": retry_after_s, "global": False}
         return {"message": "500: Internal Server Error", "code": 0}
+    if vendor == "openai":  # files and fine-tuning (fine_tuning.py); chat completions keep their own faults
+        kind = "requests" if limited else "server_error"
+        return {"error": {"message": message, "type": kind, "param": None, "code": None}}
     if vendor == "sqs":
         kind = "RequestThrottled" if limited else "InternalError"
         return {"__type": f"com.amazonaws.sqs#{kind}", "message": message}

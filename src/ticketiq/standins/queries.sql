@@ -74,12 +74,12 @@ RETURNING seq, id, name, summary, severity_id, status_id, mode, visibility, crea
 -- concurrent first sight inserted it after this statement's snapshot was taken.
 INSERT INTO standin.jira_issues AS i (key) VALUES (%(key)s)
 ON CONFLICT (key) DO UPDATE SET key = i.key
-RETURNING key, id, status
+RETURNING key, id, status, summary, description, labels, created_at, updated_at
 
 -- name: jira_transition
 -- A transition leads to every status but its own target, so a replay after it landed matches no row.
 UPDATE standin.jira_issues
-SET status = %(to)s
+SET status = %(to)s, updated_at = now()
 WHERE key = %(key)s AND status <> %(to)s
 RETURNING key, id, status
 
@@ -104,6 +104,38 @@ SELECT id, issue_key, body, properties, created_at
 FROM standin.jira_comments
 WHERE id = ANY (%(ids)s::bigint[])
 ORDER BY id
+
+-- name: jira_generate
+-- Generated issues fill in what a first sight left without text; a status moved since is kept.
+WITH made AS (
+    INSERT INTO standin.jira_issues AS i (key, status, summary, description, labels, created_at, updated_at)
+    SELECT g.key, g.status, g.summary, g.description, g.labels, g.created_at, g.created_at
+    FROM jsonb_to_recordset(%(issues)s::jsonb)
+        AS g (key text, status text, summary text, description text, labels text[], created_at timestamptz)
+    ON CONFLICT (key) DO UPDATE
+    SET summary = excluded.summary, description = excluded.description, labels = excluded.labels,
+        created_at = excluded.created_at
+    RETURNING 1
+)
+SELECT count(*) AS made FROM made
+
+-- name: jira_search_asc
+-- One page more than asked: the extra row says whether another page follows.
+SELECT key, id, number, status, summary, description, labels, created_at, updated_at
+FROM standin.jira_issues
+WHERE project = %(project)s AND number > %(after)s
+ORDER BY number
+LIMIT %(limit)s + 1
+
+-- name: jira_search_desc
+SELECT key, id, number, status, summary, description, labels, created_at, updated_at
+FROM standin.jira_issues
+WHERE project = %(project)s AND (%(after)s::numeric = 0 OR number < %(after)s)
+ORDER BY number DESC
+LIMIT %(limit)s + 1
+
+-- name: jira_count
+SELECT count(*) AS count FROM standin.jira_issues WHERE project = %(project)s
 
 -- name: teams_reply_insert
 INSERT INTO standin.teams_replies (channel_id, thread_id, activity)
@@ -185,3 +217,89 @@ SELECT kid, private_pem FROM standin.botframework_keys WHERE kid = %(kid)s
 -- The first stand-in to make a key keeps it; another that made one at the same time reads this one.
 INSERT INTO standin.botframework_keys (kid, private_pem) VALUES (%(kid)s, %(private_pem)s)
 ON CONFLICT (kid) DO NOTHING
+
+-- name: openai_file_insert
+INSERT INTO standin.openai_files (id, filename, purpose, bytes, content)
+VALUES (%(id)s, %(filename)s, %(purpose)s, octet_length(%(content)s::bytea), %(content)s)
+RETURNING seq, id, filename, purpose, bytes, extract(epoch FROM created_at)::float8 AS created_epoch
+
+-- name: openai_file_get
+SELECT seq, id, filename, purpose, bytes, content, extract(epoch FROM created_at)::float8 AS created_epoch
+FROM standin.openai_files
+WHERE id = %(id)s
+
+-- name: openai_file_list
+-- Newest first unless `asc`; `after` is the id of the last file of the previous page. One row past
+-- the page is asked for, to tell `has_more`.
+SELECT seq, id, filename, purpose, bytes, extract(epoch FROM created_at)::float8 AS created_epoch
+FROM standin.openai_files
+WHERE (%(purpose)s::text IS NULL OR purpose = %(purpose)s::text)
+  AND (%(after)s::text IS NULL
+       OR CASE WHEN %(asc)s::boolean
+               THEN seq > (SELECT f.seq FROM standin.openai_files f WHERE f.id = %(after)s::text)
+               ELSE seq < (SELECT f.seq FROM standin.openai_files f WHERE f.id = %(after)s::text) END)
+ORDER BY CASE WHEN %(asc)s::boolean THEN seq ELSE -seq END
+LIMIT %(limit)s
+
+-- name: fine_tuning_job_insert
+-- `elapsed_s` and `cancelled_after_s`: where the job stands on the database clock (fine_tuning.timeline).
+INSERT INTO standin.fine_tuning_jobs (id, model, training_file, validation_file, suffix, metadata, seed, duration_s,
+                                      failure, examples, fine_tuned_model)
+VALUES (%(id)s, %(model)s, %(training_file)s, %(validation_file)s, %(suffix)s, %(metadata)s::jsonb, %(seed)s,
+        %(duration_s)s, %(failure)s::jsonb, %(examples)s, %(fine_tuned_model)s)
+RETURNING id, model, training_file, validation_file, suffix, metadata, seed, duration_s, failure, examples,
+          fine_tuned_model, extract(epoch FROM created_at)::float8 AS created_epoch,
+          extract(epoch FROM now() - created_at)::float8 AS elapsed_s,
+          extract(epoch FROM cancelled_at - created_at)::float8 AS cancelled_after_s
+
+-- name: fine_tuning_job_get
+SELECT id, model, training_file, validation_file, suffix, metadata, seed, duration_s, failure, examples,
+       fine_tuned_model, extract(epoch FROM created_at)::float8 AS created_epoch,
+       extract(epoch FROM now() - created_at)::float8 AS elapsed_s,
+       extract(epoch FROM cancelled_at - created_at)::float8 AS cancelled_after_s
+FROM standin.fine_tuning_jobs
+WHERE id = %(id)s
+
+-- name: fine_tuning_job_lock
+-- A cancel reads the job under its row lock, so two cancels of a running job answer one each in turn.
+SELECT id, model, training_file, validation_file, suffix, metadata, seed, duration_s, failure, examples,
+       fine_tuned_model, extract(epoch FROM created_at)::float8 AS created_epoch,
+       extract(epoch FROM now() - created_at)::float8 AS elapsed_s,
+       extract(epoch FROM cancelled_at - created_at)::float8 AS cancelled_after_s
+FROM standin.fine_tuning_jobs
+WHERE id = %(id)s
+FOR UPDATE
+
+-- name: fine_tuning_job_list
+-- Newest first, as OpenAI lists them; `after` is the id of the last job of the previous page;
+-- `metadata` (jsonb) keeps the jobs whose metadata holds every pair of it; `no_metadata` those with none.
+SELECT id, model, training_file, validation_file, suffix, metadata, seed, duration_s, failure, examples,
+       fine_tuned_model, extract(epoch FROM created_at)::float8 AS created_epoch,
+       extract(epoch FROM now() - created_at)::float8 AS elapsed_s,
+       extract(epoch FROM cancelled_at - created_at)::float8 AS cancelled_after_s
+FROM standin.fine_tuning_jobs
+WHERE (%(after)s::text IS NULL OR seq < (SELECT j.seq FROM standin.fine_tuning_jobs j WHERE j.id = %(after)s::text))
+  AND (%(metadata)s::jsonb IS NULL OR metadata @> %(metadata)s::jsonb)
+  AND (NOT %(no_metadata)s::boolean OR metadata IS NULL)
+ORDER BY seq DESC
+LIMIT %(limit)s
+
+-- name: fine_tuning_job_cancel
+UPDATE standin.fine_tuning_jobs
+SET cancelled_at = now()
+WHERE id = %(id)s AND cancelled_at IS NULL
+RETURNING id, model, training_file, validation_file, suffix, metadata, seed, duration_s, failure, examples,
+          fine_tuned_model, extract(epoch FROM created_at)::float8 AS created_epoch,
+          extract(epoch FROM now() - created_at)::float8 AS elapsed_s,
+          extract(epoch FROM cancelled_at - created_at)::float8 AS cancelled_after_s
+
+-- name: fine_tuning_job_finish
+-- Admin: a job that is still running (not cancelled, its duration not over) ends now.
+UPDATE standin.fine_tuning_jobs
+SET duration_s = greatest(extract(epoch FROM now() - created_at)::float8, 1e-6),
+    failure = coalesce(%(failure)s::jsonb, failure)
+WHERE id = %(id)s AND cancelled_at IS NULL AND now() < created_at + duration_s * interval '1 second'
+RETURNING id, model, training_file, validation_file, suffix, metadata, seed, duration_s, failure, examples,
+          fine_tuned_model, extract(epoch FROM created_at)::float8 AS created_epoch,
+          extract(epoch FROM now() - created_at)::float8 AS elapsed_s,
+          extract(epoch FROM cancelled_at - created_at)::float8 AS cancelled_after_s

@@ -68,6 +68,18 @@ CREATE TABLE IF NOT EXISTS standin.jira_comments (
 COMMENT ON TABLE standin.jira_comments IS 'Jira stand-in: comments, with the properties set at create.';
 CREATE INDEX IF NOT EXISTS jira_comments_issue ON standin.jira_comments (issue_key, id);
 
+-- Issue 10: a project's issues can be generated in bulk (with text and labels) and searched by JQL,
+-- paged in issue-number order. Issues first seen by key have no stored text (it derives from the key).
+ALTER TABLE standin.jira_issues
+    ADD COLUMN IF NOT EXISTS project text GENERATED ALWAYS AS (split_part(key, '-', 1)) STORED,
+    ADD COLUMN IF NOT EXISTS number numeric GENERATED ALWAYS AS (split_part(key, '-', 2)::numeric) STORED,
+    ADD COLUMN IF NOT EXISTS summary text,
+    ADD COLUMN IF NOT EXISTS description text,
+    ADD COLUMN IF NOT EXISTS labels text[] NOT NULL DEFAULT '{}',
+    ADD COLUMN IF NOT EXISTS created_at timestamptz NOT NULL DEFAULT now(),
+    ADD COLUMN IF NOT EXISTS updated_at timestamptz NOT NULL DEFAULT now();
+CREATE INDEX IF NOT EXISTS jira_issues_project ON standin.jira_issues (project, number);
+
 CREATE TABLE IF NOT EXISTS standin.teams_replies (
     seq        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     channel_id text NOT NULL,
@@ -152,3 +164,36 @@ ALTER TABLE standin.writes ADD COLUMN IF NOT EXISTS client text;
 ALTER TABLE standin.model_requests ADD COLUMN IF NOT EXISTS client text;
 COMMENT ON COLUMN standin.writes.client IS 'The User-Agent of the request (the engine names its pid in it).';
 COMMENT ON COLUMN standin.model_requests.client IS 'The User-Agent of the request (the engine names its pid in it).';
+
+CREATE TABLE IF NOT EXISTS standin.openai_files (
+    seq        bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+    id         text PRIMARY KEY,
+    filename   text NOT NULL,
+    purpose    text NOT NULL,
+    bytes      integer NOT NULL,
+    content    bytea NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE standin.openai_files IS 'OpenAI stand-in: uploaded files (fine_tuning.py).';
+
+CREATE TABLE IF NOT EXISTS standin.fine_tuning_jobs (
+    seq              bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+    id               text PRIMARY KEY,
+    model            text NOT NULL,
+    training_file    text NOT NULL,
+    validation_file  text,
+    suffix           text,
+    metadata         jsonb,
+    seed             integer NOT NULL,
+    duration_s       float8 NOT NULL,
+    failure          jsonb,
+    examples         integer NOT NULL,
+    fine_tuned_model text NOT NULL,
+    created_at       timestamptz NOT NULL DEFAULT now(),
+    cancelled_at     timestamptz
+);
+COMMENT ON TABLE standin.fine_tuning_jobs IS
+    'OpenAI stand-in: fine-tuning jobs. A job keeps no timer: its status is read from how long ago it was '
+    'created (database clock) against `duration_s`; `failure` is the error it fails with once validated '
+    '(null: it succeeds, named `fine_tuned_model`); `cancelled_at` stops it where it was.';
+CREATE INDEX IF NOT EXISTS fine_tuning_jobs_metadata ON standin.fine_tuning_jobs USING gin (metadata jsonb_path_ops);

@@ -11,23 +11,30 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from typing import TYPE_CHECKING
 
 from ticketiq.settings import Settings
-from ticketiq.tools import a2a_remote, discord, incidentio, jira, sqs, teams, webhook
+from ticketiq.tools import a2a_remote, discord, incidentio, jira, knowledge, sqs, teams, webhook
 from ticketiq.tools.base import CallContext, Outcome, ReadBack, Reader, Registry, Tool
 from ticketiq.tools.http import VendorFailed
 from ticketiq.tools.schema import validate
+
+if TYPE_CHECKING:
+    from ticketiq.storage.database import Database
 
 log = logging.getLogger(__name__)
 # What an adapter raises when a vendor's 2xx answer lacks what its protocol promises.
 _UNEXPECTED = (KeyError, IndexError, TypeError, ValueError)
 
 
-def build_registry(settings: Settings) -> Registry:
+def build_registry(settings: Settings, db: Database | None = None) -> Registry:
+    """Every vendor tool; with the process's database, also the tools that read our own tables."""
     registry = Registry()
     for module in (jira, incidentio, teams, discord, sqs, webhook, a2a_remote):
         for tool in module.tools(settings):
             registry.register(guarded(tool))
+    for tool in knowledge.tools(db) if db is not None else []:
+        registry.register(guarded(tool))
     return registry
 
 

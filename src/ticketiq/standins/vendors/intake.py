@@ -38,6 +38,10 @@ class StandinOptions:
     # answer a message with its task (a sender that dies meanwhile never learns the task's id).
     a2a_agent_work_ms: int = 300
     a2a_agent_accept_ms: int = 0
+    # OpenAI fine-tuning (standins/fine_tuning.py): how long a job created now takes to end, and, when
+    # set, the error message a job created now fails with once its files are validated.
+    fine_tune_duration_s: float = 2.0
+    fine_tune_failure: str | None = None
     faults: list[Fault] = field(default_factory=list)
 
 

@@ -6,6 +6,11 @@ text Postgres cannot store in their description (a NUL and a lone surrogate), as
 The workflow is Jira's simplified one: global transitions `11` To Do, `21` In Progress, `31` Done,
 each offered from every status but its own target, so a replay after the status moved is refused
 400 as Jira refuses it.
+
+A project can be filled in bulk (`POST /_standin/jira/projects/{key}/generate {"count": N}`: issues
+KEY-1..KEY-N with text and a topic label, `jira_corpus.py`) and read back page by page through the
+enhanced JQL search (`/rest/api/3/search/jql`, `jira_search.py`); the old `/rest/api/3/search`
+(startAt/total) answers 410 Gone, as Jira Cloud has since it removed it.
 """
 
 from __future__ import annotations
@@ -13,12 +18,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, HTTPException, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
 
 from ticketiq.standins.records import Answer, Effect, Row, Session, Write, iso, jsonb
-from ticketiq.standins.vendors.intake import IntakeDep, has_auth, json_body
+from ticketiq.standins.vendors.intake import Intake, IntakeDep, has_auth, json_body
+from ticketiq.standins.vendors.jira_corpus import generated_issue
+from ticketiq.standins.vendors.jira_search import Jql, PageToken, SearchRefused, chosen_fields, page_size, parse_jql
 
 VENDOR = "jira"
 
@@ -43,6 +52,11 @@ _SUBJECTS = [
     "Webhook retries pile up",
 ]
 _MISSING = "Issue does not exist or you do not have permission to see it."
+_PROJECT = re.compile(r"^[A-Z][A-Z0-9_]+$")
+_REMOVED = (
+    "The requested API has been removed. Please migrate to the /rest/api/3/search/jql API. A full migration "
+    "guideline is available at https://developer.atlassian.com/changelog/#CHANGE-2046"
+)
 
 
 def router() -> APIRouter:
@@ -181,7 +195,116 @@ def router() -> APIRouter:
 
         return await intake.read(VENDOR, "comment_list", answer)
 
+    @api.get("/rest/api/3/search/jql")
+    async def search_get(request: Request, intake: IntakeDep) -> Response:
+        query = request.query_params
+        asked = {
+            "jql": query.get("jql", ""),
+            "maxResults": query.get("maxResults"),
+            "fields": query.getlist("fields"),
+            "nextPageToken": query.get("nextPageToken"),
+        }
+        return await intake.read(VENDOR, "search", lambda: _search(request, intake, asked))
+
+    @api.post("/rest/api/3/search/jql")
+    async def search_post(request: Request, intake: IntakeDep) -> Response:
+        body = await json_body(request)
+
+        async def answer() -> Answer:
+            if not isinstance(body, dict):
+                return _error(400, "Request body must be a JSON object.")
+            fields = body.get("fields", [])
+            if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
+                return _error(400, "", {"fields": "fields must be a list of field names."})
+            return await _search(request, intake, body)
+
+        return await intake.read(VENDOR, "search", answer)
+
+    @api.api_route("/rest/api/3/search", methods=["GET", "POST"])
+    async def legacy_search(intake: IntakeDep) -> Response:
+        # Removed from Jira Cloud in 2025 (CHANGE-2046): startAt/total paging answers 410 Gone there.
+        async def answer() -> Answer:
+            return _error(410, _REMOVED)
+
+        return await intake.read(VENDOR, "search", answer)
+
+    @api.post("/rest/api/3/search/approximate-count")
+    async def approximate_count(request: Request, intake: IntakeDep) -> Response:
+        body = await json_body(request)
+
+        async def answer() -> Answer:
+            try:
+                jql = parse_jql(str(body.get("jql", "")) if isinstance(body, dict) else "")
+            except SearchRefused as refused:
+                return _error(400, str(refused))
+            row = await intake.store.fetch_one("standin.jira_count", {"project": jql.project})
+            return Answer(200, {"count": row["count"] if row else 0})
+
+        return await intake.read(VENDOR, "approximate_count", answer)
+
     return api
+
+
+class Generate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    count: int = Field(ge=1, le=100_000)
+
+
+def admin_router() -> APIRouter:
+    """Test controls, under /_standin/jira: fill a project with generated issues."""
+    api = APIRouter()
+
+    @api.post("/projects/{key}/generate")
+    async def generate(key: str, wanted: Generate, intake: IntakeDep) -> dict[str, Any]:
+        if not _PROJECT.match(key):
+            raise HTTPException(422, f"{key!r} is not a project key (A-Z, digits, _; a letter first)")
+        issues = [generated_issue(key, n) for n in range(1, wanted.count + 1)]
+        rows = [
+            {
+                "key": i.key, "status": i.status, "summary": i.summary, "description": i.description,
+                "labels": list(i.labels), "created_at": i.created_at.isoformat(),
+            }
+            for i in issues
+        ]  # fmt: skip
+        made = await intake.store.fetch_one("standin.jira_generate", {"issues": jsonb(rows)})
+        total = await intake.store.fetch_one("standin.jira_count", {"project": key})
+        assert made is not None and total is not None
+        return {"project": key, "generated": made["made"], "issues": total["count"]}
+
+    return api
+
+
+async def _search(request: Request, intake: Intake, asked: dict[str, Any]) -> Answer:
+    """One page of the enhanced search, in key order; the token of the next page unless this is the last."""
+    try:
+        jql = parse_jql(str(asked.get("jql") or ""))
+        fields = chosen_fields(asked.get("fields") or [])
+        limit = page_size(asked.get("maxResults"), fields)
+        token = asked.get("nextPageToken")
+        after = PageToken.decode(str(token), jql).after if token else 0
+    except SearchRefused as refused:
+        return _error(400, str(refused))
+    name = "standin.jira_search_desc" if jql.descending else "standin.jira_search_asc"
+    rows = await intake.store.fetch_all(name, {"project": jql.project, "after": after, "limit": limit})
+    page, more = rows[:limit], len(rows) > limit
+    issues = [_found(request, row, fields) for row in page]
+    body: dict[str, Any] = {"issues": issues, "isLast": not more}
+    if more:
+        body["nextPageToken"] = _next_token(page[-1], jql)
+    return Answer(200, body)
+
+
+def _next_token(row: Row, jql: Jql) -> str:
+    return PageToken(int(row["number"]), jql.fingerprint()).encode()
+
+
+def _found(request: Request, row: Row, fields: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": str(row["id"]), "key": row["key"], "self": _self(request, f"issue/{row['id']}")}
+    if fields:
+        every = _fields(row)
+        out["fields"] = {name: every[name] for name in fields if name in every}
+    return out
 
 
 def _carried_key(properties: Any) -> str | None:
@@ -216,9 +339,12 @@ def _self(request: Request, path: str) -> str:
 
 
 def _fields(issue: Row) -> dict[str, Any]:
-    digest = int(hashlib.sha256(issue["key"].encode()).hexdigest(), 16)
-    subject = _SUBJECTS[digest % len(_SUBJECTS)]
-    text = f"{subject}. Reported by customer #{digest % 9000 + 1000}; affects {digest % 40 + 2} users."
+    if issue.get("summary") is not None:  # generated: its text is stored
+        subject, text = issue["summary"], issue.get("description") or ""
+    else:  # first seen by key: its text derives from the key
+        digest = int(hashlib.sha256(issue["key"].encode()).hexdigest(), 16)
+        subject = _SUBJECTS[digest % len(_SUBJECTS)]
+        text = f"{subject}. Reported by customer #{digest % 9000 + 1000}; affects {digest % 40 + 2} users."
     if issue["key"].startswith("BIN-"):
         text += " Pasted log: \u0000\u0000 exit=\ud83d (truncated)"
     return {
@@ -227,7 +353,17 @@ def _fields(issue: Row) -> dict[str, Any]:
         "status": STATUSES[issue["status"]],
         "issuetype": {"name": "Bug"},
         "project": {"key": issue["key"].split("-")[0]},
+        "labels": list(issue.get("labels") or []),
+        "created": _jira_time(issue.get("created_at")),
+        "updated": _jira_time(issue.get("updated_at")),
     }
+
+
+def _jira_time(moment: datetime | None) -> str | None:
+    """Jira's timestamps: milliseconds and a +hhmm offset (`2024-01-01T09:17:00.000+0000`)."""
+    if moment is None:
+        return None
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}" + moment.strftime("%z")
 
 
 def _adf(text: str) -> dict[str, Any]:

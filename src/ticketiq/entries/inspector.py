@@ -1,0 +1,61 @@
+"""The inspector's route: `POST /v1/inspector/calls {tool, args, tenant?}` (operator), a person's ad hoc
+tool call (`engine/inspector.py` says what happens to it).
+
+Answers: 200 for every call that was made, whatever its outcome (`ok`, or `error`, or `uncertain`:
+the vendor left it open whether a write took effect). Not a 5xx: a client or proxy that retries on one
+would send a write again, and an uncertain call is never sent again by anyone. 403 when a gate refused
+it (nothing sent; `gate` names which, and the refusal is audited too); 422 naming `body.tool` or
+`body.args.<field>` when the request is bad (nothing sent, nothing written).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from ticketiq.engine.engine import Engine
+from ticketiq.engine.inspector import DEFAULT_TENANT, Inspector
+from ticketiq.engine.tokens import Permission, Principal
+from ticketiq.entries.auth import requires
+
+Operator = Annotated[Principal, Depends(requires(Permission.INSPECT))]
+# The field a gate's refusal is about: a quarantined tenant is the request's tenant; the others its tool.
+_REFUSED_FIELD = {"containment": "tenant"}
+
+
+class InspectorCall(BaseModel):
+    # No `by`: who made the call is the token's name, never a field a client asserts.
+    model_config = ConfigDict(extra="forbid")
+    tool: str = Field(min_length=1, max_length=200)
+    args: dict[str, Any] = Field(default_factory=dict)
+    tenant: str = Field(
+        default=DEFAULT_TENANT, min_length=1, max_length=200, description="The tenant the call is contained as."
+    )
+
+
+class CallMade(BaseModel):
+    tool: str
+    key: str = Field(description="The idempotency key sent with the call: fresh per call.")
+    ok: bool
+    result: Any = None
+    error: str | None = None
+    uncertain: bool = Field(description="The vendor left it open whether the write took effect; never resent.")
+    audit_id: int | None = Field(description="The `inspector.call` audit row; null only if it could not be written.")
+
+
+def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
+    @app.post("/v1/inspector/calls", response_model=CallMade, responses={403: {"description": "a gate refused"}})
+    async def call(body: InspectorCall, request: Request, operator: Operator) -> Any:
+        made = await Inspector(engine(request).deps).call(body.tool, body.args, operator.name, body.tenant)
+        if made.refused is not None:
+            field = _REFUSED_FIELD.get(made.refused.gate, "tool")
+            return JSONResponse(
+                {"detail": [{"loc": ["body", field], "msg": made.refused.reason}], "gate": made.refused.gate,
+                 "audit_id": made.audit_id},
+                status_code=403,
+            )  # fmt: skip
+        return made.shown()

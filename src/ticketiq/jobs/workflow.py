@@ -1,0 +1,314 @@
+"""The `workflow` job kind: one run of a workflow the agents file declares (`agents/workflows.py`),
+made by `POST /v1/workflows/{name}/runs` and run by any process's job worker.
+
+Its state is its checkpoint (`engine/workflow_plan.py`), written with the step's row in ONE statement
+fenced by the job's attempt (I3) after every step, so a run whose process died goes on, on another
+process, from the step after the last one written. Each step sends its step key (I11): a step executed
+again after a crash sends the same key, a loop back to it a new one.
+
+- A read is made (again, after a crash).
+- A write is marked in doubt (I2) in the same kind of statement, the state saying which, before it is
+  sent within its window (I14). One left in doubt by a lost attempt, or answered so that its outcome is
+  open, is settled as I9 says, through the gates as they stand now: a keyed write its vendor dedupes
+  for longer than a resume is sent again with the same key; a write with a reader is read back once it
+  can no longer be in flight (the mark plus its budget, on the database clock) and sent once if it is
+  not there; any other fails the run: "outcome unknown, not sent again".
+- An agent step makes a run with the step key as its idempotency key, so a step executed again finds
+  the run it made (which survives crashes as any run does) and waits for its end; its answer is the
+  step's output.
+- A tool step runs as the workflow's owner, through every gate (containment, Stop of the channel,
+  run-as grants); a tool that needs approval is refused: a workflow never waits for a person.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ticketiq.agents.workflows import Workflow, WorkflowStep
+from ticketiq.engine.delegation import take_over_if_lapsed
+from ticketiq.engine.gates import Verdict, call_gate
+from ticketiq.engine.notes import scrub
+from ticketiq.engine.settlement import CallRow, Happened, Route, ToolNow, route
+from ticketiq.engine.storable import storable
+from ticketiq.engine.workflow_plan import WorkflowState, following, input_problem, over_bound, step_key
+from ticketiq.engine.workflow_values import MissingValue, as_text, render
+from ticketiq.jobs.kinds import Job, JobCancelled, JobFailed, JobKind, params_error
+from ticketiq.storage.workflow_store import CHANNEL, IN_FLIGHT_FOR, STEP_BEGUN, STEP_ENDED, StepWrite, WorkflowStore
+from ticketiq.tools.base import CallContext, SendWindow, Tool, ToolClass
+from ticketiq.tools.schema import validate
+
+if TYPE_CHECKING:
+    from ticketiq.engine.engine import Engine
+
+TERMINAL_RUN = frozenset({"succeeded", "failed", "interrupted"})
+# While an agent step's run goes on, the job looks this often whether a person cancelled it.
+RUN_LOOK_S = 2.0
+UNKNOWN = "outcome unknown, not sent again"
+
+
+def check(params: Mapping[str, Any], engine: Engine) -> dict[str, Any]:
+    """A declared workflow and an input that can start it (422 `body.params.<field>`)."""
+    name = params.get("workflow")
+    declared = engine.deps.catalog.workflows
+    if not isinstance(name, str) or name not in declared:
+        raise params_error("workflow", f"no workflow named {name!r}; declared: {', '.join(sorted(declared)) or 'none'}")
+    given = params.get("input", {})
+    problem = input_problem(declared[name], given, engine.deps.registry.tools)
+    if problem is not None:
+        raise params_error(f"input.{problem.field}" if problem.field else "input", problem.message)
+    return {"workflow": name, "input": given}
+
+
+async def run(job: Job) -> dict[str, Any]:
+    flow = job.engine.deps.catalog.workflows.get(str(job.params.get("workflow")))
+    if flow is None:
+        raise JobFailed(f"workflow {job.params.get('workflow')!r} is no longer declared in the agents file")
+    return await WorkflowRun(job, flow).go()
+
+
+@dataclass(frozen=True)
+class StepDone:
+    """What a step came to: its output, and what the step row keeps beside it."""
+
+    output: Any
+    settled: str | None = None  # how a write in doubt was settled (I9)
+    args: dict[str, Any] | None = None  # a tool step's arguments as sent
+    run_id: str | None = None  # an agent step's run
+
+
+KIND = JobKind(
+    name="workflow",
+    resumable=True,
+    description="A run of a workflow the agents file declares: its steps, checkpointed after each (issue 10).",
+    check=check,
+    run=run,
+    unit="steps",
+    internal=True,
+)
+
+
+class WorkflowRun:
+    def __init__(self, job: Job, flow: Workflow) -> None:
+        self.job = job
+        self.flow = flow
+        self.deps = job.engine.deps
+        self.given: dict[str, Any] = dict(job.params.get("input") or {})
+        self.state = WorkflowState.from_json(job.state, flow)
+        self.store = WorkflowStore(job.db)
+
+    async def go(self) -> dict[str, Any]:
+        if self.state.in_doubt is not None:
+            await self._settle_left()
+        while self.state.at is not None:
+            bound = over_bound(self.flow, self.state)
+            if bound is not None:
+                raise JobFailed(f"workflow {self.flow.name}: {bound}")
+            step = self._step(self.state.at)
+            key = step_key(self.job.id, self.state)
+            done = await (self._tool_step(step, key) if step.tool is not None else self._agent_step(step, key))
+            await self._advance(step, key, done)
+        return {"workflow": self.flow.name, "steps_executed": self.state.executed, "history": self.state.history,
+                "outputs": self.state.outputs}  # fmt: skip
+
+    def _step(self, step_id: str) -> WorkflowStep:
+        try:
+            return self.flow.step(step_id)
+        except StopIteration:
+            raise JobFailed(f"workflow {self.flow.name}: step {step_id!r} is no longer declared") from None
+
+    # ----- statements (each ONE, fenced by the job's attempt, I3) ----------------------------------
+
+    async def _advance(self, step: WorkflowStep, key: str, done: StepDone) -> None:
+        """The step is done: count it, decide the next, and write both with the step's row."""
+        seq = self.state.seq
+        self.state.executed_step(step.id, key, done.output)
+        self.state.at = following(self.flow, step, self.state.scope(self.given))
+        await self._write(STEP_ENDED, StepWrite(
+            seq, step.id, step.kind, key, "done", tool=step.tool, agent=step.agent, args=done.args,
+            output=done.output, run_id=done.run_id, settled=done.settled,
+        ), done=self.state.executed)  # fmt: skip
+
+    async def _fail(self, step: WorkflowStep, key: str, error: str, *, args: Any = None, settled: str | None = None,
+                    run_id: str | None = None) -> JobFailed:  # fmt: skip
+        """The step failed: its row says why (the state keeps the step, nothing left in doubt); the run
+        fails with the reason."""
+        self.state.in_doubt = None
+        what = f"step {step.id!r} ({step.tool or 'agent ' + str(step.agent)})"
+        await self._write(STEP_ENDED, StepWrite(
+            self.state.seq, step.id, step.kind, key, "failed", tool=step.tool, agent=step.agent, args=args,
+            error=error, run_id=run_id, settled=settled,
+        ), done=self.state.executed)  # fmt: skip
+        return JobFailed(f"workflow {self.flow.name}: {what} failed: {error}")
+
+    async def _write(self, query: str, step: StepWrite, done: int | None = None) -> None:
+        rows = await self.job.fenced(query, step.params(self.state.to_json(), done))
+        if rows[0]["written"] != 1:
+            raise JobFailed(f"step {step.step_id} #{step.seq}: its row holds another key than {step.key}")
+        by = rows[0]["cancel_requested_by"]
+        if by is not None:
+            raise JobCancelled(f"cancelled by {by} at step {step.step_id!r} (#{step.seq})")
+
+    # ----- tool steps -------------------------------------------------------------------------------
+
+    async def _tool_step(self, step: WorkflowStep, key: str) -> StepDone:
+        assert step.tool is not None
+        tool = self.deps.registry.get(step.tool)
+        if tool is None:
+            raise await self._fail(step, key, f"tool {step.tool} is no longer registered")
+        args: dict[str, Any] = self._render(step, step.args)  # a mapping renders to a dict
+        problem = validate(tool.parameters, args)
+        if problem is not None:
+            raise await self._fail(step, key, f"arguments rejected: {problem}", args=args)
+        await self._gate(step, tool, key, args)
+        if not tool.tool_class.changes:
+            outcome = await tool.executor(self._context(tool, args, key))
+            if not outcome.ok:
+                raise await self._fail(step, key, outcome.error or "failed", args=args)
+            return StepDone(self._clean(outcome.result), args=args)
+        return await self._send(step, tool, args, key)
+
+    async def _send(self, step: WorkflowStep, tool: Tool, args: dict[str, Any], key: str,
+                    how: str | None = None) -> StepDone:  # fmt: skip
+        """Mark in doubt (I2), send inside the write's window (I14); `how`: a settlement's send."""
+        budget = self.deps.settings.write_budget_s
+        self.job.check()
+        opened = time.monotonic()  # the window opens before the mark: it ends no later than the mark's horizon
+        self.state.in_doubt = {"seq": self.state.seq, "step": step.id, "key": key, "tool": tool.name,
+                               "class": tool.tool_class.value, "args": args}  # fmt: skip
+        await self._write(STEP_BEGUN, StepWrite(self.state.seq, step.id, "tool", key, "in_doubt", tool=tool.name,
+                                                args=args, budget_s=budget))  # fmt: skip
+        self.deps.faults.hit("after_mark")
+        # The lease deadline is checked at the last moment before each try's bytes (job.check): a window
+        # bounded by the budget alone is enough for the mark's horizon.
+        window = SendWindow(budget_ends=opened + budget, lease_deadline=math.inf)
+        outcome = await tool.executor(self._context(tool, args, key, window))
+        self.deps.faults.hit("after_send")
+        if outcome.uncertain and how is None:
+            return await self._settle(step, tool, args, key, tool.tool_class)
+        if outcome.uncertain:
+            raise await self._fail(
+                step, key, f"{UNKNOWN} ({outcome.error})", args=args, settled=Happened.UNKNOWN_NOT_SENT
+            )
+        if not outcome.ok:
+            raise await self._fail(step, key, outcome.error or "failed", args=args, settled=how)
+        return StepDone(self._clean(outcome.result), how, args)
+
+    async def _settle_left(self) -> None:
+        """The write a lost attempt left in doubt: settled (I9) before anything else, under its own key."""
+        left = self.state.in_doubt
+        assert left is not None
+        step, key = self._step(str(left["step"])), str(left["key"])
+        tool = self.deps.registry.get(str(left["tool"]))
+        if tool is None:
+            raise await self._fail(step, key, f"{UNKNOWN} (tool {left['tool']} is no longer registered)",
+                                   args=left.get("args"), settled=Happened.UNKNOWN_NOT_SENT)  # fmt: skip
+        await self._advance(step, key, await self._settle(step, tool, dict(left.get("args") or {}), key,
+                                                          ToolClass(left["class"])))  # fmt: skip
+
+    async def _settle(self, step: WorkflowStep, tool: Tool, args: dict[str, Any], key: str,
+                      marked: ToolClass) -> StepDone:  # fmt: skip
+        """A write that may or may not have landed; I10: the class it was marked with rules."""
+        now = ToolNow(exists=True, has_reader=tool.reader is not None, dedupe_window_s=tool.dedupe_window_s)
+        taken = route(CallRow("in_doubt", marked, key), now)
+        if taken is Route.RESEND_SAME_KEY:
+            await self._gate(step, tool, key, args)  # I6: through the gates as they stand now
+            return await self._send(step, tool, args, key, how=Happened.RESENT_SAME_KEY)
+        if taken is Route.READ_BACK and tool.reader is not None:
+            await self._wait_in_flight(key)
+            found = await tool.reader(self._context(tool, args, key))
+            if found.found is True:
+                landed = found.outcome.result if found.outcome is not None and found.outcome.ok else {"landed": True}
+                return StepDone(self._clean(landed), Happened.FOUND, args)
+            if found.found is False:  # not there once it can no longer be in flight: it never landed
+                await self._gate(step, tool, key, args)
+                return await self._send(step, tool, args, key, how=Happened.SENT_ONCE)
+            why = "the vendor could not say whether it landed"
+        else:
+            why = f"{tool.name} ({marked.value}) has no reader and its vendor does not dedupe on the key long enough"
+        raise await self._fail(step, key, f"{UNKNOWN} ({why})", args=args, settled=Happened.UNKNOWN_NOT_SENT)
+
+    async def _wait_in_flight(self, key: str) -> None:
+        """I14: until the marked write can no longer be in flight, on the database clock."""
+        rows = await self.job.fenced(IN_FLIGHT_FOR, {"seq": self.state.seq, "key": key})
+        ends = time.monotonic() + float(rows[0]["wait_s"])
+        while (left := ends - time.monotonic()) > 0:
+            self.job.check()
+            await asyncio.sleep(min(left, 0.5))
+        self.job.check()
+
+    async def _gate(self, step: WorkflowStep, tool: Tool, key: str, args: Any) -> None:
+        """Every gate, the workflow's owner as the run-as principal; a refusal fails the step."""
+        facts = await self.store.gate_facts(self.flow.name, self.flow.owner, self.flow.tenant)
+        decision = call_gate(facts, tool.name, frozenset(self.flow.tools))
+        if decision.verdict is Verdict.ALLOW:
+            return
+        reason = decision.reason
+        if decision.gate == "approval":
+            reason = f"tool {tool.name} needs a person's approval, and a workflow step never waits for one"
+        raise await self._fail(step, key, f"refused by the {decision.gate} gate: {reason}", args=args)
+
+    def _context(self, tool: Tool, args: dict[str, Any], key: str, window: SendWindow | None = None) -> CallContext:
+        return CallContext(run_id=self.job.id, tool=tool.name, args=args, key=key, http=self.job.http,
+                           settings=self.job.settings, before_send=self.job.check, window=window)  # fmt: skip
+
+    def _clean(self, value: Any) -> Any:
+        """A vendor's answer fit for Postgres and for the API: secrets it echoed masked, text Postgres
+        cannot store replaced (I16)."""
+        return storable(scrub(value, self.deps.settings.secrets()))[0]
+
+    def _render(self, step: WorkflowStep, template: Any) -> Any:
+        try:
+            return render(template, self.state.scope(self.given))
+        except MissingValue as missing:
+            raise JobFailed(
+                f"workflow {self.flow.name}: step {step.id!r}: {{{{ {missing.path} }}}} has no value "
+                "(a key or index that is not there, or a step that has not run yet)"
+            ) from None
+
+    # ----- agent steps ------------------------------------------------------------------------------
+
+    async def _agent_step(self, step: WorkflowStep, key: str) -> StepDone:
+        engine = self.job.engine
+        agent = self.deps.catalog.get(str(step.agent))
+        if agent is None:
+            raise await self._fail(step, key, f"agent {step.agent} is no longer defined")
+        text = as_text(self._render(step, step.input))
+        self.job.check()
+        # The step key is the run's idempotency key: a step executed again finds the run it made.
+        made = await engine.create_run(agent, text, may_wait=False, channel=CHANNEL, idempotency_key=key,
+                                       actor=f"workflow:{self.job.id}", created_by=self.job.created_by)  # fmt: skip
+        if made.created_by != self.job.created_by:
+            raise await self._fail(step, key, f"run {made.id} holds this step's key but was made by another token")
+        await self._write(STEP_BEGUN, StepWrite(self.state.seq, step.id, "agent", key, "running", agent=agent.name,
+                                                run_id=made.id))  # fmt: skip
+        if made.status == "queued":
+            await engine.start(made.id)  # False: another process has it already
+        elif made.status == "running":
+            await take_over_if_lapsed(engine, made.id)  # a live run is waited for; a lapsed one taken here
+        ended = await self._wait_run(made.id)
+        if ended.status != "succeeded":
+            raise await self._fail(step, key, f"agent run {made.id} ended {ended.status}: {ended.error or 'no reason'}",
+                                   run_id=made.id)  # fmt: skip
+        return StepDone(ended.answer, run_id=made.id)
+
+    async def _wait_run(self, run_id: str) -> Any:
+        engine = self.job.engine
+        while True:
+            status = await engine.wait_terminal(run_id, timeout_s=RUN_LOOK_S)
+            if status is None:
+                raise JobFailed(f"workflow {self.flow.name}: agent run {run_id} is gone")
+            if status.status in TERMINAL_RUN:
+                return status
+            self.job.check()
+            try:
+                await self.job.progress(self.state.executed)
+            except JobCancelled:
+                with contextlib.suppress(Exception):  # the cancel stands whether or not the Stop lands
+                    await engine.request_stop(run_id, f"workflow:{self.job.id}")
+                raise

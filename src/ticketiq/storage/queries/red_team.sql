@@ -1,0 +1,15 @@
+-- Red-team runs (issue 10; I13): one answer per prompt, each written by one statement fenced by the
+-- job's attempt (I3); FOR SHARE waits for a concurrent sweep, then sees the job interrupted.
+
+-- name: record_answer
+WITH fence AS (
+    SELECT id FROM jobs
+     WHERE id = %(job_id)s AND attempt = %(attempt)s AND status = 'running'
+       FOR SHARE
+)
+INSERT INTO red_team_answers (job_id, idx, agent, prompt, answer, asked_tools, verdict)
+SELECT fence.id, %(idx)s::int, %(agent)s::text, %(prompt)s::text, %(answer)s::text, %(asked_tools)s::jsonb,
+       %(verdict)s::text
+  FROM fence
+RETURNING job_id, idx
+
