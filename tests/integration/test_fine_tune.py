@@ -21,7 +21,7 @@ import psycopg
 import pytest
 
 from tests.support.crash import eventually
-from tests.support.engine import read_rows
+from tests.support.engine import kill_liveness, read_rows
 from tests.support.http import serving
 from tests.support.standins import Standins, serve_standins
 from ticketiq.agents.catalog import load
@@ -263,16 +263,6 @@ async def test_a_cancelled_job_cancels_its_remote_job(standins: Standins, tmp_pa
     cancels = await standins.writes(vendor="openai", operation="cancel_fine_tuning_job", target=remote_id)
     assert [w["effect"] for w in cancels] == ["applied"]
     assert (await remote(standins, remote_id))["status"] == "cancelled"
-
-
-async def kill_liveness(db_url: str, holder: str) -> None:
-    """The process's liveness connection dies under it, as a SIGKILL leaves it."""
-    ended = await read_rows(db_url, """
-        SELECT pg_terminate_backend(l.pid) AS ended
-          FROM pg_locks l JOIN processes p ON l.locktype = 'advisory' AND l.classid = 7117::oid
-                                          AND l.objid = p.lock_key::oid AND l.objsubid = 2 AND l.granted
-         WHERE p.id = %s""", holder)  # fmt: skip
-    assert [r["ended"] for r in ended] == [True]
 
 
 async def test_a_resume_with_the_remote_id_recorded_follows_it_without_creating(

@@ -24,7 +24,7 @@ import pytest
 
 from tests.support import job_kinds
 from tests.support.crash import eventually
-from tests.support.engine import Harness, engine_under_test, read_rows
+from tests.support.engine import Harness, engine_under_test, kill_liveness, read_rows
 from tests.support.http import serving
 from ticketiq.entries.api import create_app
 from ticketiq.storage.job_store import JobStore
@@ -88,17 +88,6 @@ async def test_a_job_runs_end_to_end_and_its_progress_is_shown(db_url: str, tmp_
         assert shown["finished_at"] is not None and shown["started_at"] is not None
         # The lease went with the job's end.
         assert await read_rows(db_url, "SELECT 1 FROM leases WHERE name = %s", f"job:{made['id']}") == []
-
-
-async def kill_liveness(db_url: str, holder: str) -> None:
-    """The process's liveness connection dies under it, as a SIGKILL (or a network cut) leaves it: the
-    server ends the backend holding its mark."""
-    ended = await read_rows(db_url, """
-        SELECT pg_terminate_backend(l.pid) AS ended
-          FROM pg_locks l JOIN processes p ON l.locktype = 'advisory' AND l.classid = 7117::oid
-                                          AND l.objid = p.lock_key::oid AND l.objsubid = 2 AND l.granted
-         WHERE p.id = %s""", holder)  # fmt: skip
-    assert [r["ended"] for r in ended] == [True]
 
 
 def held(prefix: str) -> tuple[str, job_kinds.Gate]:

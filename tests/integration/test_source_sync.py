@@ -21,7 +21,7 @@ import psycopg
 import pytest
 
 from tests.support.crash import eventually
-from tests.support.engine import Harness, engine_under_test, read_rows
+from tests.support.engine import Harness, engine_under_test, kill_liveness, read_rows
 from tests.support.http import serving
 from tests.support.standins import Standins, serve_standins
 from ticketiq.entries.api import create_app
@@ -299,14 +299,3 @@ async def test_a_cancelled_sync_ends_cancelled_after_a_whole_page(
 
 async def _stopped(h: Harness, job_id: str) -> bool:
     return job_id not in h.process.jobs.slots
-
-
-async def kill_liveness(db_url: str, holder: str) -> None:
-    """The process's liveness connection dies under it, as a SIGKILL leaves it: it loses every lease at
-    once and the leader's sweep takes its jobs back."""
-    ended = await read_rows(db_url, """
-        SELECT pg_terminate_backend(l.pid) AS ended
-          FROM pg_locks l JOIN processes p ON l.locktype = 'advisory' AND l.classid = 7117::oid
-                                          AND l.objid = p.lock_key::oid AND l.objsubid = 2 AND l.granted
-         WHERE p.id = %s""", holder)  # fmt: skip
-    assert [r["ended"] for r in ended] == [True]

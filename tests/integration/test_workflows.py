@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.support.crash import eventually
-from tests.support.engine import read_rows
+from tests.support.engine import kill_liveness, read_rows
 from tests.support.standins import Standins, serve_standins
 from tests.support.workflow_rig import (
     EXECUTED,
@@ -28,7 +28,6 @@ from tests.support.workflow_rig import (
     held_at_vendor,
     holder_of,
     keys_of,
-    kill_liveness,
     start,
 )
 from ticketiq.engine.step_keys import workflow_step_key

@@ -204,3 +204,15 @@ async def read_rows(db_url: str, sql: str, *params: Any) -> list[dict[str, Any]]
     async with await psycopg.AsyncConnection.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
         cur = await conn.execute(sql, params)
         return await cur.fetchall() if cur.description else []
+
+
+async def kill_liveness(db_url: str, holder: str) -> None:
+    """The process's liveness connection dies under it, as a SIGKILL (or a network cut) leaves it: the
+    server ends the backend holding its mark; the process loses every lease at once and the leader
+    takes its runs and jobs back."""
+    ended = await read_rows(db_url, """
+        SELECT pg_terminate_backend(l.pid) AS ended
+          FROM pg_locks l JOIN processes p ON l.locktype = 'advisory' AND l.classid = 7117::oid
+                                          AND l.objid = p.lock_key::oid AND l.objsubid = 2 AND l.granted
+         WHERE p.id = %s""", holder)  # fmt: skip
+    assert [r["ended"] for r in ended] == [True]

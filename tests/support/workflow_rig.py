@@ -134,14 +134,4 @@ async def held_at_vendor(standins: Standins) -> None:
 async def holder_of(db_url: str, job_id: str) -> str:
     return str((await read_rows(db_url, "SELECT holder FROM jobs WHERE id = %s", job_id))[0]["holder"])
 
-
-async def kill_liveness(db_url: str, holder: str) -> None:
-    """The process's liveness connection dies under it, as a SIGKILL leaves it: the server ends the
-    backend holding its mark, the process loses every lease at once, and the leader takes them back."""
-    ended = await read_rows(db_url, """
-        SELECT pg_terminate_backend(l.pid) AS ended
-          FROM pg_locks l JOIN processes p ON l.locktype = 'advisory' AND l.classid = 7117::oid
-                                          AND l.objid = p.lock_key::oid AND l.objsubid = 2 AND l.granted
-         WHERE p.id = %s""", holder)  # fmt: skip
-    assert [r["ended"] for r in ended] == [True]
     await asyncio.sleep(0)
