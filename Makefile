@@ -36,7 +36,10 @@ types: $(STAMP)
 # exercises the harness; `make kill-trials` runs the full 200.
 test: lint types haproxy
 	$(BIN)/python -m pytest -q
-	LIYAGENT_KILL_TRIALS=3 $(BIN)/python -m pytest tests/unit/test_kill_trials.py -q -p no:randomly
+	# The smoke fixes its kill times (a seed whose events land 0.2-4 s in, mostly while runs are in flight):
+	# with 3 rounds a random draw of late kills can leave fewer than half the trials caught, which says
+	# nothing about the engine. The random draws are `make kill-trials` and `make evidence`.
+	LIYAGENT_KILL_TRIALS=3 LIYAGENT_KILL_SEED=407395787 $(BIN)/python -m pytest tests/unit/test_kill_trials.py -q -p no:randomly
 
 bench: $(STAMP)
 	$(BIN)/python bench/step_overhead.py

@@ -1,7 +1,8 @@
 """How a kill trial begins each of its records, through the real entry points, signed as each protocol
 signs: a webhook delivery (HMAC over the timestamp and body), a Teams message (a Bot Framework JWT from
-the stand-in token service), and a cron fire (a schedule made through the API, due now). And how each
-trial is read back from the database afterwards.
+the stand-in token service), and a cron fire (a schedule made through the API, due now); the job kinds
+(a source sync, a workflow run) begin in `trial_jobs.py`. And how each trial is read back from the
+database afterwards.
 
 A request the event cut (the process died or stalled before it answered) is sent again through the edge,
 as Teams and webhook senders deliver again: the entry point's dedupe makes that the same record.
@@ -18,7 +19,8 @@ from typing import Any
 import httpx
 
 from tests.support.cluster import Cluster
-from tests.support.trials import Observed, Trial
+from tests.support.trial_jobs import begin_job, observe_job
+from tests.support.trials import JOB_KINDS, JobSeen, Observed, Seen, Trial
 
 TRIGGER = "oncall"
 SECRET = "kill-trials-trigger-secret-0123456789"
@@ -37,6 +39,9 @@ def begin(cluster: Cluster, trial: Trial, victim_base: str, edge_base: str) -> N
     """Start the trial's record on the victim; deliver it again through the edge if the event cut it."""
     if trial.kind == "cron":
         trial.ref = schedule_due_now(cluster, edge_base, trial.ticket)
+        return
+    if trial.kind in JOB_KINDS:
+        begin_job(cluster, trial, victim_base, edge_base)
         return
     send = _webhook if trial.kind == "webhook" else _teams
     if send(cluster, trial, victim_base, FIRST_TRY_S):
@@ -142,7 +147,9 @@ SELECT (SELECT status FROM run) AS status, (SELECT losses FROM run) AS losses,
 """
 
 
-def observe(cluster: Cluster, trial: Trial) -> Observed:
+def observe(cluster: Cluster, trial: Trial) -> Seen:
+    if trial.kind in JOB_KINDS:
+        return observe_job(cluster, trial)
     sql = _OBSERVE.format(run_of=_RUN_OF[trial.kind])
     n = trial.ticket
     params = {"ref": trial.ref, "incident": f"%OPS-{n}:%", "issue": f"OPS-{n}", "agent_thread": AGENT_THREAD,
@@ -154,6 +161,9 @@ def observe(cluster: Cluster, trial: Trial) -> Observed:
     return Observed.from_row({**with_params, "ended": ended})
 
 
-def finished(seen: Observed) -> bool:
-    """Nothing more will happen to it: its run ended (succeeded with its record's end, or failed)."""
+def finished(seen: Seen) -> bool:
+    """Nothing more will happen to it: its run ended (succeeded with its record's end, or failed), or
+    its job ended."""
+    if isinstance(seen, JobSeen):
+        return seen.finished_at is not None
     return seen.run_status in ("failed", "interrupted") or seen.ended

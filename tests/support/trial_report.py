@@ -1,6 +1,8 @@
 """What the kill trials show while they run (a `rich` progress bar with a running tally) and leave behind
-in `results/` (git-ignored): a summary table, `kill-trials-<mode>.json` and a histogram of recovery
-times, `kill-trials-<mode>.png` (matplotlib). `make evidence` reads the JSON and the image."""
+in `results/` (git-ignored): a summary table and one by kind, `kill-trials-<mode>.json` and a histogram
+of recovery times, `kill-trials-<mode>.png` (matplotlib). `make evidence` reads the JSON and the image.
+A mix other than the default (LIYAGENT_KILL_MIX) writes `kill-trials-<mode>-<kinds>.json` and `.png`,
+so it never replaces the default mix's evidence."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tests.support.trials import RECOVERY_LIMIT_S, Tally
+from tests.support.trials import DEFAULT_MIX, RECOVERY_LIMIT_S, Tally
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 
@@ -62,15 +64,37 @@ def summary_table(tally: Tally, mode: str, seed: int) -> Table:
     return table
 
 
-def result(tally: Tally, mode: str, seed: int, command: str, started: datetime, elapsed_s: float) -> dict[str, Any]:
+def kinds_table(tally: Tally) -> Table:
+    """Per kind: trials, caught in flight, lost, duplicates and its recoveries."""
+    table = Table(title="by kind")
+    for column in ("kind", "trials", "caught in flight", "lost", "duplicates", "p50 s", "p95 s", "max s"):
+        table.add_column(column, justify="left" if column == "kind" else "right")
+    recovery = tally.recovery_by_kind()
+    for kind, n in tally.by_kind().items():
+        r = recovery[kind]
+        table.add_row(kind, str(n["trials"]), str(n["in_flight"]), str(n["lost"]), str(n["duplicates"]),
+                      f"{r['p50']:.2f}", f"{r['p95']:.2f}", f"{r['max']:.2f}")  # fmt: skip
+    return table
+
+
+def result_name(mode: str, mix: tuple[str, ...] = DEFAULT_MIX) -> str:
+    """The result files' name: `kill-trials-<mode>`, with the kinds when the mix is not the default."""
+    return f"kill-trials-{mode}" if tuple(mix) == DEFAULT_MIX else f"kill-trials-{mode}-{'-'.join(mix)}"
+
+
+def result(
+    tally: Tally, mode: str, seed: int, command: str, started: datetime, elapsed_s: float,
+    mix: tuple[str, ...] = DEFAULT_MIX,
+) -> dict[str, Any]:  # fmt: skip
     return {
-        "mode": mode, "seed": seed, "rounds": tally.rounds, "trials": tally.trials, "in_flight": tally.in_flight,
-        "rounds_in_flight": tally.rounds_in_flight, "lost": tally.lost, "duplicates": tally.duplicates,
+        "mode": mode, "mix": list(mix), "seed": seed, "rounds": tally.rounds, "trials": tally.trials,
+        "in_flight": tally.in_flight, "rounds_in_flight": tally.rounds_in_flight, "lost": tally.lost,
+        "duplicates": tally.duplicates,
         "recovery_s": [round(r, 3) for r in tally.recoveries], "recovery": tally.summary(),
         "recovery_limit_s": RECOVERY_LIMIT_S, "started_at": started.isoformat(), "elapsed_s": round(elapsed_s, 1),
         "passed": tally.passed, "command": command, "commit": _commit(),
-        "histogram": f"results/kill-trials-{mode}.png", "by_kind": tally.by_kind(), "failures": tally.failures,
-        "extra": tally.extra,
+        "histogram": f"results/{result_name(mode, tuple(mix))}.png", "by_kind": tally.by_kind(),
+        "recovery_by_kind": tally.recovery_by_kind(), "failures": tally.failures, "extra": tally.extra,
     }  # fmt: skip
 
 
@@ -78,9 +102,10 @@ def write(outcome: dict[str, Any], tally: Tally, results: Path = RESULTS) -> Pat
     """The JSON result and the histogram, side by side in `results`; returns the JSON's path."""
     results.mkdir(parents=True, exist_ok=True)
     mode = outcome["mode"]
-    path = results / f"kill-trials-{mode}.json"
+    name = result_name(mode, tuple(outcome.get("mix", DEFAULT_MIX)))
+    path = results / f"{name}.json"
     path.write_text(json.dumps(outcome, indent=2) + "\n")
-    histogram(tally.recoveries, mode, results / f"kill-trials-{mode}.png")
+    histogram(tally.recoveries, mode, results / f"{name}.png")
     return path
 
 

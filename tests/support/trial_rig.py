@@ -1,6 +1,8 @@
 """The kill trials' rig: a survivor app process (the leader, running the app's own recovery jobs) and,
 each round, a fresh victim on a fixed port, both behind HAProxy; the round's records begun on the
-victim; then the mode's event at a random instant; then the verdicts, read from the database.
+victim, one trial of each kind in the mix (LIYAGENT_KILL_MIX: cron, teams, webhook by default; sync
+and workflow begin background jobs, `trial_jobs.py`); then the mode's event at a random instant; then
+the verdicts, read from the database.
 
 Modes (LIYAGENT_KILL_MODE):
 - `kill`: SIGKILL the victim 0.2 s to 4 s (uniformly) after it is up.
@@ -34,7 +36,8 @@ import psycopg
 
 from tests.support.cluster import App, Cluster
 from tests.support.trial_entries import begin, declare_trigger, finished, observe
-from tests.support.trials import Trial, Verdict, judge
+from tests.support.trial_jobs import SURVIVOR_JOB_POLL_S, first_claim, prepare, stall_searches
+from tests.support.trials import DEFAULT_MIX, JOB_KINDS, Trial, Verdict, judge
 from ticketiq.edge import Backend, start_edge
 from ticketiq.launch import Child, free_port
 from ticketiq.storage import embedded
@@ -53,6 +56,9 @@ RESUME_WATCH_S = 3.0  # stop mode: how long the resumed process is watched
 # still send it). With the defaults a stall recovers in up to 8 s + 10 s + the run's remaining steps.
 # Everything else is the default; the result file lists these settings.
 MODE_SETTINGS: dict[str, dict[str, Any]] = {"stop": {"lease_ttl_s": 4, "lease_renew_s": 1, "write_budget_s": 5}}
+# The Jira comments each kind's trial makes (vendor mode stalls that many a round): triage one, the
+# follow-up workflow two.
+COMMENTS = {"cron": 1, "teams": 1, "webhook": 1, "workflow": 2}
 
 
 @dataclass
@@ -64,10 +70,13 @@ class Round:
 
 
 class Rig:
-    def __init__(self, cluster: Cluster, mode: str, rng: random.Random, pg_home: Path | None) -> None:
+    def __init__(
+        self, cluster: Cluster, mode: str, rng: random.Random, pg_home: Path | None, mix: tuple[str, ...] = DEFAULT_MIX
+    ) -> None:
         assert mode in MODES, mode
         self.cluster = cluster
         self.mode = mode
+        self.mix = mix
         self.rng = rng
         self.pg_home = pg_home
         self.settings = dict(MODE_SETTINGS.get(mode, {}))
@@ -82,8 +91,13 @@ class Rig:
         return f"http://127.0.0.1:{self.edge_port}"
 
     def start(self) -> None:
-        self.survivor = self.cluster.app("survivor", lead=True, cron_check_s=0.2, **self.settings)
+        # With jobs in the mix the survivor's worker looks for queued ones only every second: the
+        # victim's, woken the moment it makes one, claims it (the survivor's takes it over after the event).
+        jobs: dict[str, Any] = {"job_poll_s": SURVIVOR_JOB_POLL_S} if set(self.mix) & set(JOB_KINDS) else {}
+        self.survivor = self.cluster.app("survivor", lead=True, cron_check_s=0.2, **jobs, **self.settings)
         declare_trigger(self.cluster, self.survivor.base)
+        if "sync" in self.mix:
+            stall_searches(self.cluster)
         survivor_port = int(self.survivor.base.rsplit(":", 1)[1])
         backends = [Backend("survivor", "127.0.0.1", survivor_port), Backend("victim", "127.0.0.1", self.victim_port)]
         self.edge = start_edge(self.edge_port, backends, self.cluster.tmp / "edge")
@@ -102,8 +116,10 @@ class Rig:
     def play(self, no: int) -> Round:
         played = Round(no)
         trials = self._trials(no)
+        for trial in trials:
+            prepare(self.cluster, trial)
         if self.mode == "vendor":
-            self._stall_comments(len(trials))
+            self._stall_comments(sum(COMMENTS.get(t.kind, 0) for t in trials))
         victim = self.cluster.app(f"victim{no}", port=self.victim_port, env=self._victim_env(), lead=False,
                                   **self.settings)  # fmt: skip
         up = time.monotonic()
@@ -111,7 +127,9 @@ class Rig:
         try:
             with ThreadPoolExecutor(len(trials)) as pool:
                 fired = threading.Event()
-                begun = [pool.submit(self._begin, t, victim.base, fired) for t in trials]
+                if not any(t.kind == "cron" for t in trials):
+                    fired.set()
+                begun = [pool.submit(self._begin, t, victim.base, fired, holder) for t in trials]
                 event_at, before = self._strike(victim, holder, up, played)
                 for future, trial in zip(begun, trials, strict=True):
                     try:
@@ -125,8 +143,17 @@ class Rig:
                 played.problems += self._resumed_quietly(victim, before, played)
             if self.mode == "vendor":
                 played.extra["stalled_comments_landed_after_kill"] = self._landed_after(trials, event_at)
+            claimed = [t.claimed_by for t in trials if t.kind in JOB_KINDS]
+            if claimed:
+                played.extra["jobs_claimed_by_survivor"] = claimed.count("survivor")
+                played.extra["jobs_claimed_by_victim"] = claimed.count("victim")
             spanning = self.mode == "db"
-            played.verdicts = [judge(t, observe(self.cluster, t), event_at, spanning) for t in trials]
+            seen = [observe(self.cluster, t) for t in trials]
+            played.verdicts = [judge(t, s, event_at, spanning) for t, s in zip(trials, seen, strict=True)]
+            if claimed:  # how the event caught the jobs: taken over from the victim, or their request cut
+                played.extra["jobs_taken_over"] = sum(s.losses > 0 for t, s in zip(trials, seen, strict=True)
+                                                      if t.kind in JOB_KINDS)  # fmt: skip
+                played.extra["jobs_requests_cut"] = sum(t.interrupted for t in trials if t.kind in JOB_KINDS)
         finally:
             if victim.child.alive():
                 os.kill(victim.pid, signal.SIGCONT)
@@ -136,13 +163,15 @@ class Rig:
             played.problems += self._reconnected(self.survivor, played.no)
         return played
 
-    def _begin(self, trial: Trial, victim_base: str, fired: threading.Event) -> None:
+    def _begin(self, trial: Trial, victim_base: str, fired: threading.Event, holder: str) -> None:
         """The cron fire first: the leader gives its run to the least loaded live process, which is the
-        victim only while it has no runs yet; the delivery and the Teams turn follow once the fire's run
-        is made (or after a second)."""
+        victim only while it has no runs yet; the delivery, the Teams turn and the jobs follow once the
+        fire's run is made (or after a second). A job's first claim is recorded."""
         if trial.kind != "cron":
             fired.wait(FIRE_LANDS_S)
             begin(self.cluster, trial, victim_base, self.edge_base)
+            if trial.kind in JOB_KINDS:
+                trial.claimed_by = first_claim(self.cluster, trial, holder)
             return
         try:
             begin(self.cluster, trial, victim_base, self.edge_base)
@@ -154,15 +183,20 @@ class Rig:
             fired.set()
 
     def _trials(self, no: int) -> list[Trial]:
-        n = self.next_ticket
-        self.next_ticket += 3
-        return [
-            Trial("webhook", n, no, ref=f"trial-{n}"),
-            Trial(
-                "teams", n + 1, no, ref=f"1700{n + 1:09d}", conversation=f"19:trial-{n + 1}@thread.tacv2;messageid=1"
-            ),
-            Trial("cron", n + 2, no, ref=""),
-        ]
+        """One trial of each kind in the mix, each with its own ticket (a sync: its own project)."""
+        made = []
+        for kind in self.mix:
+            n = self.next_ticket
+            self.next_ticket += 1
+            if kind == "webhook":
+                made.append(Trial("webhook", n, no, ref=f"trial-{n}"))
+            elif kind == "teams":
+                made.append(
+                    Trial("teams", n, no, ref=f"1700{n:09d}", conversation=f"19:trial-{n}@thread.tacv2;messageid=1")
+                )
+            else:  # cron: the schedule's id; a job: its id, once made
+                made.append(Trial(kind, n, no, ref=""))
+        return made
 
     def _victim_env(self) -> dict[str, str]:
         if self.mode != "stop":

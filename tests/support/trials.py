@@ -3,17 +3,23 @@ functions over rows (the harness in `trial_rig.py` does the I/O).
 
 A trial is one record an entry point made: a cron fire, a Teams turn from the durable inbox, or a
 signed webhook delivery, each running the triage agent for its own ticket OPS-n (read the issue, open
-an incident, comment on the issue, reply in the ops thread, answer). It is judged as the product page
-says:
+an incident, comment on the issue, reply in the ops thread, answer); or a background job (issue 10): a
+source sync of its own generated Jira project, or a run of the sample `follow-up` workflow on its own
+ticket (read, summarise, comment, check, comment again, check). It is judged as the product page says:
 
 - lost: its record never reaches its end (the run is not `succeeded`; a cron fire's outcome is not
-  recorded; a Teams turn has no reply), or a write the run says it made is not there;
+  recorded; a Teams turn has no reply), or a write the run says it made is not there; a job not
+  `succeeded`, a sync with fewer knowledge rows than the project has issues, a workflow whose comment
+  steps are not all applied at Jira;
 - duplicate: more than one incident from its one create, its Jira comment applied more than once, its
-  ops-thread reply or its turn's reply posted more than once;
-- caught in flight: the event (a kill, a stall, a Postgres restart) found it unfinished: its run was
-  taken over (losses > 0), its request was cut and sent again, or it was running across the event;
-- recovery: from the event to the trial's end (the run's `finished_at`, on the database clock), for
-  every trial caught in flight.
+  ops-thread reply or its turn's reply posted more than once; a job's one request making two jobs, a
+  sync with more rows (or keys, or imported issues in its result) than the project has issues, a
+  workflow comment applied twice under one step key or with one text, or more comments than the
+  workflow's comment steps executed;
+- caught in flight: the event (a kill, a stall, a Postgres restart) found it unfinished: its run or job
+  was taken over (losses > 0), its request was cut and sent again, or it was running across the event;
+- recovery: from the event to the trial's end (the run's or job's `finished_at`, on the database
+  clock), for every trial caught in flight.
 """
 
 from __future__ import annotations
@@ -24,8 +30,28 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-KINDS = ("cron", "teams", "webhook")
+KINDS = ("cron", "teams", "webhook", "sync", "workflow")
+JOB_KINDS = ("sync", "workflow")  # begun as background jobs (POST /v1/jobs, POST /v1/workflows/.../runs)
+DEFAULT_MIX = ("cron", "teams", "webhook")
+MIX_VARIABLE = "LIYAGENT_KILL_MIX"
 RECOVERY_LIMIT_S = 15.0
+
+
+def parse_mix(text: str | None) -> tuple[str, ...]:
+    """The trial kinds each round begins, from the comma list `LIYAGENT_KILL_MIX` (or
+    `TICKETIQ_KILL_MIX`); unset or blank: the default. A ValueError names the variable and the kinds."""
+    if text is None or not text.strip():
+        return DEFAULT_MIX
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    known = ", ".join(KINDS)
+    unknown = [k for k in kinds if k not in KINDS] or ([] if kinds else [text])
+    if unknown:
+        raise ValueError(f"{MIX_VARIABLE} (or TICKETIQ_KILL_MIX) names unknown trial kind {unknown[0]!r}; "
+                         f"the kinds are {known}, e.g. {MIX_VARIABLE}=cron,teams,webhook,sync,workflow")  # fmt: skip
+    twice = sorted({k for k in kinds if kinds.count(k) > 1})
+    if twice:
+        raise ValueError(f"{MIX_VARIABLE} (or TICKETIQ_KILL_MIX) names {twice[0]!r} twice; name each of {known} once")
+    return kinds
 
 
 @dataclass
@@ -33,9 +59,20 @@ class Trial:
     kind: str
     ticket: int
     round_no: int
-    ref: str  # the schedule id, the Teams activity id or the webhook delivery id
+    ref: str  # the schedule id, the Teams activity id, the webhook delivery id, or a job's id once made
     conversation: str = ""  # a Teams turn's own thread, where its reply goes
     interrupted: bool = False  # its request was cut by the event and sent again
+    claimed_by: str = ""  # a job trial: which process's worker claimed the job first (victim, survivor)
+
+    @property
+    def subject(self) -> str:
+        """What the trial is about: a sync's own Jira project, else its ticket."""
+        return sync_project(self.ticket) if self.kind == "sync" else f"OPS-{self.ticket}"
+
+
+def sync_project(ticket: int) -> str:
+    """A sync trial's own Jira project key (2-10 of A-Z and digits, a letter first): SYNC1003."""
+    return f"SYNC{ticket}"
 
 
 @dataclass(frozen=True)
@@ -63,6 +100,46 @@ class Observed:
 
 
 @dataclass(frozen=True)
+class JobSeen:
+    """What the database says about a job trial (a source sync or a workflow run), read after the
+    round: the job its request was answered with (else the first one made for it) and what it left."""
+
+    status: str | None  # None: no job was made
+    jobs: int  # jobs made for the trial's one (keyed) request
+    losses: int
+    created_at: datetime | None
+    finished_at: datetime | None
+    # A sync: the stand-in project's issues, the project's knowledge rows and distinct keys, and the
+    # issues the job's result says it imported.
+    generated: int = 0
+    rows: int = 0
+    keys: int = 0
+    result_issues: int | None = None
+    # A workflow: its comment steps executed (workflow_steps, done), the comments Jira applied on its
+    # ticket, and the most applied under one step key and with one text.
+    comment_steps: int = 0
+    comments: int = 0
+    most_per_key: int = 0
+    most_per_text: int = 0
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> JobSeen:
+        def n(name: str) -> int:
+            return int(row.get(name) or 0)
+
+        result = row.get("result_issues")
+        return cls(
+            status=row.get("status"), jobs=n("jobs"), losses=n("losses"), created_at=row.get("created_at"),
+            finished_at=row.get("finished_at"), generated=n("generated"), rows=n("rows"), keys=n("keys"),
+            result_issues=None if result is None else int(result), comment_steps=n("comment_steps"),
+            comments=n("comments"), most_per_key=n("most_per_key"), most_per_text=n("most_per_text"),
+        )  # fmt: skip
+
+
+Seen = Observed | JobSeen
+
+
+@dataclass(frozen=True)
 class Verdict:
     trial: Trial
     lost: str | None
@@ -75,8 +152,10 @@ class Verdict:
         return self.lost is not None or bool(self.duplicates) or (self.recovery_s or 0.0) > RECOVERY_LIMIT_S
 
 
-def lost_because(trial: Trial, seen: Observed) -> str | None:
+def lost_because(trial: Trial, seen: Seen) -> str | None:
     """Why the trial is lost, or None when it reached its end with every write there."""
+    if isinstance(seen, JobSeen):
+        return _job_lost_because(trial, seen)
     if seen.run_status is None:
         return "no run was made for it"
     if seen.run_status != "succeeded":
@@ -92,7 +171,29 @@ def lost_because(trial: Trial, seen: Observed) -> str | None:
     return f"succeeded without its {', '.join(missing)}" if missing else None
 
 
-def duplicates_of(trial: Trial, seen: Observed) -> tuple[str, ...]:
+def _job_lost_because(trial: Trial, seen: JobSeen) -> str | None:
+    if seen.status is None:
+        return "no job was made for it"
+    if seen.status != "succeeded":
+        return (
+            f"its job ended {seen.status}" if seen.finished_at is not None else f"its job never ended ({seen.status})"
+        )
+    if trial.kind == "sync":
+        if seen.rows < seen.generated:
+            return f"succeeded with {seen.rows} of the project's {seen.generated} issues in the knowledge table"
+        if seen.result_issues is not None and seen.result_issues < seen.generated:
+            return f"succeeded saying it imported {seen.result_issues} of the project's {seen.generated} issues"
+        return None
+    if seen.comment_steps == 0:
+        return "succeeded without a comment step"
+    if seen.comments < seen.comment_steps:
+        return f"{seen.comments} of its {seen.comment_steps} comments applied at Jira"
+    return None
+
+
+def duplicates_of(trial: Trial, seen: Seen) -> tuple[str, ...]:
+    if isinstance(seen, JobSeen):
+        return _job_duplicates_of(trial, seen)
     found = [f"{n} incidents from one create" for n in [seen.incidents] if n > 1]
     found += [f"Jira comment sent {n} times" for n in [seen.comments] if n > 1]
     found += [f"ops-thread reply posted {n} times" for n in [seen.agent_replies] if n > 1]
@@ -101,7 +202,26 @@ def duplicates_of(trial: Trial, seen: Observed) -> tuple[str, ...]:
     return tuple(found)
 
 
-def caught(trial: Trial, seen: Observed, event_at: datetime, spanning: bool) -> bool:
+def _job_duplicates_of(trial: Trial, seen: JobSeen) -> tuple[str, ...]:
+    found = [f"its one request made {seen.jobs} jobs"] if seen.jobs > 1 else []
+    if trial.kind == "sync":
+        if seen.rows > seen.keys:
+            found.append(f"{seen.rows - seen.keys} issues stored twice")
+        if seen.rows > seen.generated:
+            found.append(f"{seen.rows} knowledge rows for {seen.generated} issues")
+        if seen.result_issues is not None and seen.result_issues > seen.generated:
+            found.append(f"its result says {seen.result_issues} issues imported of {seen.generated}")
+        return tuple(found)
+    if seen.most_per_key > 1:
+        found.append(f"a comment applied {seen.most_per_key} times under one step key")
+    if seen.most_per_text > 1:
+        found.append(f"one comment text applied {seen.most_per_text} times")
+    if seen.comments > seen.comment_steps:
+        found.append(f"{seen.comments} comments applied for {seen.comment_steps} comment steps executed")
+    return tuple(found)
+
+
+def caught(trial: Trial, seen: Seen, event_at: datetime, spanning: bool) -> bool:
     """Whether the event found the trial unfinished: its run was taken over from the dead process or its
     request was cut. With `spanning` (an event every process meets, a Postgres restart), also a run that
     was running across the event wherever it ran."""
@@ -113,7 +233,7 @@ def caught(trial: Trial, seen: Observed, event_at: datetime, spanning: bool) -> 
     return started and (seen.finished_at is None or seen.finished_at > event_at)
 
 
-def judge(trial: Trial, seen: Observed, event_at: datetime, spanning: bool = False) -> Verdict:
+def judge(trial: Trial, seen: Seen, event_at: datetime, spanning: bool = False) -> Verdict:
     in_flight = caught(trial, seen, event_at, spanning)
     recovery = None
     if in_flight and seen.finished_at is not None:
@@ -147,7 +267,7 @@ class Tally:
         self.verdicts += added
         for v in added:
             t = v.trial
-            what = f"round {t.round_no} {t.kind} OPS-{t.ticket}"
+            what = f"round {t.round_no} {t.kind} {t.subject}"
             if v.lost is not None:
                 self.failures.append(f"{what}: lost, {v.lost}")
             self.failures += [f"{what}: duplicate, {d}" for d in v.duplicates]
@@ -187,9 +307,13 @@ class Tally:
     def passed(self) -> bool:
         return not self.failures and self.enough_in_flight()
 
+    def kinds(self) -> list[str]:
+        """The kinds these trials were of, in KINDS order."""
+        return [k for k in KINDS if any(v.trial.kind == k for v in self.verdicts)]
+
     def by_kind(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
-        for kind in KINDS:
+        for kind in self.kinds():
             mine = [v for v in self.verdicts if v.trial.kind == kind]
             out[kind] = {
                 "trials": len(mine), "in_flight": sum(v.in_flight for v in mine),
@@ -197,8 +321,12 @@ class Tally:
             }  # fmt: skip
         return out
 
-    def summary(self) -> dict[str, float]:
-        r = self.recoveries
+    def recovery_by_kind(self) -> dict[str, dict[str, float]]:
+        return {kind: self.summary(kind) for kind in self.kinds()}
+
+    def summary(self, kind: str | None = None) -> dict[str, float]:
+        r = [v.recovery_s for v in self.verdicts
+             if v.recovery_s is not None and kind in (None, v.trial.kind)]  # fmt: skip
         return {
             "p50": percentile(r, 50),
             "p95": percentile(r, 95),

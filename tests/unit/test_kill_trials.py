@@ -60,7 +60,8 @@ def mix() -> tuple[str, ...]:
     try:
         return parse_mix(MIX_TEXT)
     except ValueError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        problem = str(exc)
+    pytest.fail(problem, pytrace=False)
 
 
 @pytest.fixture
@@ -91,8 +92,10 @@ def test_kill_trials_lose_nothing_and_double_nothing(
     started, clock = trial_report.now(), time.monotonic()
     with capsys.disabled():
         console = Console()
-        console.print(f"kill trials: mode {MODE}, mix {','.join(mix)}, {ROUNDS} rounds, seed {SEED} "
-                      f"(repeat: {shlex.quote(command(mix))})")
+        console.print(
+            f"kill trials: mode {MODE}, mix {','.join(mix)}, {ROUNDS} rounds, seed {SEED} "
+            f"(repeat: {shlex.quote(command(mix))})"
+        )
         try:
             rig.start()
             with trial_report.Live(console, MODE, ROUNDS) as live:

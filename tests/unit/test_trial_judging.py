@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from tests.support.trials import Observed, Tally, Trial, judge, percentile
+import pytest
+
+from tests.support.trials import DEFAULT_MIX, JobSeen, Observed, Tally, Trial, judge, parse_mix, percentile
 
 KILL = datetime(2026, 12, 3, 9, 0, 0, tzinfo=UTC)
 
@@ -81,3 +83,99 @@ def test_percentiles_are_measured_values() -> None:
     values = [float(v) for v in range(1, 101)]
     assert (percentile(values, 50), percentile(values, 95), percentile(values, 99)) == (50.0, 95.0, 99.0)
     assert percentile([3.0], 99) == 3.0 and percentile([], 50) == 0.0
+
+
+def job_seen(**changes: object) -> JobSeen:
+    """A job trial taken over once and finished with everything there exactly once."""
+    base: dict[str, object] = {
+        "status": "succeeded", "jobs": 1, "losses": 1, "created_at": KILL - timedelta(seconds=1),
+        "finished_at": KILL + timedelta(seconds=4), "generated": 300, "rows": 300, "keys": 300,
+        "result_issues": 300, "comment_steps": 2, "comments": 2, "most_per_key": 1, "most_per_text": 1,
+    }  # fmt: skip
+    base.update(changes)
+    return JobSeen(**base)  # type: ignore[arg-type]
+
+
+def test_the_mix_is_the_default_or_known_kinds_each_once() -> None:
+    assert parse_mix(None) == parse_mix("  ") == DEFAULT_MIX == ("cron", "teams", "webhook")
+    assert parse_mix("sync, workflow") == ("sync", "workflow")
+    assert parse_mix("cron,teams,webhook,sync,workflow") == ("cron", "teams", "webhook", "sync", "workflow")
+    with pytest.raises(
+        ValueError, match=r"LIYAGENT_KILL_MIX .*unknown trial kind 'syncs'.*cron, teams, webhook, sync, workflow"
+    ):
+        parse_mix("cron,syncs")
+    with pytest.raises(ValueError, match=r"LIYAGENT_KILL_MIX .*unknown trial kind ','"):
+        parse_mix(",")
+    with pytest.raises(ValueError, match=r"LIYAGENT_KILL_MIX .*'sync' twice"):
+        parse_mix("sync,cron,sync")
+
+
+def test_a_sync_taken_over_and_complete_is_caught_and_recovered() -> None:
+    trial = Trial("sync", 1003, 2, "job-id")
+    verdict = judge(trial, job_seen(), KILL)
+    assert (verdict.lost, verdict.duplicates, verdict.in_flight, verdict.recovery_s) == (None, (), True, 4.0)
+    assert trial.subject == "SYNC1003"
+    # Run wholly on the survivor and not cut: not caught, whatever the rows say.
+    assert not judge(trial, job_seen(losses=0), KILL).in_flight
+    assert judge(Trial("sync", 1003, 2, "", interrupted=True), job_seen(losses=0), KILL).in_flight
+
+
+def test_a_sync_is_lost_unless_it_succeeded_with_every_issue() -> None:
+    trial = Trial("sync", 1, 0, "j")
+    assert judge(trial, job_seen(status=None), KILL).lost == "no job was made for it"
+    assert judge(trial, job_seen(status="interrupted"), KILL).lost == "its job ended interrupted"
+    assert judge(trial, job_seen(status="queued", finished_at=None), KILL).lost == "its job never ended (queued)"
+    assert judge(trial, job_seen(rows=290, keys=290), KILL).lost == (
+        "succeeded with 290 of the project's 300 issues in the knowledge table"
+    )
+    assert judge(trial, job_seen(result_issues=280), KILL).lost == (
+        "succeeded saying it imported 280 of the project's 300 issues"
+    )
+
+
+def test_a_sync_that_imported_anything_twice_or_ran_twice_is_a_duplicate() -> None:
+    trial = Trial("sync", 1, 0, "j")
+    assert judge(trial, job_seen(jobs=2), KILL).duplicates == ("its one request made 2 jobs",)
+    assert judge(trial, job_seen(rows=301, keys=300), KILL).duplicates == (
+        "1 issues stored twice", "301 knowledge rows for 300 issues",
+    )  # fmt: skip
+    # A page written again after a resume counts its issues twice in the cursor the result comes from.
+    assert judge(trial, job_seen(result_issues=310), KILL).duplicates == ("its result says 310 issues imported of 300",)
+    # The workflow's fields mean nothing for a sync.
+    assert judge(trial, job_seen(comments=5, most_per_key=3), KILL).duplicates == ()
+
+
+def test_a_workflow_is_lost_without_a_comment_for_each_comment_step() -> None:
+    trial = Trial("workflow", 7, 0, "j")
+    assert judge(trial, job_seen(), KILL).lost is None
+    assert judge(trial, job_seen(status="failed"), KILL).lost == "its job ended failed"
+    assert judge(trial, job_seen(comments=1), KILL).lost == "1 of its 2 comments applied at Jira"
+    assert judge(trial, job_seen(comment_steps=0, comments=0), KILL).lost == "succeeded without a comment step"
+    # The sync's fields mean nothing for a workflow.
+    assert judge(trial, job_seen(rows=0, result_issues=0), KILL).lost is None
+
+
+def test_a_workflow_comment_applied_twice_is_a_duplicate() -> None:
+    trial = Trial("workflow", 7, 0, "j")
+    assert judge(trial, job_seen(comments=3, most_per_key=2, most_per_text=2), KILL).duplicates == (
+        "a comment applied 2 times under one step key", "one comment text applied 2 times",
+        "3 comments applied for 2 comment steps executed",
+    )  # fmt: skip
+    # Two jobs from one request: each comment sent under its own job's keys, but the same text twice.
+    twice = judge(trial, job_seen(jobs=2, comment_steps=4, comments=4, most_per_text=2), KILL)
+    assert twice.duplicates == ("its one request made 2 jobs", "one comment text applied 2 times")
+
+
+def test_the_tally_counts_and_times_each_kind_of_the_mix() -> None:
+    tally = Tally()
+    sync = judge(Trial("sync", 5, 0, "j"), job_seen(rows=299, keys=299), KILL)
+    flow = judge(Trial("workflow", 6, 0, "j"), job_seen(finished_at=KILL + timedelta(seconds=9)), KILL)
+    tally.add_round([sync, flow])
+    assert tally.failures == ["round 0 sync SYNC5: lost, succeeded with 299 of the project's 300 issues in the "
+                              "knowledge table"]  # fmt: skip
+    assert tally.by_kind() == {
+        "sync": {"trials": 1, "in_flight": 1, "lost": 1, "duplicates": 0},
+        "workflow": {"trials": 1, "in_flight": 1, "lost": 0, "duplicates": 0},
+    }  # fmt: skip
+    assert tally.recovery_by_kind()["workflow"]["max"] == 9.0 and tally.recovery_by_kind()["sync"]["p50"] == 4.0
+    assert tally.summary()["max"] == 9.0
