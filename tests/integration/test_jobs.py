@@ -122,6 +122,26 @@ async def test_the_api_lists_filters_audits_and_replays_an_idempotent_create(db_
     ]  # fmt: skip
 
 
+async def test_a_keyed_create_sent_again_after_its_answer_was_lost_finds_the_job_it_made(
+    db_url: str, tmp_path: Path
+) -> None:
+    # The first request's process made the job and died before the key's answer was stored: the key is
+    # taken over and the request made again, which must find that job rather than make a second.
+    async with app_process(db_url, tmp_path, job_concurrency=0) as h, api(h) as client:
+        made_before = await h.process.jobs.queue.submit("count", {"to": 3}, "ops", key="POST /v1/jobs\njob-2")
+        again = await client.post("/v1/jobs", json={"kind": "count", "params": {"to": 3}},
+                                  headers={"Idempotency-Key": "job-2"})  # fmt: skip
+        assert again.status_code == 201, again.text
+        assert again.json()["id"] == made_before.id
+        another_key = await client.post("/v1/jobs", json={"kind": "count", "params": {"to": 3}},
+                                        headers={"Idempotency-Key": "job-3"})  # fmt: skip
+        assert another_key.json()["id"] != made_before.id
+    rows = await read_rows(db_url, "SELECT id::text AS id FROM jobs ORDER BY created_at")
+    assert [r["id"] for r in rows] == [made_before.id, another_key.json()["id"]]
+    audit = await read_rows(db_url, "SELECT count(*) AS n FROM audit_log WHERE action = 'job.created'")
+    assert audit[0]["n"] == 2  # made, and audited, once each
+
+
 async def test_bad_kinds_and_params_are_refused_naming_the_field_and_nothing_is_written(
     db_url: str, tmp_path: Path
 ) -> None:

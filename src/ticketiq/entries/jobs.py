@@ -100,7 +100,8 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
         asked = body.model_dump(mode="json")
 
         async def make() -> JobShown:
-            return shown(await queue(request).submit(body.kind, body.params, runner.name))
+            key = None if idempotency_key is None else f"POST /v1/jobs\n{idempotency_key}"
+            return shown(await queue(request).submit(body.kind, body.params, runner.name, key=key))
 
         return await once(request, "POST /v1/jobs", runner, idempotency_key, asked, make)
 

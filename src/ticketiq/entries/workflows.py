@@ -61,7 +61,8 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
         asked = {"name": name, **body.model_dump(mode="json")}
 
         async def make() -> WorkflowRunCreated:
-            made = await workflow_runs.start(engine(request), queue(request), name, body.input, caller)
+            key = None if idempotency_key is None else f"POST /v1/workflows/{name}/runs\n{idempotency_key}"
+            made = await workflow_runs.start(engine(request), queue(request), name, body.input, caller, key)
             return WorkflowRunCreated(id=made.id, workflow=name, status=made.status)
 
         return await once(request, "POST /v1/workflows/{name}/runs", caller, idempotency_key, asked, make)

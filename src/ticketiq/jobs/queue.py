@@ -15,20 +15,34 @@ if TYPE_CHECKING:
     from ticketiq.engine.engine import Engine
 
 
+# The namespace of job ids derived from a request's Idempotency-Key (uuid5 of the token and the key).
+KEYED_JOBS = uuid.UUID("6f1d4c52-3b7e-4a47-9a0e-2f4b8c1d9e73")
+
+
+def job_id(by: str, key: str | None) -> str:
+    """A fresh id, or for a keyed request one derived from the token's name and the key: the same
+    request, however often sent, names the same job."""
+    return str(uuid.uuid4() if key is None else uuid.uuid5(KEYED_JOBS, f"{by}\n{key}"))
+
+
 class JobQueue:
     def __init__(self, engine: Engine, wake: Callable[[], None]) -> None:
         self.engine = engine
         self.store = JobStore(engine.deps.db)
         self.wake = wake  # this process's worker looks at once
 
-    async def submit(self, kind_name: str, params: Mapping[str, Any], by: str, *, internal: bool = False) -> JobRow:
+    async def submit(
+        self, kind_name: str, params: Mapping[str, Any], by: str, *, internal: bool = False, key: str | None = None
+    ) -> JobRow:
         """A queued job of `kind_name` made by the token `by`. `internal`: for the route of an internal
-        kind (a workflow run), which `POST /v1/jobs` may not make."""
+        kind (a workflow run), which `POST /v1/jobs` may not make. `key` (the route and the request's
+        Idempotency-Key): the job's id derives from it and the token, so a request sent again after its
+        process died between making the job and storing the key's answer finds that job, not a second."""
         kind = kinds.kind(kind_name)  # 422 body.kind
         if kind.internal and not internal:
             raise RequestError("body.kind", f"{kind.name} jobs are made by their own route, not POST /v1/jobs")
         checked = kind.check(params, self.engine)  # 422 body.params.<field>
-        made = await self.store.create(str(uuid.uuid4()), kind.name, checked, kind.resumable, by)
+        made = await self.store.create(job_id(by, key), kind.name, checked, kind.resumable, by)
         self.wake()
         return made
 

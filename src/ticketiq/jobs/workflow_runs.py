@@ -61,7 +61,9 @@ def declared(engine: Engine, name: str) -> Workflow:
     return flow
 
 
-async def start(engine: Engine, queue: JobQueue, name: str, given: Any, caller: Principal) -> JobRow:
+async def start(
+    engine: Engine, queue: JobQueue, name: str, given: Any, caller: Principal, key: str | None = None
+) -> JobRow:
     """A queued run of the workflow, made by the caller's token. 404 `path.name` for no such workflow;
     403 when the token may not start an agent it runs; 422 `body.input[.<field>]` for an input that
     cannot start it."""
@@ -73,7 +75,7 @@ async def start(engine: Engine, queue: JobQueue, name: str, given: Any, caller: 
     problem = input_problem(flow, given, engine.deps.registry.tools)
     if problem is not None:
         raise RequestError(f"body.input.{problem.field}" if problem.field else "body.input", problem.message)
-    return await queue.submit(KIND.name, {"workflow": name, "input": given}, caller.name, internal=True)
+    return await queue.submit(KIND.name, {"workflow": name, "input": given}, caller.name, internal=True, key=key)
 
 
 async def read(engine: Engine, name: str, job_id: str, reader: Principal) -> WorkflowRunShown:

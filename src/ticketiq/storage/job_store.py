@@ -75,7 +75,7 @@ class JobStore:
         row = await self.db.fetch_one("jobs.create", {
             "id": job_id, "kind": kind, "params": dict(params), "resumable": resumable, "by": by,
         })  # fmt: skip
-        assert row is not None  # a fresh uuid: always inserted
+        assert row is not None  # made now, or made before under the same derived id
         return row_as(JobRow, row)
 
     async def claim(self, holder: str, ttl_s: float, limit: int) -> list[JobRow]:

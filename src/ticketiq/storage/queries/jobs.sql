@@ -5,16 +5,20 @@
 
 -- name: create
 -- A job made through the API (or a workflow run's route), with its audit row: who made it is the
--- token's name.
+-- token's name. An id derived from a request's Idempotency-Key that names a job already made returns
+-- that job (made, and audited, once).
 WITH made AS (
     INSERT INTO jobs (id, kind, params, resumable, created_by)
     VALUES (%(id)s, %(kind)s, %(params)s, %(resumable)s, %(by)s)
+    ON CONFLICT (id) DO NOTHING
     RETURNING *
 ), audit AS (
     INSERT INTO audit_log (action, actor, detail)
     SELECT 'job.created', %(by)s, jsonb_build_object('job_id', made.id, 'kind', made.kind) FROM made
 )
 SELECT * FROM made
+UNION ALL
+SELECT * FROM jobs WHERE id = %(id)s AND NOT EXISTS (SELECT 1 FROM made)
 
 -- name: claim
 -- The worker takes the oldest queued jobs, up to its free slots: each set running under a new attempt
