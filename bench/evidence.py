@@ -6,9 +6,11 @@ from what they measured. The page is never typed by hand.
 
 The kill trials run as a user runs them, one pytest per mode (`tests/unit/test_kill_trials.py` writes
 `results/kill-trials-<mode>.json` and its histogram). Rounds per mode: EVIDENCE_KILL (200),
-EVIDENCE_STOP (50), EVIDENCE_DB (20), EVIDENCE_VENDOR (20). Extra arguments for a bench, for a quick
-trial of the generator: EVIDENCE_STEP_ARGS, EVIDENCE_RECOVERY_ARGS, EVIDENCE_SCALE_ARGS (e.g.
-EVIDENCE_RECOVERY_ARGS="--kills 2 --stalls 1 --doubts 2"). Every command is written on the page as run.
+EVIDENCE_STOP (50), EVIDENCE_DB (20), EVIDENCE_VENDOR (20), and EVIDENCE_JOBS (50: mode kill with the
+background jobs in the mix, `results/kill-trials-kill-cron-teams-webhook-sync-workflow.json`). Extra
+arguments for a bench, for a quick trial of the generator: EVIDENCE_STEP_ARGS, EVIDENCE_RECOVERY_ARGS,
+EVIDENCE_SCALE_ARGS (e.g. EVIDENCE_RECOVERY_ARGS="--kills 2 --stalls 1 --doubts 2"). Every command is
+written on the page as run.
 
 A command that fails does not stop the others: it is recorded and shown on the page, and the exit
 status is 1 at the end. So is a mode or bench with no results, unless `--allow-missing`.
@@ -38,13 +40,14 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from evidence_page import BENCHES, MODES, judge, render
+from evidence_page import BENCHES, MODES, judge, kill_mode, render, results_stem
 from ticketiq.storage import embedded
 
 REPO = Path(__file__).resolve().parent.parent
 KILL_TEST = "tests/unit/test_kill_trials.py"
 ROUNDS_ENV, MODE_ENV = "LIYAGENT_KILL_TRIALS", "LIYAGENT_KILL_MODE"  # read by the kill-trials test
-DEFAULT_ROUNDS = {"kill": 200, "stop": 50, "db": 20, "vendor": 20}
+DEFAULT_ROUNDS = {"kill": 200, "stop": 50, "db": 20, "vendor": 20, "jobs": 50}
+MIX_ENV = "LIYAGENT_KILL_MIX"
 BENCH_ARGS_ENV = {
     "step_overhead": "EVIDENCE_STEP_ARGS",
     "recovery": "EVIDENCE_RECOVERY_ARGS",
@@ -95,7 +98,7 @@ def run_everything(results: Path, only: set[str] | None = None) -> None:
             continue
         rounds = int(os.environ.get(f"EVIDENCE_{mode.upper()}", DEFAULT_ROUNDS[mode]))
         phase(f"kill trials, mode {mode}: {rounds} rounds")
-        written = [REPO / "results" / f"kill-trials-{mode}.{ext}" for ext in ("json", "png")]
+        written = [REPO / "results" / f"{results_stem(mode)}.{ext}" for ext in ("json", "png")]
         for path in written:  # a failed run must not leave the last run's figures standing
             path.unlink(missing_ok=True)
             (results / path.name).unlink(missing_ok=True)
@@ -151,8 +154,10 @@ def execute(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def kill_trials_command(mode: str, rounds: int) -> tuple[list[str], dict[str, str]]:
-    return [sys.executable, "-m", "pytest", KILL_TEST, "-q"], {ROUNDS_ENV: str(rounds), MODE_ENV: mode}
+def kill_trials_command(name: str, rounds: int) -> tuple[list[str], dict[str, str]]:
+    mode, mix = kill_mode(name)
+    env = {ROUNDS_ENV: str(rounds), MODE_ENV: mode, **({MIX_ENV: mix} if mix else {})}
+    return [sys.executable, "-m", "pytest", KILL_TEST, "-q"], env
 
 
 def shown(argv: list[str], env: Mapping[str, str]) -> str:
@@ -167,7 +172,7 @@ def assemble(results: Path, page: Path) -> dict[str, Any]:
     modes: dict[str, Any] = {}
     for mode in MODES:
         entry = dict((record.get("modes") or {}).get(mode) or {})
-        entry["result"] = load(results / f"kill-trials-{mode}.json")
+        entry["result"] = load(results / f"{results_stem(mode)}.json")
         entry["image"] = histogram(results, mode, entry["result"], page)
         if not entry.get("command"):  # not run by this generator: the test's own, else the one that would run it
             default = shown(*kill_trials_command(mode, DEFAULT_ROUNDS[mode]))
@@ -195,7 +200,7 @@ def assemble(results: Path, page: Path) -> dict[str, Any]:
 def histogram(results: Path, mode: str, result: Mapping[str, Any] | None, page: Path) -> str | None:
     """Copy the mode's histogram beside the page (docs/evidence/) and return its link from the page."""
     target = page.parent / "evidence" / f"kill-trials-{mode}.png"
-    source = results / target.name
+    source = results / f"{results_stem(mode)}.png"
     if result is None or not source.exists():
         target.unlink(missing_ok=True)  # no stale picture beside a page that has no figures for it
         return None

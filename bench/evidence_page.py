@@ -24,7 +24,23 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-MODES = ("kill", "stop", "db", "vendor")
+MODES = ("kill", "stop", "db", "vendor", "jobs")
+# `jobs` is mode kill with every trial kind: the entry points and the background jobs (a source sync and
+# a workflow run), each round's victim claiming the jobs it was given (LIYAGENT_KILL_MIX).
+MIXES = {"jobs": ("kill", "cron,teams,webhook,sync,workflow")}
+
+
+def kill_mode(name: str) -> tuple[str, str | None]:
+    """The kill-trial mode an entry runs, and its mix of trial kinds (None: the test's default)."""
+    return MIXES.get(name, (name, None))
+
+
+def results_stem(name: str) -> str:
+    """What the kill-trials test names its result files for the entry (`results/<stem>.json`, `.png`)."""
+    mode, mix = kill_mode(name)
+    return f"kill-trials-{mode}" + (f"-{mix.replace(',', '-')}" if mix else "")
+
+
 BENCHES = ("step_overhead", "recovery", "scale")
 RECOVERY_LIMIT_S = 15.0
 IN_FLIGHT_SHARE = 0.5
@@ -223,12 +239,16 @@ def _mode_section(name: str, entry: Mapping[str, Any] | None, sha: str | None) -
     verdict = mode_verdict(entry)
     out = [f"### Mode `{name}`: {verdict.value}", ""]
     if entry is None or verdict is Verdict.NOT_RUN:
-        out += [f"Mode `{name}` was not run: there is no `results/kill-trials-{name}.json`.", ""]
+        out += [f"Mode `{name}` was not run: there is no `results/{results_stem(name)}.json`.", ""]
         if entry and entry.get("output_tail"):
             out += ["pytest ran it and wrote no results; the last lines it printed:", "", "```"]
             out += [*entry["output_tail"], "```", ""]
         return out + ([f"Run it: `{_command(entry)}`", ""] if entry and _command(entry) != UNKNOWN else [])
     result: Mapping[str, Any] = entry.get("result") or {}
+    mode, mix = kill_mode(name)
+    if mix:
+        out += [f"Mode `{mode}` with every trial kind in each round (`LIYAGENT_KILL_MIX={mix}`): the entry "
+                "points, a source sync job and a workflow run.", ""]  # fmt: skip
     if result.get("description"):
         out += [str(result["description"]), ""]
     if not result:

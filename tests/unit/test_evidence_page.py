@@ -10,7 +10,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from evidence_page import Verdict, judge, mode_verdict, render
+from evidence_page import Verdict, judge, kill_mode, mode_verdict, render, results_stem
 
 
 def kill_trials(mode: str, rounds: int, **changes: Any) -> dict[str, Any]:
@@ -194,7 +194,22 @@ def test_a_missing_mode_is_said_not_run() -> None:
     page = render(evidence())
     assert "Mode `vendor` was not run" in section(page, "### Mode `vendor`: not run")
     assert "| `vendor` | **not run** |" in page
-    assert judge(evidence()).not_run == ["kill trials, mode vendor"]
+    assert judge(evidence()).not_run == ["kill trials, mode vendor", "kill trials, mode jobs"]
+
+
+def test_the_jobs_entry_is_mode_kill_with_every_trial_kind() -> None:
+    assert kill_mode("jobs") == ("kill", "cron,teams,webhook,sync,workflow")
+    assert kill_mode("stop") == ("stop", None)
+    assert results_stem("jobs") == "kill-trials-kill-cron-teams-webhook-sync-workflow"
+    assert results_stem("db") == "kill-trials-db"
+    given = evidence()
+    given["modes"]["jobs"] = {"command": "x", "exit_code": 0, "result": {
+        "rounds": 2, "trials": 10, "in_flight": 8, "lost": 0, "duplicates": 0, "recovery_s": [1.0, 2.0], "passed": True,
+        "by_kind": {"sync": {"trials": 2, "in_flight": 2, "lost": 0, "duplicates": 0}},
+    }}  # fmt: skip
+    jobs = section(render(given), "### Mode `jobs`: passed")
+    assert "`LIYAGENT_KILL_MIX=cron,teams,webhook,sync,workflow`" in jobs
+    assert "| sync | 2 | 2 | 0 | 0 |" in jobs
 
 
 def test_a_mode_whose_test_wrote_nothing_failed() -> None:
