@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ticketiq.engine.gates import InspectorFacts, Verdict, inspector_gate
-from ticketiq.engine.inspector import args_digest, args_problem, without_secrets
+from ticketiq.engine.inspector import args_digest, args_problem
+from ticketiq.engine.notes import scrub
 
 BASE = InspectorFacts(
     principal="alice",
@@ -103,7 +104,7 @@ def test_arguments_that_fit_have_no_problem_and_a_schema_level_problem_names_arg
 
 def test_the_audit_masks_secrets_everywhere_and_the_digest_is_canonical() -> None:
     args = {"b": ["token sekrit-1", {"x": "sekrit-1sekrit-2"}], "a": 1, "c": None}
-    assert without_secrets(args, ["sekrit-1", "sekrit-2"]) == {"b": ["token ***", {"x": "******"}], "a": 1, "c": None}
+    assert scrub(args, ["sekrit-1", "sekrit-2"]) == {"b": ["token ***", {"x": "******"}], "a": 1, "c": None}
     assert args_digest({"a": 1, "b": "é"}) == args_digest({"b": "é", "a": 1})
     assert args_digest({"a": 1}) != args_digest({"a": 2})
     assert len(args_digest({})) == 64

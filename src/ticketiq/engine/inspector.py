@@ -25,6 +25,7 @@ from typing import Any
 
 from ticketiq.engine.context import EngineDeps
 from ticketiq.engine.gates import GateDecision, inspector_gate
+from ticketiq.engine.notes import scrub
 from ticketiq.engine.step_keys import fresh_key
 from ticketiq.engine.storable import storable
 from ticketiq.errors import RequestError, StorageError
@@ -83,19 +84,6 @@ def args_digest(args: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def without_secrets(value: Any, secrets: list[str]) -> Any:
-    """`value` with every secret the process knows replaced in every string: for the audit row."""
-    if isinstance(value, str):
-        for secret in secrets:
-            value = value.replace(secret, "***")
-        return value
-    if isinstance(value, dict):
-        return {k: without_secrets(v, secrets) for k, v in value.items()}
-    if isinstance(value, list):
-        return [without_secrets(v, secrets) for v in value]
-    return value
-
-
 def outcome_word(outcome: Outcome) -> str:
     return "ok" if outcome.ok else "uncertain" if outcome.uncertain else "error"
 
@@ -127,7 +115,7 @@ class Inspector:
         gate = {"verdict": decision.verdict.value, "gate": decision.gate, "reason": decision.reason}
         # The arguments as sent, with any secret of the process masked (in the digest too: no guess at a
         # secret can be checked against it).
-        shown = without_secrets(args, self.deps.settings.secrets())
+        shown = scrub(args, self.deps.settings.secrets())
         about = {"tool": tool.name, "class": tool.tool_class.value, "tenant": tenant, "gate": gate,
                  "args": shown, "args_sha256": args_digest(shown)}  # fmt: skip
         if not decision.allowed:
