@@ -8,6 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from tests.support.crash import HeldCall, kill_driver, lapse
 from tests.support.engine import Probe, engine_under_test, read_rows
 from ticketiq.engine.step_keys import approval_key
 from ticketiq.leader.sweep import Sweeper
@@ -164,3 +167,41 @@ async def test_asking_again_by_delegation_key_takes_over_a_lapsed_child_once(db_
     assert children == [{"id": created.id, "status": "succeeded"}]
     lease = await read_rows(db_url, "SELECT losses FROM checkpoints WHERE run_id = %s", created.id)
     assert lease == [{"losses": 1}]  # taken over once
+
+
+KEYED: dict[str, Any] = {"calls": [{"tool": "probe_keyed", "arguments": {"note": "{jira_key}"}}]}
+
+
+@pytest.mark.parametrize("position_ids", [False, True])
+async def test_a_keyed_write_in_doubt_is_resent_only_under_a_derived_key(
+    db_url: str, tmp_path: Path, position_ids: bool
+) -> None:
+    """I9, I11: a keyed write whose vendor dedupes longer than a resume is sent again with its key only
+    when that key was derived from the step. A provider id that is only a position (`call_0`) derives no
+    key: the write went out with a fresh one and is settled as any other write (the probe's keyed tool
+    has no reader, so: outcome unknown, not sent again)."""
+    held = HeldCall("keyed")
+    async with engine_under_test(db_url, tmp_path, {"k": [KEYED, DONE]}, {"k": {"tools": ["probe_keyed"]}},
+                                 probe=held.probe, position_ids=position_ids, lead=False) as h:  # fmt: skip
+        run_id = await h.run("k")
+        assert await h.engine.start(run_id)
+        await held.at_vendor()
+        await kill_driver(h.engine, run_id)  # the process died with the write at the vendor
+        await lapse(db_url, run_id)
+        held.released.set()
+        assert await Sweeper(h.engine, db_url).claim("lapsed") == 1
+        assert await asyncio.wait_for(h.engine.tasks[run_id], 30) == "succeeded"
+    resumed = await read_rows(
+        db_url, "SELECT detail FROM audit_log WHERE run_id = %s AND action = 'agent.run.crash_resumed'", run_id
+    )
+    settled = [(c["route"], c["happened"]) for c in resumed[0]["detail"]["calls"]]
+    keys = [w["key"] for w in h.probe.writes()]
+    row = (await read_rows(db_url, "SELECT step_key, sent_key FROM calls WHERE run_id = %s", run_id))[0]
+    if position_ids:
+        assert row["step_key"] is None and row["sent_key"].startswith("tf")
+        assert settled == [("unknown_not_sent", "unknown_not_sent")]
+        assert keys == [row["sent_key"]]  # sent once, never again
+    else:
+        assert row["step_key"].startswith("tq")
+        assert settled == [("resent_same_key", "resent_same_key")]
+        assert keys == [row["step_key"], row["step_key"]]  # the vendor dedupes the second on the key

@@ -36,6 +36,14 @@ def test_a_keyed_write_deduped_longer_than_a_resume_is_resent_with_its_key() -> 
     assert LONG_KEYED.dedupe_window_s is not None and LONG_KEYED.dedupe_window_s >= RESUME_HORIZON_S
 
 
+def test_a_keyed_write_whose_call_id_is_only_a_position_is_settled_as_any_other_write() -> None:
+    # I11: `call_0` is no identity, so no key was derived; the fresh key it went out with is no ground
+    # for a resend. Read back where a reader exists, else reported unknown: never sent again blindly.
+    positional = CallRow("in_doubt", ToolClass.KEYED_WRITE, "tf0123456789abcdef0123456", position_only=True)
+    assert route(positional, LONG_KEYED) is Route.READ_BACK
+    assert route(positional, ToolNow(exists=True, has_reader=False, dedupe_window_s=float("inf"))) is Route.UNKNOWN
+
+
 def test_a_short_dedupe_window_is_never_trusted_for_a_resend() -> None:
     assert route(doubt(ToolClass.KEYED_WRITE), SHORT_KEYED) is Route.UNKNOWN
 

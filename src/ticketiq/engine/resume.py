@@ -54,12 +54,14 @@ def plan(
         call = effective(planned, row, class_now)
         bound_by = approvals.binding(run_id, step, call.idx, call.tool, call.step_key, call.args)
         approval = approvals.for_call(filed, bound_by)
-        call_row = (
-            None
-            if row is None
-            else CallRow(row.status, ToolClass(row.tool_class), row.sent_key, row.outcome, row.remote_ref)
-        )
+        call_row = None if row is None else _call_row(row)
         taken = route(call_row, now, approval.status if approval else None)
         wait_s = read_back_wait(taken, row.in_flight_s if row else 0.0, call_row)
         out.append(LeftCall(call, taken, row, approval, bound_by, wait_s))
     return out
+
+
+def _call_row(row: CallRecord) -> CallRow:
+    # I11: a row without a step key is a call whose provider id is only a position.
+    marked = ToolClass(row.tool_class)
+    return CallRow(row.status, marked, row.sent_key, row.outcome, row.remote_ref, position_only=row.step_key is None)

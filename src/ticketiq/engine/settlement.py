@@ -53,6 +53,9 @@ class CallRow:
     sent_key: str | None
     outcome: Any = None
     reference: str | None = None  # what the send recorded to be found by: a remote agent's task id
+    # I11: the provider's call id is only a position (`call_0`): no key was derived for the call, it went
+    # out with a fresh one, and it is settled as any other write, never resent on the strength of a key.
+    position_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ def route(row: CallRow | None, tool_now: ToolNow, approval_status: str | None = 
         return Route.UNKNOWN
     if (
         row.tool_class is ToolClass.KEYED_WRITE
+        and not row.position_only
         and row.sent_key is not None
         and tool_now.exists
         and (tool_now.dedupe_window_s or 0.0) >= RESUME_HORIZON_S
