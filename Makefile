@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint types bench bench-recovery bench-waiting kill-trials clean haproxy cluster evidence
+.PHONY: demo test lint types bench bench-recovery bench-waiting kill-trials mutants clean haproxy cluster evidence
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -55,6 +55,11 @@ evidence: $(STAMP) haproxy
 
 kill-trials: $(STAMP) haproxy
 	LIYAGENT_KILL_TRIALS=$${LIYAGENT_KILL_TRIALS:-200} $(BIN)/python -m pytest tests/unit/test_kill_trials.py -q
+
+# Every fence of the SQL broken in turn (attempt conjunct dropped, `OR true`, row lock dropped) in a copy
+# of src/, against the tests that guard it; exits 1 if a mutant survives. Not part of `make test`.
+mutants: $(STAMP)
+	$(BIN)/python -m tests.mutants
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -29,6 +29,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).parent))
 
 from inprocess import Clock, InProcessModel, bench_database, fast_tools
+from ticketiq.engine import questions
 from ticketiq.process import AppProcess
 from ticketiq.settings import Settings
 
@@ -103,7 +104,7 @@ async def waiting_part(url: str, folder: Path, runs: int, batch: int, resume: in
               f"({(heap_after - heap_before) * MIB / max(1, runs - batch):.0f} bytes per waiting run)")  # fmt: skip
         given = 0
         for run_id in ids[:resume]:
-            await engine.give_input(run_id, "staging", "bench")
+            await engine.give_input(run_id, questions.by_key("staging", "bench", f"bench-{run_id}"))
             given += 1
         await asyncio.gather(*[asyncio.shield(t) for t in list(engine.tasks.values())])
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:

@@ -193,7 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_db.add_argument(
         "action",
         choices=["url", "stop"],
-        help="url: print its URL, starting it if needed (it keeps running); stop: stop it",
+        help="url: print its URL, starting it if needed on the port the home keeps (it keeps running); stop: stop "
+        "it on purpose (the processes using it leave it stopped until `db url` starts it again)",
     )
     p_tokens = sub.add_parser("tokens", help="bearer tokens of the HTTP API: create (shown once), list, revoke")
     actions = p_tokens.add_subparsers(dest="action", required=True)

@@ -123,7 +123,9 @@ def entry_points(base: str, token: str) -> bool:
         asked = client.post("/v1/runs", json={"agent": "asker", "input": "Note OPS-127"}).json()["id"]
         waiting = _until(client, asked, ("waiting", "failed"))
         print(f"waiting   run {asked}: {waiting['status']} for input", flush=True)
-        given = client.post(f"/v1/runs/{asked}/input", json={"text": "staging"})
+        # The input names the question it answers (I18), as GET /v1/runs/{id} lists it.
+        question = next((w["question_id"] for w in waiting.get("waiting_for", []) if w["kind"] == "input"), None)
+        given = client.post(f"/v1/runs/{asked}/input", json={"text": "staging", "question_id": question})
         ended = _until(client, asked, ("succeeded", "failed"))
         print(f"input     {given.status_code}; run {asked}: {ended['status']}: {ended['answer']}", flush=True)
         ok = ok and ended["status"] == "succeeded"

@@ -36,6 +36,7 @@ from ticketiq.storage.database import ConnectionLimits, Database
 from ticketiq.storage.gate_store import GateStore
 from ticketiq.storage.migrate import migrate
 from ticketiq.storage.run_store import RunStore
+from ticketiq.storage.server_watch import ServerWatch
 from ticketiq.tools.base import Tool
 from ticketiq.tools.registry import build_registry
 from ticketiq.user_agent import user_agent
@@ -66,6 +67,7 @@ class AppProcess:
     elector: Elector
     handoffs: Handoffs
     jobs: JobWorker = field(init=False)  # the job worker (issue 10)
+    server_watch: ServerWatch | None = field(default=None, init=False)  # the home's embedded server, if ours
     _reincarnation: asyncio.Task[None] | None = field(default=None, init=False)
     _stopping: bool = field(default=False, init=False)
 
@@ -73,6 +75,10 @@ class AppProcess:
     async def start(cls, settings: Settings, extra_tools: Sequence[Tool] = ()) -> AppProcess:
         target = database.resolve(settings)
         limits = ConnectionLimits.from_settings(settings)
+        # On the embedded server of our home: started again by one of its users if it is killed.
+        server_watch = ServerWatch(target.server) if target.server is not None else None
+        if server_watch is not None:
+            server_watch.start()
         try:
             keys = seal.load_keys(settings)
             conn = await database.connect(target.url, limits)
@@ -88,6 +94,8 @@ class AppProcess:
                 await db.close()
                 raise
         except Exception:
+            if server_watch is not None:
+                await server_watch.stop()
             target.release()
             raise
         registry = build_registry(settings, db)
@@ -121,6 +129,7 @@ class AppProcess:
         await liveness.register(holder)
         process = cls(settings, target, db, engine, keeper, model, http, liveness, Elector(engine, target.url),
                       handoffs)  # fmt: skip
+        process.server_watch = server_watch
         liveness.on_lost = process._liveness_lost
         # Renewals that failed past a lease's deadline lose the identity's runs as surely (I14).
         keeper.on_lost = process._liveness_lost
@@ -214,6 +223,8 @@ class AppProcess:
         await self.model.close()
         await self.http.aclose()
         await self.db.close()
+        if self.server_watch is not None:
+            await self.server_watch.stop()
         self.target.release()
 
 

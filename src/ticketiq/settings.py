@@ -77,11 +77,27 @@ class Settings:
     jira_url: str = _setting("http://127.0.0.1:9000/jira", "Jira Cloud base URL.")
     jira_token: str = _setting("unset", "Jira API token (Bearer).", secret=True)
     teams_service_url: str = _setting("http://127.0.0.1:9000/teams", "Bot Framework serviceUrl for replies.")
-    teams_token: str = _setting("unset", "Bot Framework bearer token.", secret=True)
     teams_app_id: str | None = _setting(
         None,
         "The bot's Microsoft App ID: the audience every Bot Framework token sent to POST /v1/teams/messages "
-        "must name. Unset: the Teams inbox takes no activity (503).",
+        "must name, and the client id the bot's own tokens are bought with. Unset: the Teams inbox takes no "
+        "activity (503).",
+    )
+    teams_app_password: str | None = _setting(
+        None,
+        "The bot's app password (its client secret): with TICKETIQ_TEAMS_APP_ID it buys the tokens Teams "
+        "replies (Bot Connector) and their read-back (Graph) send, by the OAuth 2.0 client-credentials grant. "
+        "Unset: no reply is sent (its outcome says why).",
+        secret=True,
+    )
+    teams_token_url: str = _setting(
+        "http://127.0.0.1:9000/login/botframework.com/oauth2/v2.0/token",
+        "Where the Bot Connector's tokens are bought; in production "
+        "https://login.microsoftonline.com/botframework.com/oauth2/v2.0/token (a single-tenant bot: its "
+        "tenant id in place of botframework.com).",
+    )
+    teams_token_scope: str = _setting(
+        "https://api.botframework.com/.default", "The scope the Bot Connector's tokens are bought for."
     )
     teams_jwks_url: str = _setting(
         "http://127.0.0.1:9000/_standin/botframework/jwks",
@@ -101,7 +117,12 @@ class Settings:
         "the activity came in by.",
     )
     graph_url: str = _setting("http://127.0.0.1:9000/graph/v1.0", "Microsoft Graph base URL (reply read-back).")
-    graph_token: str = _setting("unset", "Microsoft Graph bearer token.", secret=True)
+    graph_token_url: str = _setting(
+        "http://127.0.0.1:9000/login/standin-tenant/oauth2/v2.0/token",
+        "Where Graph tokens for the reply read-back are bought (the bot's app id and password); in production "
+        "https://login.microsoftonline.com/<the team's tenant id>/oauth2/v2.0/token.",
+    )
+    graph_token_scope: str = _setting("https://graph.microsoft.com/.default", "The scope Graph tokens are bought for.")
     discord_url: str = _setting("http://127.0.0.1:9000/discord/api/v10", "Discord API base URL.")
     discord_token: str = _setting("unset", "Discord bot token.", secret=True)
     sqs_url: str = _setting("http://127.0.0.1:9000/sqs", "SQS endpoint (AWS JSON protocol).")

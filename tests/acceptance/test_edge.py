@@ -183,8 +183,11 @@ def test_the_edge_serves_through_a_process_killed_and_restarted_twice_and_each_p
 
         unanswered = {k: t for k, t in stream.tries.items() if k not in stream.created}
         assert unanswered == {}, f"POSTs that never got their run: {unanswered}; {summary}"
+        # The run's key is the client's key in its token's namespace (run_keys.api: api<TAB><token><TAB><key>).
         rows = cluster.rows(
-            "SELECT idempotency_key AS key, id::text AS id FROM runs WHERE idempotency_key LIKE %s", f"{prefix}-%"
+            "SELECT split_part(idempotency_key, E'\\t', 3) AS key, id::text AS id FROM runs "
+            "WHERE channel = 'api' AND split_part(idempotency_key, E'\\t', 3) LIKE %s",
+            f"{prefix}-%",
         )
         runs = {r["key"]: r["id"] for r in rows}
         assert runs == stream.created, (

@@ -100,7 +100,8 @@ def test_a_workflow_killed_in_its_agent_step_finds_the_run_it_made(cluster: Clus
                         "JOIN checkpoints c ON c.run_id = r.id")  # fmt: skip
     step = shown(cluster, survivor, run_id)["steps"][1]
     assert len(runs) == 1, runs
-    assert (runs[0]["id"], runs[0]["idempotency_key"], runs[0]["losses"]) == (step["run_id"], step["key"], 1)
+    run_key = f"workflow\t{step['key']}"  # run_keys.workflow_step
+    assert (runs[0]["id"], runs[0]["idempotency_key"], runs[0]["losses"]) == (step["run_id"], run_key, 1)
     assert runs[0]["answer"] == step["output"] and issue in step["output"]
     comments_once_per_execution(cluster, run_id, issue)
     assert survivor.child.alive()

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 from a2a.types.a2a_pb2 import (
@@ -29,12 +30,14 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import (
     InvalidParamsError,
+    JSONParseError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
 )
 from a2a.utils.proto_utils import validate_proto_required_fields
 
+from tests.support.crash import eventually
 from tests.support.engine import Harness, engine_under_test, read_rows
 from tests.support.http import serving
 from ticketiq.entries.api import create_app
@@ -42,15 +45,30 @@ from ticketiq.entries.api import create_app
 READ: dict[str, Any] = {"calls": [{"tool": "probe_read", "arguments": {"note": "{jira_key}"}}]}
 WRITE: dict[str, Any] = {"calls": [{"tool": "probe_write", "arguments": {"note": "{jira_key}"}}]}
 ASK: dict[str, Any] = {"calls": [{"tool": "request_input", "arguments": {"question": "Which environment?"}}]}
-SCRIPTS = {
+STAGING = "Delete the staging database?"
+PRODUCTION = "Delete the production database too?"
+SCRIPTS: dict[str, list[dict[str, Any]]] = {
     "answerer": [READ, {"text": "answered {jira_key}"}],
     "writer": [WRITE, {"text": "wrote {jira_key}"}],
     "asker": [ASK, {"text": "deploying to {result:request_input.input}"}],
+    # Two questions in a row: an answer to the first must never answer the second (I18).
+    "careful": [
+        {"calls": [{"tool": "request_input", "arguments": {"question": STAGING}}]},
+        {"calls": [{"tool": "request_input", "arguments": {"question": PRODUCTION}}]},
+        {"text": "production: {result:request_input.input}"},
+    ],
+    # Both questions in one step: two questions pending at once.
+    "both": [
+        {"calls": [{"tool": "request_input", "arguments": {"question": q}} for q in (STAGING, PRODUCTION)]},
+        {"text": "done: {result:request_input.input}"},
+    ],
 }
 AGENTS = {
     "answerer": {"tools": ["probe_read"], "description": "Reads a ticket and answers."},
     "writer": {"tools": ["probe_write"], "description": "Writes to the probe."},
     "asker": {"tools": [], "description": "Asks which environment first."},
+    "careful": {"tools": [], "description": "Asks before it deletes each database."},
+    "both": {"tools": [], "description": "Asks both questions at once."},
 }
 ACTOR = "ops"
 
@@ -266,6 +284,67 @@ async def test_a_task_waiting_for_input_goes_on_with_the_message_that_answers_it
     assert given == [{"text": "staging", "given_by": ACTOR}]
 
 
+async def inputs_of(db_url: str, run_id: str) -> list[tuple[str, str, str | None]]:
+    rows = await read_rows(db_url, "SELECT question, status, text FROM inputs WHERE run_id = %s ORDER BY step, idx",
+                           run_id)  # fmt: skip
+    return [(r["question"], r["status"], r["text"]) for r in rows]
+
+
+async def test_an_answer_sent_again_changes_nothing_and_never_answers_the_next_question(
+    db_url: str, tmp_path: Path
+) -> None:
+    # I18. The client's first send of its answer was cut (the process died after the input was
+    # committed, before it replied): it sends the same message again once the run asks its next question.
+    async with a2a(db_url, tmp_path) as s, s.client() as client:
+        asked = await send(client, message("clean up OPS-17", "c-1", agent="careful"))
+        assert text_of(asked) == STAGING
+        yes = message("yes", "c-2", agent=None, task_id=asked.id)
+        second = await send(client, yes)
+        assert (second.status.state, text_of(second)) == (TaskState.TASK_STATE_INPUT_REQUIRED, PRODUCTION)
+        again = await send(client, yes)
+        assert (again.id, again.status.state, text_of(again)) == (asked.id, TaskState.TASK_STATE_INPUT_REQUIRED,
+                                                                  PRODUCTION)  # fmt: skip
+        async with s.client(streaming=True) as streaming:
+            streamed = [e async for e in streaming.send_message(yes)]
+        assert states(streamed) == [TaskState.TASK_STATE_INPUT_REQUIRED]
+        v03 = await s.rpc("message/send", v03_message("yes", "c-2", taskId=asked.id, contextId=asked.context_id))
+        assert v03["result"]["status"]["state"] == "input-required", v03
+        assert await inputs_of(db_url, asked.id) == [(STAGING, "given", "yes"), (PRODUCTION, "pending", None)]
+        done = await send(client, message("no", "c-3", agent=None, task_id=asked.id))
+        assert [p.text for a in done.artifacts for p in a.parts] == ["production: no"]
+        late = await send(client, yes)  # after the task ended: the task as it is, not an error
+        assert (late.status.state, [p.text for a in late.artifacts for p in a.parts]) == (
+            TaskState.TASK_STATE_COMPLETED, ["production: no"])  # fmt: skip
+        with pytest.raises(InvalidParamsError, match=r"params\.message\.messageId"):
+            await send(client, message("no", "c-2", agent=None, task_id=asked.id))  # its id, other text
+    assert await inputs_of(db_url, asked.id) == [(STAGING, "given", "yes"), (PRODUCTION, "given", "no")]
+    given = await read_rows(db_url, "SELECT 1 FROM audit_log WHERE action = 'agent.run.input_given'")
+    assert len(given) == 2
+
+
+async def test_two_sends_of_one_answer_at_once_answer_one_question(db_url: str, tmp_path: Path) -> None:
+    # I18: the binding is found atomically. Both sends wait on the questions' row locks (held here) after
+    # their statements began, so neither can see the other's answer but through the lock.
+    async with a2a(db_url, tmp_path) as s, s.client() as client:
+        asked = await send(client, message("clean up OPS-18", "b-1", agent="both"))
+        assert text_of(asked) == f"{STAGING}\n{PRODUCTION}"
+        yes = message("yes", "b-2", agent=None, task_id=asked.id)
+        async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as blocker:
+            async with blocker.transaction():
+                await blocker.execute("SELECT 1 FROM inputs WHERE run_id = %s FOR UPDATE", (asked.id,))
+                sends = [asyncio.create_task(send(client, yes)) for _ in range(2)]
+                await eventually(lambda: waiting_on_locks(db_url, 2), what="both sends waiting on the lock")
+            answers = await asyncio.gather(*sends)
+    assert [a.id for a in answers] == [asked.id, asked.id]
+    assert await inputs_of(db_url, asked.id) == [(STAGING, "given", "yes"), (PRODUCTION, "pending", None)]
+
+
+async def waiting_on_locks(db_url: str, n: int) -> bool:
+    rows = await read_rows(db_url, "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
+                                   "AND wait_event_type = 'Lock' AND query ILIKE '%%inputs%%'")  # fmt: skip
+    return int(rows[0]["n"]) >= n
+
+
 async def test_a_task_waiting_for_an_approval_is_not_answered_by_a_message_and_cancel_stops_it(
     db_url: str, tmp_path: Path
 ) -> None:
@@ -286,17 +365,34 @@ async def test_a_task_waiting_for_an_approval_is_not_answered_by_a_message_and_c
     assert await count(db_url, "inputs") == 0
 
 
-async def test_a_caller_cancels_its_own_task_only(db_url: str, tmp_path: Path) -> None:
+async def test_cancel_task_needs_the_operator_role_as_the_stop_route_does(db_url: str, tmp_path: Path) -> None:
+    # DESIGN.md, "Who may do what": Stop is the operator's, through A2A as through the API.
     async with a2a(db_url, tmp_path, approval=["probe_write"]) as s:
-        mine, other = await s.h.token("cal-1", "caller"), await s.h.token("cal-2", "caller")
-        async with s.client(mine) as client:
+        caller, operator = await s.h.token("cal-1", "caller"), await s.h.token("op-1", "operator")
+        async with s.client(caller) as client:
             held = await send(client, message("write OPS-12", "m-12", agent="writer"))
-        async with s.client(other) as client:
-            with pytest.raises(TaskNotFoundError):
-                await client.cancel_task(CancelTaskRequest(id=held.id))
-        async with s.client(mine) as client:
-            canceled = await client.cancel_task(CancelTaskRequest(id=held.id))
-    assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+            other = await send(client, message("write OPS-13", "m-13", agent="writer"))
+            with pytest.raises(TaskNotCancelableError, match="may not stop runs: that needs the operator role"):
+                await client.cancel_task(CancelTaskRequest(id=held.id))  # its own task
+            still = await client.get_task(GetTaskRequest(id=held.id))
+        refused = await s.rpc("tasks/cancel", {"id": held.id}, token=caller)  # v0.3: the same refusal
+        assert refused["error"]["code"] == -32002, refused
+        assert "needs the operator role" in refused["error"]["message"]
+        async with httpx.AsyncClient(base_url=s.base) as http:
+            stop = await http.post(f"/v1/runs/{held.id}/stop", json={}, headers={"Authorization": f"Bearer {caller}"})
+            assert stop.status_code == 403 and "needs the operator role" in stop.json()["detail"][0]["msg"]
+            assert await read_rows(db_url, "SELECT stopped_by FROM runs WHERE id = %s", held.id) == [
+                {"stopped_by": None}]  # fmt: skip
+            async with s.client(operator) as client:
+                canceled = await client.cancel_task(CancelTaskRequest(id=held.id))
+            stopped = await http.post(f"/v1/runs/{other.id}/stop", json={},
+                                      headers={"Authorization": f"Bearer {operator}"})  # fmt: skip
+    assert still.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert canceled.status.state == TaskState.TASK_STATE_CANCELED and text_of(canceled) == "stopped by op-1"
+    assert stopped.status_code == 202 and stopped.json()["status"] == "failed"
+    runs = await read_rows(db_url, "SELECT id::text, error FROM runs ORDER BY created_at")
+    assert runs == [{"id": held.id, "error": "stopped by op-1"}, {"id": other.id, "error": "stopped by op-1"}]
+    assert s.h.probe.writes() == []
 
 
 # ----- refused: nothing is stored ------------------------------------------------------------------------
@@ -328,13 +424,65 @@ async def test_malformed_json_rpc_gets_the_protocol_errors_and_stores_nothing(db
                 response = await http.post("/a2a", content=body, headers={"Content-Type": "application/json"})
                 assert response.status_code == 200
                 codes.append(response.json()["error"]["code"])
-            # I16: text Postgres cannot store is refused before the endpoint sees it, naming the field.
-            nul = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
-                "role": "ROLE_USER", "messageId": "m-nul", "parts": [{"text": "a\u0000b"}]}}}  # fmt: skip
-            unstorable = await http.post("/a2a", json=nul)
     assert codes == [-32700, -32600, -32601, -32602, -32602]
-    assert unstorable.status_code == 422
-    assert unstorable.json()["detail"][0]["loc"] == ["body", "params", "message", "parts", 0, "text"]
+    assert await count(db_url, "runs") == 0
+    assert await count(db_url, "a2a_tasks") == 0
+
+
+def rpc_error(response: httpx.Response) -> tuple[int, Any, int, str | None]:
+    """A JSON-RPC error answer as (HTTP status, id, code, the field its data names)."""
+    body = response.json()
+    assert body["jsonrpc"] == "2.0" and "result" not in body, body
+    details = body["error"].get("data") or [{}]
+    return response.status_code, body["id"], body["error"]["code"], details[0].get("metadata", {}).get("field")
+
+
+def nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+async def test_every_refusal_before_the_sdk_is_a_json_rpc_error_and_stores_nothing(db_url: str, tmp_path: Path) -> None:
+    # Refusals made before the sdk sees a request (unstorable text: I16; JSON nested too deep; a body too
+    # large; no token) answer in the protocol the endpoint speaks, with the request's id when it was read.
+    def sent(message_id: str, text: str = "check OPS-40", **extra: Any) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": message_id, "method": "SendMessage", "params": {"message": {
+            "role": "ROLE_USER", "messageId": message_id, "parts": [{"text": text}], **extra}}}  # fmt: skip
+
+    async with a2a(db_url, tmp_path) as s:
+        headers = {"Authorization": f"Bearer {s.token}", "A2A-Version": "1.0"}
+        async with httpx.AsyncClient(base_url=s.base, headers=headers) as http:
+
+            async def post(body: dict[str, Any] | bytes) -> httpx.Response:
+                raw = body if isinstance(body, bytes) else json.dumps(body).encode()  # ASCII: lone surrogates too
+                return await http.post("/a2a", content=raw, headers={"Content-Type": "application/json"})
+
+            unstorable = await post(sent("r-1", "a\u0000b"))
+            in_method = await post({**sent("r-2"), "method": "Send\ud800Message"})
+            too_deep = await post(sent("r-3", metadata=nested(70)))
+            recursive = await post(b'{"jsonrpc": "2.0", "id": 4, "params": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+            too_large = await post(sent("r-5", "x" * (2 << 20)))
+        async with httpx.AsyncClient(base_url=s.base) as http:
+            anonymous = await http.post("/a2a", json=sent("r-6"))
+        async with s.client() as client:
+            with pytest.raises(InvalidParamsError) as bad_text:
+                await send(client, message("a\u0000b", "r-7"))
+            deep_message = message("check OPS-41", "r-8")
+            deep_message.message.metadata.update({"deep": nested(70)})
+            with pytest.raises(JSONParseError, match="nested deeper than 64"):
+                await send(client, deep_message)
+    assert rpc_error(unstorable) == (200, "r-1", -32602, "params.message.parts.0.text")
+    assert "cannot be stored" in unstorable.json()["error"]["message"]
+    assert rpc_error(in_method) == (200, "r-2", -32600, "method")
+    assert rpc_error(too_deep) == (200, None, -32700, "body")  # not parsed: its id is not known
+    assert "nested deeper than 64 levels" in too_deep.json()["error"]["message"]
+    assert rpc_error(recursive) == (200, None, -32700, "body")
+    assert rpc_error(too_large) == (200, None, -32600, "body")
+    assert rpc_error(anonymous) == (401, None, -32600, "header.Authorization")
+    assert anonymous.headers["WWW-Authenticate"] == 'Bearer realm="ticketiq"'
+    assert bad_text.value.data == {"field": "params.message.parts.0.text"}
     assert await count(db_url, "runs") == 0
     assert await count(db_url, "a2a_tasks") == 0
 

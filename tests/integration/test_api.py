@@ -15,6 +15,7 @@ import httpx
 
 from tests.support.engine import Harness, engine_under_test, read_rows
 from tests.support.http import serving
+from ticketiq.engine import run_keys
 from ticketiq.entries.api import create_app
 
 READ: dict[str, Any] = {"calls": [{"tool": "probe_read", "arguments": {"note": "{jira_key}"}}]}
@@ -73,6 +74,26 @@ async def test_idempotency_key_returns_the_same_run_and_refuses_another_body(db_
         assert other.json()["detail"][0]["loc"] == ["header", "Idempotency-Key"]
         await until(client, first.json()["id"], "succeeded")
     assert await read_rows(db_url, "SELECT count(*) AS n FROM runs") == [{"n": 1}]
+
+
+async def test_a_run_is_made_under_the_token_s_own_key_and_a_run_it_did_not_make_is_never_handed_out(
+    db_url: str, tmp_path: Path
+) -> None:
+    async with api(db_url, tmp_path) as (client, h):
+        body = {"agent": "a", "input": "check OPS-10"}
+        made = await client.post("/v1/runs", json=body, headers={"Idempotency-Key": "k-1"})
+        keys = await read_rows(db_url, "SELECT idempotency_key FROM runs WHERE id = %s", made.json()["id"])
+        assert keys == [{"idempotency_key": run_keys.api(ACTOR, "k-1")}]
+        # A row put in the database by other means under this token's key: another token's run (or one
+        # on another channel) is refused, and its id is not told.
+        agent = h.engine.deps.catalog.get("a")
+        for channel, created_by, key in (("api", "mallory", "k-2"), ("copilot", ACTOR, "k-3")):
+            forged = await h.engine.create_run(agent, "check OPS-10", channel=channel, created_by=created_by,
+                                               idempotency_key=run_keys.api(ACTOR, key), actor=created_by)  # fmt: skip
+            refused = await client.post("/v1/runs", json=body, headers={"Idempotency-Key": key})
+            assert refused.status_code == 422 and forged.id not in refused.text
+            assert refused.json()["detail"][0]["loc"] == ["header", "Idempotency-Key"]
+            assert (await client.get(f"/v1/runs/{forged.id}")).json()["status"] == "queued"  # not started either
 
 
 async def test_bad_input_names_the_field_and_writes_nothing(db_url: str, tmp_path: Path) -> None:

@@ -186,3 +186,27 @@ def test_the_fuzzer_reaches_every_route(served: Served) -> None:
     assert {"/v1/runs", "/v1/runs/{run_id}", "/v1/approvals/{approval_id}", "/v1/gates/policies/{tool}",
             "/v1/tokens/{name}", "/healthz", "/v1/hooks/{name}", "/v1/ticket-events",
             "/v1/schedules/{schedule_id}/fires", "/v1/teams/messages", "/v1/teams/inbox"} <= paths  # fmt: skip
+
+
+def test_json_nested_deeper_than_the_limit_is_refused_on_every_route_before_any_check(served: Served) -> None:
+    # Before any route, token or signature check sees it: the signed entry points (webhooks, ticket
+    # events, Teams) included. Deep enough to exhaust Python's recursion, and just past the limit.
+    run_id = "00000000-0000-0000-0000-000000000001"
+    for depth in (65, 100_000):
+        body = b'{"input": ' + b"[" * (depth - 1) + b"]" * (depth - 1) + b"}"
+        for method, template in served.routes:
+            response = check(served, method, fill(template, [run_id, run_id]), {}, body)
+            if template == "/a2a":  # JSON-RPC's own error shape (tests/integration/test_a2a.py)
+                assert (response.status_code, response.json()["error"]["code"]) == (200, -32700), response.text
+                continue
+            assert response.status_code == 422, (method, template, depth, response.status_code, response.text)
+            detail = response.json()["detail"][0]
+            assert detail["loc"] == ["body"] and "nested deeper than 64 levels" in detail["msg"], detail
+
+
+def test_json_at_the_limit_and_brackets_inside_strings_pass_the_guard(served: Served) -> None:
+    at_limit = json.dumps({"agent": "a", "input": "check OPS-1", "extra": json.loads("[" * 63 + "]" * 63)})
+    refused = check(served, "POST", "/v1/runs", {}, at_limit.encode())
+    assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == ["body", "extra"], refused.text
+    brackets = json.dumps({"agent": "a", "input": "check OPS-1 " + "[{" * 5000 + '\\"' + "}]" * 5000})
+    assert check(served, "POST", "/v1/runs", {}, brackets.encode()).status_code == 201

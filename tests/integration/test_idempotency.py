@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
 
-from tests.support.crash import eventually
+from tests.support.api import waiting_approval
 from tests.support.engine import Harness, engine_under_test, read_rows
 from tests.support.http import serving
+from tests.support.locks import held, waiting_on_lock
 from ticketiq.engine import tokens
 from ticketiq.engine.idempotency import request_hash
 from ticketiq.entries.api import create_app
@@ -51,31 +51,6 @@ async def as_(h: Harness, name: str, role: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {await h.token(name, role)}"}
 
 
-@asynccontextmanager
-async def held(db_url: str, statement: str, *params: Any) -> AsyncIterator[None]:
-    """A lock taken by another connection, in a transaction open until the block ends (then rolled back)."""
-    async with await psycopg.AsyncConnection.connect(db_url) as conn:
-        await conn.execute(statement, params)
-        try:
-            yield
-        finally:
-            await conn.rollback()
-
-
-async def waiting_on_lock(db_url: str, statement_start: str) -> None:
-    """Until a statement starting so waits on a lock: the request making it is held mid-answer."""
-
-    async def waits() -> bool:
-        rows = await read_rows(
-            db_url,
-            "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",
-            f"%{statement_start}%",
-        )
-        return int(rows[0]["n"]) > 0
-
-    await eventually(waits, what=f"a request waiting on the lock in {statement_start}")
-
-
 async def keys(db_url: str) -> list[tuple[str, str, str, str]]:
     rows = await read_rows(db_url, "SELECT scope, principal, key, state FROM idempotency_keys ORDER BY 1, 2, 3")
     return [(r["scope"], r["principal"], r["key"], r["state"]) for r in rows]
@@ -90,18 +65,6 @@ def names_the_header(response: httpx.Response, status: int) -> str:
     detail = response.json()["detail"]
     assert detail[0]["loc"] == ["header", KEY]
     return str(detail[0]["msg"])
-
-
-async def waiting_approval(client: httpx.AsyncClient, headers: dict[str, str], text: str) -> str:
-    """An approval a run filed and now waits on."""
-    run_id = (await client.post("/v1/runs", json={"agent": "a", "input": text}, headers=headers)).json()["id"]
-    for _ in range(600):
-        pending = [a for a in (await client.get("/v1/approvals", headers=headers)).json()["approvals"]
-                   if a["run_id"] == run_id]  # fmt: skip
-        if pending:
-            return str(pending[0]["id"])
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"run {run_id} filed no approval")
 
 
 async def test_a_run_is_made_once_per_key_and_a_repeat_while_it_is_answered_is_409(db_url: str, tmp_path: Path) -> None:
@@ -151,8 +114,11 @@ async def test_a_decision_is_made_once_per_key_and_a_repeat_while_it_is_answered
         names_the_header(
             await client.post(f"/v1/approvals/{another}", json={"decision": "approve"}, headers=keyed), 422
         )
-        # Without a key a second decision is refused as before: it was decided once.
-        assert (await client.post(path, json={"decision": "approve"}, headers=operator)).status_code == 409
+        # Without a key the same decision by the same person again changes nothing and gets the decision
+        # as it stands (I18); another decision is refused: it was decided once.
+        same = await client.post(path, json={"decision": "approve"}, headers=operator)
+        assert same.status_code == 200 and same.json() == answered.json() and REPLAYED not in same.headers
+        assert (await client.post(path, json={"decision": "reject"}, headers=operator)).status_code == 409
     assert await count(db_url, "SELECT 1 FROM audit_log WHERE action = 'approval.decided'") == 1
 
 
@@ -197,21 +163,23 @@ async def test_a_key_is_its_tokens_own_and_its_routes_own(db_url: str, tmp_path:
             decided = await client.post(f"/v1/approvals/{approval_id}", json={"decision": "reject"},
                                         headers={**who, KEY: "k"})  # fmt: skip
             assert decided.status_code == 200 and REPLAYED not in decided.headers
-        # Runs: the run's own key is one namespace (runs.idempotency_key, atomic with its birth), so the
-        # other token is refused, and never reaches the first token's run.
+        # Runs: the run's own key (runs.idempotency_key, atomic with its birth) is in its token's own
+        # namespace (I19, run_keys.api): two tokens, one key, two runs, neither reaching the other's.
         first = await client.post("/v1/runs", json=RUN, headers={**one, KEY: "k"})
-        assert first.status_code == 201
-        refused = await client.post("/v1/runs", json=RUN, headers={**other, KEY: "k"})
-        assert "another token" in names_the_header(refused, 422) and first.json()["id"] not in refused.text
+        second = await client.post("/v1/runs", json=RUN, headers={**other, KEY: "k"})
+        assert first.status_code == second.status_code == 201 and first.json()["id"] != second.json()["id"]
         assert await keys(db_url) == [
             ("POST /v1/approvals/{approval_id}", "one", "k", "done"),
             ("POST /v1/approvals/{approval_id}", "other", "k", "done"),
-            ("POST /v1/runs", "one", "k", "done"),  # the refusal freed the other token's claim
+            ("POST /v1/runs", "one", "k", "done"),
+            ("POST /v1/runs", "other", "k", "done"),
             ("POST /v1/tokens", "one", "k", "done"),
             ("POST /v1/tokens", "other", "k", "done"),
         ]
     assert await count(db_url, "SELECT 1 FROM api_tokens WHERE name IN ('t-one', 't-other')") == 2
     assert await count(db_url, "SELECT 1 FROM audit_log WHERE action = 'approval.decided'") == 2
+    keyed = await read_rows(db_url, "SELECT created_by FROM runs WHERE idempotency_key IS NOT NULL ORDER BY 1")
+    assert keyed == [{"created_by": "one"}, {"created_by": "other"}]
 
 
 async def test_the_claim_of_a_process_that_died_or_overran_is_taken_over(db_url: str, tmp_path: Path) -> None:

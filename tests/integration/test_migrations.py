@@ -35,6 +35,7 @@ EXPECTED_TABLES = {
     "trigger_secrets",
     "trigger_deliveries",
     "ticket_events",
+    "signed_requests",
     "teams_inbox",
     "knowledge",
     "jobs",

@@ -90,14 +90,16 @@ async def test_a_message_is_answered_through_a_task_whose_id_is_recorded_at_once
 async def test_the_reader_finds_a_task_by_its_id_waiting_while_it_works(
     standins: Standins, http: httpx.AsyncClient
 ) -> None:
-    await standins.options(a2a_agent_work_ms=1500)
+    # The task works 3 s; each send's budget and the follow's bound are well short of that and well past
+    # what the send itself takes, even on a loaded machine.
+    await standins.options(a2a_agent_work_ms=3000)
     # The write's window bounds the send only: once the task is known the call follows it past the
     # window (reads), up to TICKETIQ_REMOTE_AGENT_WAIT_S.
-    followed = await Remote(standins, http).ask("tqkey-2b", "slow question", budget_s=0.4)
+    followed = await Remote(standins, http).ask("tqkey-2b", "slow question", budget_s=1.2)
     assert followed.ok and followed.result["answer"] == "remote answer to: slow question"
-    remote = Remote(standins, http, remote_agent_wait_s=0.4)
+    remote = Remote(standins, http, remote_agent_wait_s=1.2)
     # Past that bound the call ends without its answer, not sent again.
-    cut_short = await remote.ask("tqkey-2", "slow question", budget_s=0.4)
+    cut_short = await remote.ask("tqkey-2", "slow question", budget_s=1.2)
     assert not cut_short.ok and not cut_short.uncertain
     assert "still working" in str(cut_short.error)
     [task_id] = remote.recorded

@@ -10,10 +10,11 @@ The fire step is called directly with `now` set to a fire time, so no test waits
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -26,7 +27,7 @@ import yaml
 from tests.support.crash import eventually, kill_driver, lapse
 from tests.support.engine import Harness, Probe, engine_under_test, read_rows
 from tests.support.http import serving
-from ticketiq.engine import schedules
+from ticketiq.engine import run_keys
 from ticketiq.engine.scheduler import Scheduler
 from ticketiq.entries.api import create_app
 from ticketiq.errors import Fenced
@@ -194,16 +195,17 @@ async def test_a_leader_that_died_mid_fire_is_replaced_by_one_that_makes_the_sam
         # Died after recording the fire, before making its run.
         early = await make(client, input="Look at OPS-41")
         due = at(early["next_fire_at"])
-        key = schedules.fire_key(early["id"], due)
+        key = run_keys.cron(early["id"], due)
         recorded = await scheduler.store.fire(early["id"], due + timedelta(minutes=1), due, key, False, None, "dead")
         assert recorded is not None
         # Died after making the run, before recording it on the fire.
         late = await make(client, input="Look at OPS-42")
-        late_key = schedules.fire_key(late["id"], due)
+        late_key = run_keys.cron(late["id"], due)
         assert await scheduler.store.fire(late["id"], due + timedelta(minutes=1), due, late_key, False, None, "dead")
         helper = h.engine.deps.catalog.get("helper")
         orphan = await h.engine.create_run(helper, "Look at OPS-42", may_wait=False, channel="cron",
-                                           idempotency_key=late_key)  # fmt: skip
+                                           idempotency_key=late_key, actor=f"schedule:{late['id']}",
+                                           created_by="ops")  # fmt: skip
 
         runs = await scheduler.fire_due(now=due)
         assert len(runs) == 2 and orphan.id in runs  # the orphan found by its key, not made again
@@ -311,7 +313,7 @@ async def test_recording_a_fire_s_outcome_is_fenced_by_the_attempt(db_url: str, 
     async with api(db_url, tmp_path) as (client, h):
         made = await make(client, input="Look at OPS-81")
         due = at(made["next_fire_at"])
-        key = schedules.fire_key(made["id"], due)
+        key = run_keys.cron(made["id"], due)
         scheduler = Scheduler(h.engine)
         assert await scheduler.store.fire(made["id"], due + timedelta(minutes=1), due, key, False, None, "test")
         helper = h.engine.deps.catalog.get("helper")
@@ -374,3 +376,59 @@ async def test_a_schedule_the_agents_file_declares_is_seeded_once_across_process
     assert await read_rows(db_url, "SELECT 1 FROM schedules WHERE deleted_at IS NULL") == []
     audit = await read_rows(db_url, "SELECT action FROM audit_log WHERE action LIKE 'schedule.%%' ORDER BY id")
     assert [a["action"] for a in audit] == ["schedule.declared", "schedule.redeclared"]
+
+
+async def test_a_fire_s_key_cannot_be_squatted_through_the_api_and_the_fire_runs_its_own_agent(
+    db_url: str, tmp_path: Path
+) -> None:
+    # I19: before issue 15 a caller could send the fire's key (`cron:<schedule>:<time>`, printable) as its
+    # Idempotency-Key; the fire then found that run, linked it, and the schedule's agent never ran.
+    async with api(db_url, tmp_path) as (client, h):
+        made = await make(client, input="Look at OPS-23")
+        due = at(made["next_fire_at"])
+        mallory = {"Authorization": f"Bearer {await h.token('mallory', 'caller')}"}
+        printable = f"cron:{made['id']}:{due.astimezone(UTC).isoformat()}"
+        squatter = await client.post("/v1/runs", json={"agent": "helper", "input": "Look at OPS-99"},
+                                     headers={**mallory, "Idempotency-Key": printable})  # fmt: skip
+        assert squatter.status_code == 201, squatter.text
+        tabbed = await client.post("/v1/runs", json={"agent": "helper", "input": "Look at OPS-99"},
+                                   headers={**mallory, "Idempotency-Key": printable.replace(":", "\t", 2)})  # fmt: skip
+        assert tabbed.status_code == 422 and tabbed.json()["detail"][0]["loc"] == ["header", "Idempotency-Key"]
+        (fired,) = await Scheduler(h.engine).fire_due(now=due)
+        assert fired != squatter.json()["id"]
+        assert await ended(h, fired) == "succeeded"
+        assert await ended(h, squatter.json()["id"]) == "succeeded"
+        listed = await fires(client, made["id"])
+        run = (await client.get(f"/v1/runs/{fired}")).json()
+    assert [(f["run_id"], f["status"], f["outcome"]) for f in listed] == [(fired, "succeeded", "answered OPS-23")]
+    assert (run["channel"], run["agent"], run["created_by"]) == ("cron", "helper", "ops")
+
+
+async def test_a_fire_refuses_a_run_under_its_key_that_it_did_not_make(
+    db_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with api(db_url, tmp_path) as (client, h):
+        made = await make(client, input="Look at OPS-24")
+        due = at(made["next_fire_at"])
+        helper = h.engine.deps.catalog.get("helper")
+        # A row put straight into the database under the fire's key: a cron run of the schedule's agent in
+        # every way but who made it.
+        forged = await h.engine.create_run(helper, "Look at OPS-98", may_wait=False, channel="cron",
+                                           idempotency_key=run_keys.cron(made["id"], due), actor="mallory",
+                                           created_by="ops")  # fmt: skip
+        scheduler = Scheduler(h.engine)
+        with caplog.at_level(logging.ERROR, logger="ticketiq.engine.scheduler"):
+            assert await scheduler.fire_due(now=due) == []
+        assert await scheduler.fire_due(now=due) == []  # failed for good: not tried again
+        listed = await fires(client, made["id"])
+        forged_then = (await client.get(f"/v1/runs/{forged.id}")).json()
+        assert len(h.asked) == 0  # no model step was asked for either run
+        # Should the forged run be started all the same, its hand-on finds no fire of its own to record on.
+        assert await h.engine.start(forged.id)
+        assert await ended(h, forged.id) == "succeeded"
+        after = await fires(client, made["id"])
+    assert [(f["run_id"], f["status"], f["outcome"]) for f in listed] == [(None, "failed", None)]
+    assert forged.id in listed[0]["reason"] and "mallory" in listed[0]["reason"]
+    assert forged_then["status"] == "queued"  # never started, handed on or linked by the fire
+    assert any(forged.id in r.getMessage() and r.levelno == logging.ERROR for r in caplog.records)
+    assert after == listed

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.support.standins import Standins, serve_standins
+from ticketiq.standins.vendors.botframework import APP_ID, APP_PASSWORD, CONNECTOR_SCOPE, GRAPH_SCOPE
 
 BEARER = {"Authorization": "Bearer test-token"}
 SQS = {"X-Amz-Target": "AmazonSQS.SendMessage", "Content-Type": "application/x-amz-json-1.0", **BEARER}
@@ -49,6 +50,14 @@ def sqs_send(dedup_id: str, body: str = "hello") -> dict[str, Any]:
         "MessageGroupId": "OPS-1",
         "MessageDeduplicationId": dedup_id,
     }
+
+
+async def bot_token(standins: Standins, scope: str) -> dict[str, str]:
+    """The stand-in bot's Authorization header for `scope`, by the client-credentials grant."""
+    form = {"grant_type": "client_credentials", "client_id": APP_ID, "client_secret": APP_PASSWORD, "scope": scope}
+    response = await standins.admin.post("/login/botframework.com/oauth2/v2.0/token", data=form)
+    response.raise_for_status()
+    return {"Authorization": f"Bearer {response.json()['access_token']}"}
 
 
 async def effects(standins: Standins, **filters: str) -> list[str]:
@@ -173,7 +182,9 @@ async def test_teams_reply_reads_back_through_graph_with_card_content_as_a_strin
         }
 
     conversation = THREAD.replace(":", "%3A").replace(";", "%3B").replace("@", "%40").replace("=", "%3D")
-    async with client(standins, "/teams") as bot, client(standins, "/graph/v1.0") as graph:
+    # Each takes only the bot's own token for its scope, bought from the stand-in token endpoint.
+    connector, graph_token = await bot_token(standins, CONNECTOR_SCOPE), await bot_token(standins, GRAPH_SCOPE)
+    async with client(standins, "/teams", connector) as bot, client(standins, "/graph/v1.0", graph_token) as graph:
         posted = [
             await bot.post(f"/v3/conversations/{conversation}/activities/1700000000000", json=reply(n))
             for n in range(3)
@@ -332,7 +343,7 @@ async def test_server_prints_its_settings_first_then_serves_until_sigterm(db_url
     )
     try:
         assert proc.stdout is not None
-        lines = [(await asyncio.wait_for(proc.stdout.readline(), 30)).decode().strip() for _ in range(12)]
+        lines = [(await asyncio.wait_for(proc.stdout.readline(), 30)).decode().strip() for _ in range(15)]
         printed = dict(line.split("=", 1) for line in lines)
         base = printed["TICKETIQ_MODEL_BASE_URL"].removesuffix("/v1")
         async with httpx.AsyncClient(timeout=30) as c:
@@ -357,6 +368,9 @@ async def test_server_prints_its_settings_first_then_serves_until_sigterm(db_url
         "TICKETIQ_REMOTE_AGENT_URL",
         "TICKETIQ_TEAMS_JWKS_URL",
         "TICKETIQ_TEAMS_APP_ID",
+        "TICKETIQ_TEAMS_APP_PASSWORD",
+        "TICKETIQ_TEAMS_TOKEN_URL",
+        "TICKETIQ_GRAPH_TOKEN_URL",
         "TICKETIQ_WEBHOOK_URL",
         "TICKETIQ_DATABASE_URL",
     ]

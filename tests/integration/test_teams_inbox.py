@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from fastapi import FastAPI
 
-from tests.support.crash import eventually, kill_driver, lapse, reaches
+from tests.support.crash import eventually, kill_driver, lapse, reaches, status_of
 from tests.support.engine import engine_under_test, read_rows
 from tests.support.http import serving
 from tests.support.standins import Standins, serve_standins
@@ -28,8 +29,10 @@ from ticketiq.engine.teams_turns import REPLY_IDX, adopt_unstarted
 from ticketiq.entries.api import create_app
 from ticketiq.leader.sweep import Sweeper
 from ticketiq.process import AppProcess
+from ticketiq.standins.app import StandinOptions
+from ticketiq.standins.faults import Fault
 from ticketiq.standins.server import STANDIN_BOT_APP_ID
-from ticketiq.standins.vendors.botframework import KID
+from ticketiq.standins.vendors.botframework import APP_PASSWORD, CONNECTOR_SCOPE, KID
 from ticketiq.storage.token_store import TokenStore
 
 TEAM = "standin-team"  # the one team the stand-in Graph holds
@@ -92,8 +95,10 @@ def activity(activity_id: str, text: str, service_url: str, **extra: Any) -> dic
 
 
 @contextlib.asynccontextmanager
-async def site(db_url: str, tmp: Path, **overrides: Any) -> AsyncIterator[Site]:
-    async with serve_standins(db_url) as standins:
+async def site(
+    db_url: str, tmp: Path, standin_options: StandinOptions | None = None, **overrides: Any
+) -> AsyncIterator[Site]:
+    async with serve_standins(db_url, options=standin_options) as standins:
         settings = standins.settings(home=tmp, seal_keys="t:teams-secret", teams_agent="reader", **overrides)
         process = await AppProcess.start(settings)
         try:
@@ -124,16 +129,18 @@ async def inbox(s: Site, token: str) -> list[dict[str, Any]]:
 async def test_a_signed_activity_is_acknowledged_at_once_and_its_turn_replies_once_with_a_card(
     db_url: str, tmp_path: Path
 ) -> None:
-    async with site(db_url, tmp_path) as s:
+    # The connector holds the turn's reply for 3 s: an acknowledgement that waited for the turn would
+    # come after it. Nothing waits for the turn (Teams redelivers an activity after 15 s).
+    held = StandinOptions(faults=[Fault(vendor="teams", mode="stall", stall_s=3.0)])
+    async with site(db_url, tmp_path, held) as s:
         token = await s.mint()
-        sent_at = time.monotonic()
         response = await s.send(activity("1700000000901", "<at>TicketIQ</at> what is OPS-801?", s.service_url), token)
-        acknowledged_s = time.monotonic() - sent_at
         assert response.status_code == 201, response.text
-        assert acknowledged_s < 2.0  # nothing waits for the turn (Teams redelivers after 15 s)
         shown = response.json()
         assert shown["status"] == "received" and shown["activity_id"] == "1700000000901"
         run_id = shown["run_id"]
+        assert await status_of(db_url, run_id) not in ("succeeded", "failed")  # acknowledged, the turn goes on
+        assert await s.replies() == []
         assert await reaches(db_url, run_id, "succeeded", "failed") == "succeeded"
         run = await turn_of(s, "1700000000901")
         assert (run["run_id"], run["channel"], run["may_wait"], run["created_by"]) == (run_id, "teams", False,
@@ -228,7 +235,14 @@ async def test_a_token_that_does_not_verify_or_a_malformed_activity_stores_nothi
                 "conversation",
             ),
             "no sender id": (await s.mint(), {**good, "from": {"name": "x"}}, 422, "from"),
-            "another channel": (await s.mint(), {**good, "channelId": "slack"}, 422, "channelId"),
+            # The key is endorsed for Skype too, so the token is good; the inbox takes Teams messages only.
+            "another channel": (await s.mint(), {**good, "channelId": "skype"}, 422, "channelId"),
+            "a channel the signing key is not endorsed for": (
+                await s.mint(),
+                {**good, "channelId": "slack"},
+                401,
+                "not endorsed for the channel 'slack'",
+            ),
             "no text": (await s.mint(), {**good, "text": "<at>TicketIQ</at> "}, 422, "text"),
             "not an object": (await s.mint(), [good], 422, "body"),
         }
@@ -411,3 +425,85 @@ async def test_a_model_asking_for_the_engines_own_reply_is_refused_and_nothing_i
         assert [(c["tool"], c["gate"]) for c in calls] == [("teams_hand_on", "refuse")]
         assert "made by the engine" in str(calls[0]["outcome"])
     assert received == []
+
+
+async def test_a_token_signed_by_a_key_not_endorsed_for_the_activitys_channel_is_refused_and_stores_nothing(
+    db_url: str, tmp_path: Path
+) -> None:
+    # The token service's key signs for Skype and Web Chat only: a token it signed for a Teams activity
+    # is refused, as the Bot Framework SDKs refuse it.
+    not_teams = StandinOptions(botframework_endorsements=["skype", "webchat"])
+    async with site(db_url, tmp_path / "a", standin_options=not_teams) as s:
+        response = await s.send(activity("1700000000991", "look at OPS-891", s.service_url), await s.mint())
+        assert response.status_code == 401, response.text
+        detail = response.json()["detail"][0]
+        assert detail["loc"] == ["header", "Authorization"]
+        assert "not endorsed for the channel 'msteams'" in detail["msg"], detail
+        assert await s.stored() == (0, 0)
+        assert await s.replies() == []
+    # As the SDKs do, a key that lists no endorsements at all is not checked.
+    bare = StandinOptions(botframework_endorsements=None)
+    async with site(db_url, tmp_path / "b", standin_options=bare) as s:
+        response = await s.send(activity("1700000000992", "look at OPS-892", s.service_url), await s.mint())
+        assert response.status_code == 201, response.text
+        assert await reaches(db_url, response.json()["run_id"], "succeeded") == "succeeded"
+        assert await s.stored() == (1, 1)
+
+
+async def connector_grants(s: Site) -> list[dict[str, Any]]:
+    return [g for g in await s.standins.token_grants() if g["scope"] == CONNECTOR_SCOPE]
+
+
+async def test_a_reply_whose_token_expired_mid_test_is_posted_once_with_a_fresh_token(
+    db_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)  # every logger, the HTTP clients' too
+    async with site(db_url, tmp_path) as s:
+        bot = await s.mint()
+        first = await s.send(activity("1700000000981", "look at OPS-881", s.service_url), bot)
+        assert await reaches(db_url, first.json()["run_id"], "succeeded") == "succeeded"
+        assert [g["status"] for g in await connector_grants(s)] == [200]
+        # An hour passes: the token the app holds runs out, though the app still thinks it good.
+        assert await s.standins.expire_tokens() == 1
+        second = await s.send(activity("1700000000982", "look at OPS-882", s.service_url), bot)
+        run_id = second.json()["run_id"]
+        assert await reaches(db_url, run_id, "succeeded") == "succeeded"
+        # Each turn's reply is applied once; the connector refused the expired token once (applying
+        # nothing), and the app bought a fresh one and sent the reply once more.
+        assert [r["body"]["replyToId"] for r in await s.replies()] == ["1700000000981", "1700000000982"]
+        refused = await s.standins.writes(vendor="teams", operation="reply", effect="refused")
+        assert [(w["status"], w["body"]["replyToId"]) for w in refused] == [(401, "1700000000982")]
+        grants = await connector_grants(s)
+        assert [g["status"] for g in grants] == [200, 200]
+        ended = await read_rows(
+            db_url, "SELECT detail FROM audit_log WHERE run_id = %s AND action = 'agent.run.succeeded'", run_id
+        )
+        assert ended[0]["detail"]["reply"]["posted"] is True
+        operator = await s.token("ops", "operator")
+        assert [e["status"] for e in await inbox(s, operator)] == ["replied", "replied"]
+    logged = caplog.text
+    assert "refused the bot's token (401)" in logged  # the logs were captured, and say what happened
+    for granted in grants:
+        assert granted["access_token"] not in logged
+    assert APP_PASSWORD not in logged
+
+
+async def test_a_wrong_app_password_fails_the_turns_reply_with_a_reason_naming_the_setting(
+    db_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    async with site(db_url, tmp_path, teams_app_password="not-the-bots-password") as s:
+        sent = await s.send(activity("1700000000985", "look at OPS-885", s.service_url), await s.mint())
+        run_id = sent.json()["run_id"]
+        assert await reaches(db_url, run_id, "succeeded", "failed") == "succeeded"
+        operator = await s.token("ops", "operator")
+        [entry] = await inbox(s, operator)
+        assert entry["status"] == "failed", entry
+        assert "TICKETIQ_TEAMS_APP_PASSWORD" in entry["reason"] and "invalid_client" in entry["reason"], entry
+        # Nothing reached the connector, so the reply is not in doubt: it was not sent.
+        assert await s.standins.writes(vendor="teams") == []
+        calls = await read_rows(db_url, "SELECT status, outcome FROM calls WHERE run_id = %s AND idx = %s",
+                                run_id, REPLY_IDX)  # fmt: skip
+        assert calls[0]["status"] == "done" and calls[0]["outcome"]["result"].get("outcome") is None, calls
+        assert [(g["status"], g["error"]) for g in await connector_grants(s)] == [(401, "invalid_client")]
+    assert "not-the-bots-password" not in caplog.text and "not-the-bots-password" not in str(entry)

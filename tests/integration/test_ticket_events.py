@@ -20,10 +20,13 @@ from typing import Any
 
 import httpx
 
+from tests.support.crash import eventually
 from tests.support.engine import Harness, engine_under_test, read_rows
 from tests.support.http import serving
-from ticketiq.engine import ticket_events
+from tests.support.locks import held
+from ticketiq.engine import signed_once, ticket_events
 from ticketiq.entries.api import create_app
+from ticketiq.storage.trigger_store import TriggerStore
 
 READ: dict[str, Any] = {"calls": [{"tool": "probe_read", "arguments": {"note": "{jira_key}"}}]}
 SCRIPTS = {
@@ -38,7 +41,7 @@ AGENTS: dict[str, dict[str, Any]] = {
 }
 SECRET = "jira-webhook-secret-0123456789"
 TABLES = ("runs", "checkpoints", "calls", "transcripts", "audit_log", "answers", "ticket_events",
-          "trigger_deliveries", "idempotency_keys")  # fmt: skip
+          "trigger_deliveries", "idempotency_keys", "signed_requests")  # fmt: skip
 
 
 def event(key: str = "OPS-41", name: str = "jira:issue_created", summary: str = "Checkout fails", **more: Any) -> bytes:
@@ -195,3 +198,68 @@ async def test_a_run_made_before_its_process_died_unrecorded_is_found_again_not_
         await s.ended(retried.json()["runs"]["watcher"])
     assert len(await read_rows(db_url, "SELECT 1 FROM runs")) == 2
     assert len(await read_rows(db_url, "SELECT 1 FROM ticket_events WHERE event_id = 'ev-7'")) == 2
+
+
+async def test_two_concurrent_deliveries_of_one_body_under_two_identifiers_start_one_set_of_runs(
+    db_url: str, tmp_path: Path
+) -> None:
+    # Jira does not sign the identifier: one signed body sent twice at once under two identifiers (a
+    # replay racing the original, or two Jira webhooks for one event) is one event. Each copy is held
+    # where it would record its runs, so both are in flight together; a copy refused earlier is done.
+    async with site(db_url, tmp_path) as s:
+        body = event(key="OPS-44", summary="Queue stuck")
+        async with held(db_url, "LOCK TABLE ticket_events IN SHARE MODE"):
+            sent = [asyncio.create_task(s.send(body, signed(body, identifier))) for identifier in ("ev-a", "ev-b")]
+
+            async def both_in_flight() -> bool:
+                rows = await read_rows(db_url, "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = "
+                                               "'Lock' AND query LIKE %s", "%INSERT INTO ticket_events%")  # fmt: skip
+                return int(rows[0]["n"]) + sum(t.done() for t in sent) == len(sent)
+
+            await eventually(both_in_flight, what="both copies held or answered")
+        answers = await asyncio.gather(*sent)
+        assert [a.status_code for a in answers] == [202, 202], [a.text for a in answers]
+        rows = await read_rows(
+            db_url, "SELECT event_id, agent, run_id::text AS run_id FROM ticket_events ORDER BY agent"
+        )
+        assert len({r["event_id"] for r in rows}) == 1 and [r["agent"] for r in rows] == ["triager", "watcher"], rows
+        first = rows[0]["event_id"]
+        for identifier, answer in zip(("ev-a", "ev-b"), answers, strict=True):
+            # The first copy answers its runs; the other, the runs the first had recorded when it was answered.
+            if identifier == first:
+                assert answer.json()["runs"] == {r["agent"]: r["run_id"] for r in rows}
+            else:
+                assert set(answer.json()["runs"].items()) <= {(r["agent"], r["run_id"]) for r in rows}
+        for r in rows:
+            await s.ended(r["run_id"])
+    assert len(await read_rows(db_url, "SELECT 1 FROM runs")) == 2
+
+
+async def test_an_event_recorded_for_one_agent_before_its_process_died_starts_the_others_when_sent_again(
+    db_url: str, tmp_path: Path
+) -> None:
+    async with site(db_url, tmp_path) as s:
+        body = event(key="OPS-45", summary="Disk full")
+        # The process claimed the body, made and recorded the triager's run (not started), then died.
+        store = TriggerStore(s.h.process.db)
+        claim = signed_once.ticket_event_claim("ev-8", body)
+        assert await store.claim_signed(claim.source, claim.digest, "ev-8", None) == "ev-8"
+        made = await s.h.engine.submit(
+            "triager", "Jira issue_created for OPS-45: Disk full", may_wait=False, channel="ticket_event",
+            actor="jira:webhook", idempotency_key=ticket_events.run_key("ev-8", "triager"), start=False,
+        )  # fmt: skip
+        await store.record_event_run("ev-8", "triager", made.id, "jira:issue_created", "OPS-45", claim.digest)
+        retried = await s.send(body, signed(body, "ev-8"))
+        assert retried.status_code == 202, retried.text
+        runs = retried.json()["runs"]
+        assert sorted(runs) == ["triager", "watcher"] and runs["triager"] == made.id
+        await s.ended(runs["watcher"])
+        # The same body under another identifier still starts nothing.
+        replayed = await s.send(body, signed(body, "ev-9"))
+        assert (replayed.status_code, replayed.json()["runs"]) == (202, runs)
+        # An event no agent opted in to claims and stores nothing.
+        before = await snapshot(db_url)
+        deleted = event(key="OPS-45", name="jira:issue_deleted")
+        assert (await s.send(deleted, signed(deleted, "ev-10"))).json() == {"run_ids": [], "runs": {}}
+        assert await snapshot(db_url) == before
+    assert len(await read_rows(db_url, "SELECT 1 FROM runs")) == 2

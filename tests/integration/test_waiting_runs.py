@@ -28,15 +28,24 @@ ASK: dict[str, Any] = {
     "calls": [{"tool": "request_input", "arguments": {"question": "Which environment for {jira_key}?"}}]
 }
 READ: dict[str, Any] = {"calls": [{"tool": "probe_read", "arguments": {"note": "{jira_key}"}}]}
-SCRIPTS = {
+STAGING = "Delete the staging database?"
+PRODUCTION = "Delete the production database too?"
+SCRIPTS: dict[str, list[dict[str, Any]]] = {
     "asker": [ASK, {"text": "noted {jira_key} for {result:request_input.input|no input}"}],
     "nowait": [ASK, {"text": "went on: {result:request_input.refused|no refusal}"}],
     "helper": [READ, {"text": "answered {jira_key}"}],
+    # Two questions in a row: an input for the first must never answer the second (I18).
+    "careful": [
+        {"calls": [{"tool": "request_input", "arguments": {"question": STAGING}}]},
+        {"calls": [{"tool": "request_input", "arguments": {"question": PRODUCTION}}]},
+        {"text": "production: {result:request_input.input}"},
+    ],
 }
 AGENTS: dict[str, dict[str, Any]] = {
     "asker": {"tools": ["probe_read"]},
     "nowait": {"tools": ["probe_read"], "may_wait": False},
     "helper": {"tools": ["probe_read"]},
+    "careful": {"tools": []},
 }
 
 
@@ -92,7 +101,7 @@ async def test_a_run_that_asks_for_input_waits_without_a_lease_and_goes_on_with_
         assert (run["attempt"], run["losses"]) == (2, 0)  # a new attempt, not a loss
         again = await client.post(f"/v1/runs/{run_id}/input", json={"text": "staging"}, headers=headers)
         assert (again.status_code, again.headers.get("Idempotent-Replayed")) == (202, "true")
-        late = await client.post(f"/v1/runs/{run_id}/input", json={"text": "prod"})
+        late = await client.post(f"/v1/runs/{run_id}/input", json={"text": "prod"}, headers={"Idempotency-Key": "i-2"})
         assert late.status_code == 409, late.text
         assert late.json()["detail"][0]["loc"] == ["path", "run_id"]
     rows = await read_rows(db_url, "SELECT status, text, given_by FROM inputs WHERE run_id = %s", run_id)
@@ -115,7 +124,9 @@ async def test_an_input_whose_wake_up_was_lost_is_taken_by_the_sweep(db_url: str
         run_id = (await client.post("/v1/runs", json={"agent": "asker", "input": "Look at OPS-6"})).json()["id"]
         await until(client, run_id, "waiting")
         # Given, but the process that took it died before it woke the run.
-        assert await h.engine.store.give_input(run_id, "prod", "ops") is not None
+        question = (await h.engine.waiting_for(run_id))[0].question_id
+        found = await h.engine.store.give_input(run_id, "prod", "ops", f"question:ops:{question}", question)
+        assert found is not None and found.given
         await asyncio.sleep(0.2)
         assert (await client.get(f"/v1/runs/{run_id}")).json()["status"] == "waiting"
         await h.process.elector.sweeper.sweep_once(lapsed=True)
@@ -127,21 +138,97 @@ async def test_input_is_refused_for_a_run_that_waits_for_none_or_is_another_s(db
     async with api(db_url, tmp_path) as (client, h):
         run_id = (await client.post("/v1/runs", json={"agent": "helper", "input": "Look at OPS-8"})).json()["id"]
         await until(client, run_id, "succeeded")
-        refused = await client.post(f"/v1/runs/{run_id}/input", json={"text": "x"})
+        refused = await client.post(f"/v1/runs/{run_id}/input", json={"text": "x"}, headers={"Idempotency-Key": "x"})
         assert refused.status_code == 409
         assert "not waiting for input" in refused.json()["detail"][0]["msg"]
         asking = (await client.post("/v1/runs", json={"agent": "asker", "input": "Look at OPS-9"})).json()["id"]
         await until(client, asking, "waiting")
+        question = (await client.get(f"/v1/runs/{asking}")).json()["waiting_for"][0]["question_id"]
         caller = await h.token("someone", "caller")
-        other = await client.post(
-            f"/v1/runs/{asking}/input", json={"text": "x"}, headers={"Authorization": f"Bearer {caller}"}
-        )
+        other = await client.post(f"/v1/runs/{asking}/input", json={"text": "x", "question_id": question},
+                                  headers={"Authorization": f"Bearer {caller}"})  # fmt: skip
         assert other.status_code == 404  # a caller is not told that another's run exists
-        empty = await client.post(f"/v1/runs/{asking}/input", json={"text": ""})
+        assert other.json()["detail"][0]["loc"] == ["path", "run_id"]
+        empty = await client.post(f"/v1/runs/{asking}/input", json={"text": "", "question_id": question})
         assert empty.status_code == 422
         assert empty.json()["detail"][0]["loc"][-1] == "text"
     rows = await read_rows(db_url, "SELECT status FROM inputs WHERE run_id = %s", asking)
     assert rows == [{"status": "pending"}]
+
+
+async def waiting_for(client: httpx.AsyncClient, run_id: str, question: str) -> list[dict[str, Any]]:
+    """What the waiting run waits for, once it waits for `question`."""
+    for _ in range(600):
+        run = (await client.get(f"/v1/runs/{run_id}")).json()
+        if run["status"] == "waiting" and [w.get("question") for w in run["waiting_for"]] == [question]:
+            found: list[dict[str, Any]] = run["waiting_for"]
+            return found
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"run {run_id} never waited for {question!r}: {run}")
+
+
+async def inputs_of(db_url: str, run_id: str) -> list[tuple[str, str, str | None]]:
+    rows = await read_rows(db_url, "SELECT question, status, text FROM inputs WHERE run_id = %s ORDER BY step, idx",
+                           run_id)  # fmt: skip
+    return [(r["question"], r["status"], r["text"]) for r in rows]
+
+
+async def test_an_input_answers_exactly_the_question_it_names_and_the_same_input_again_changes_nothing(
+    db_url: str, tmp_path: Path
+) -> None:
+    async with api(db_url, tmp_path) as (client, h):
+        run_id = (await client.post("/v1/runs", json={"agent": "careful", "input": "Clean up OPS-15"})).json()["id"]
+        first = await waiting_for(client, run_id, STAGING)
+        assert first == [{"kind": "input", "question_id": first[0]["question_id"], "question": STAGING}]
+        staging = first[0]["question_id"]
+        url = f"/v1/runs/{run_id}/input"
+        unnamed = await client.post(url, json={"text": "yes"})
+        assert unnamed.status_code == 422, unnamed.text
+        assert unnamed.json()["detail"][0]["loc"] == ["body", "question_id"]
+        assert f"GET /v1/runs/{run_id}" in unnamed.json()["detail"][0]["msg"]
+        unknown = await client.post(url, json={"text": "yes", "question_id": "00000000-0000-0000-0000-000000000000"})
+        assert unknown.status_code == 404 and unknown.json()["detail"][0]["loc"] == ["body", "question_id"]
+        given = await client.post(url, json={"text": "yes", "question_id": staging})
+        assert given.status_code == 202, given.text
+        assert given.json()["question_id"] == staging
+        production = (await waiting_for(client, run_id, PRODUCTION))[0]["question_id"]
+        assert production != staging
+        # The same input again, however late: the run's status now, nothing changed.
+        again = await client.post(url, json={"text": "yes", "question_id": staging})
+        assert (again.status_code, again.json()) == (202, {"id": run_id, "status": "waiting", "question_id": staging})
+        other = await client.post(url, json={"text": "no", "question_id": staging})
+        assert other.status_code == 409 and other.json()["detail"][0]["loc"] == ["body", "question_id"]
+        someone = await h.token("op-2", "operator")
+        theirs = await client.post(url, json={"text": "yes", "question_id": staging},
+                                   headers={"Authorization": f"Bearer {someone}"})  # fmt: skip
+        assert theirs.status_code == 409 and theirs.json()["detail"][0]["loc"] == ["body", "question_id"]
+        assert await inputs_of(db_url, run_id) == [(STAGING, "given", "yes"), (PRODUCTION, "pending", None)]
+        last = await client.post(url, json={"text": "no", "question_id": production})
+        assert last.status_code == 202, last.text
+        run = await until(client, run_id, "succeeded")
+        assert run["answer"] == "production: no" and run["waiting_for"] == []
+    assert await inputs_of(db_url, run_id) == [(STAGING, "given", "yes"), (PRODUCTION, "given", "no")]
+    given_rows = await read_rows(db_url, "SELECT 1 FROM audit_log WHERE action = 'agent.run.input_given'")
+    assert len(given_rows) == 2
+
+
+async def test_a_keyed_input_retried_after_its_key_was_lost_never_answers_the_next_question(
+    db_url: str, tmp_path: Path
+) -> None:
+    async with api(db_url, tmp_path) as (client, _):
+        run_id = (await client.post("/v1/runs", json={"agent": "careful", "input": "Clean up OPS-16"})).json()["id"]
+        await waiting_for(client, run_id, STAGING)
+        url, key = f"/v1/runs/{run_id}/input", {"Idempotency-Key": "cleanup-1"}
+        assert (await client.post(url, json={"text": "yes"}, headers=key)).status_code == 202
+        await waiting_for(client, run_id, PRODUCTION)
+        # The process died after the input's commit and before the key's answer was kept: the retry takes
+        # the key over (as `once` lets it) and asks the engine again.
+        await read_rows(db_url, "DELETE FROM idempotency_keys")
+        retry = await client.post(url, json={"text": "yes"}, headers=key)
+        assert retry.status_code == 202, retry.text
+        assert retry.json()["status"] == "waiting"
+        assert await inputs_of(db_url, run_id) == [(STAGING, "given", "yes"), (PRODUCTION, "pending", None)]
+        assert [w["question"] for w in (await client.get(f"/v1/runs/{run_id}")).json()["waiting_for"]] == [PRODUCTION]
 
 
 async def test_a_co_pilot_turn_is_answered_inline_and_its_answer_kept_sealed_and_handed_on_once(

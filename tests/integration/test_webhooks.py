@@ -21,10 +21,14 @@ from typing import Any
 
 import httpx
 
+from tests.support.crash import eventually
 from tests.support.engine import Harness, engine_under_test, read_rows
 from tests.support.http import serving
+from tests.support.locks import held
 from ticketiq.engine import webhook_triggers
 from ticketiq.entries.api import create_app
+from ticketiq.leader.sweep import Sweeper
+from ticketiq.storage.trigger_store import TriggerStore
 
 READ: dict[str, Any] = {"calls": [{"tool": "probe_read", "arguments": {"note": "{jira_key}"}}]}
 SCRIPTS = {"hooked": [READ, {"text": "answered {jira_key}"}], "other": [{"text": "other {jira_key}"}]}
@@ -34,7 +38,7 @@ SECOND = "whsec-second-0123456789abcdef"
 BODY = b'{"ticket": "OPS-31", "text": "checkout fails"}'
 # Everything a delivery or a declaration could write.
 TABLES = ("runs", "checkpoints", "calls", "transcripts", "audit_log", "answers", "idempotency_keys", "triggers",
-          "trigger_secrets", "trigger_deliveries", "ticket_events")  # fmt: skip
+          "trigger_secrets", "trigger_deliveries", "ticket_events", "signed_requests")  # fmt: skip
 
 
 def signature(secret: str, body: bytes, at: float | None = None) -> str:
@@ -205,10 +209,12 @@ async def test_a_rotation_accepts_both_secrets_until_the_old_one_is_retired_or_e
         assert added.status_code == 201, added.text
         assert [(x["n"], x["active"]) for x in added.json()["secrets"]] == [(1, True), (2, True)]
         assert SECOND not in added.text
-        # During the rotation a delivery signed with either secret (or both, one v1 each) passes.
-        first = await s.deliver("deploys", signed(SECRET, "r-1"))
-        second = await s.deliver("deploys", signed(SECOND, "r-2"))
-        both = signature(SECRET, BODY) + "," + signature(SECOND, BODY).split(",")[1]
+        # During the rotation a delivery signed with either secret (or both, one v1 each) passes. Each
+        # delivery is signed at its own t: the same body at the same t is one signed request (I19).
+        now = time.time()
+        first = await s.deliver("deploys", signed(SECRET, "r-1", at=now - 1))
+        second = await s.deliver("deploys", signed(SECOND, "r-2", at=now - 2))
+        both = signature(SECRET, BODY, now - 3) + "," + signature(SECOND, BODY, now - 3).split(",")[1]
         third = await s.deliver("deploys", {"X-TicketIQ-Delivery": "r-3", "X-TicketIQ-Signature": both})
         assert [r.status_code for r in (first, second, third)] == [202, 202, 202]
         # A third active secret is refused; so is retiring the last one.
@@ -220,8 +226,8 @@ async def test_a_rotation_accepts_both_secrets_until_the_old_one_is_retired_or_e
         assert [(x["n"], x["active"], x["retired_by"]) for x in retired.json()["secrets"]] == [
             (1, False, "root"), (2, True, None),
         ]  # fmt: skip
-        assert (await s.deliver("deploys", signed(SECRET, "r-4"))).status_code == 401
-        assert (await s.deliver("deploys", signed(SECOND, "r-5"))).status_code == 202
+        assert (await s.deliver("deploys", signed(SECRET, "r-4", at=now - 4))).status_code == 401
+        assert (await s.deliver("deploys", signed(SECOND, "r-5", at=now - 5))).status_code == 202
         last = await s.client.delete("/v1/triggers/deploys/secrets/2", headers=s.admin)
         assert last.status_code == 409 and "only active one" in last.text
         again = await s.client.delete("/v1/triggers/deploys/secrets/1", headers=s.admin)
@@ -234,10 +240,10 @@ async def test_a_rotation_accepts_both_secrets_until_the_old_one_is_retired_or_e
                                     json={"secret": "third-secret-0123456789", "expire_others_in_s": 1.0},
                                     headers=s.admin)  # fmt: skip
         assert timed.status_code == 201, timed.text
-        assert (await s.deliver("deploys", signed(SECOND, "r-6"))).status_code == 202
+        assert (await s.deliver("deploys", signed(SECOND, "r-6", at=now - 6))).status_code == 202
         await asyncio.sleep(1.5)
-        assert (await s.deliver("deploys", signed(SECOND, "r-7"))).status_code == 401
-        assert (await s.deliver("deploys", signed("third-secret-0123456789", "r-8"))).status_code == 202
+        assert (await s.deliver("deploys", signed(SECOND, "r-7", at=now - 7))).status_code == 401
+        assert (await s.deliver("deploys", signed("third-secret-0123456789", "r-8", at=now - 8))).status_code == 202
         shown = (await s.client.get("/v1/triggers", headers=s.admin)).json()["triggers"][0]["secrets"]
         assert [(x["n"], x["active"]) for x in shown] == [(1, False), (2, False), (3, True)]
     audits = await read_rows(
@@ -311,3 +317,166 @@ async def test_a_run_made_before_its_process_died_unrecorded_is_found_again_and_
     assert len(await read_rows(db_url, "SELECT 1 FROM runs")) == 1
     recorded = await read_rows(db_url, "SELECT run_id::text AS run_id FROM trigger_deliveries")
     assert recorded == [{"run_id": made.id}]
+
+
+# ----- issue 15: a signed request counts once (I19) -------------------------------------------------
+
+
+async def waiting_on(db_url: str, statement_start: str) -> int:
+    """How many statements starting so wait on a lock right now."""
+    rows = await read_rows(db_url, "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                   "AND query LIKE %s", f"%{statement_start}%")  # fmt: skip
+    return int(rows[0]["n"])
+
+
+def refused_as_replay(response: httpx.Response, first: str, run_id: str | None) -> None:
+    assert response.status_code == 409, response.text
+    detail = response.json()["detail"][0]
+    assert detail["loc"] == ["header", "X-TicketIQ-Signature"], response.text
+    assert f"delivered already as delivery {first}" in detail["msg"] and "sign each new delivery" in detail["msg"]
+    assert response.json()["run_id"] == run_id
+
+
+async def test_a_captured_delivery_replayed_under_fresh_delivery_ids_is_refused_and_starts_nothing(
+    db_url: str, tmp_path: Path
+) -> None:
+    # The signature covers "<t>.<body>", not X-TicketIQ-Delivery: whoever saw one signed request could
+    # send it again, within the window, under ids of their own. What was signed counts once.
+    async with site(db_url, tmp_path) as s:
+        assert (await s.declare()).status_code == 201
+        captured = signed(SECRET, "d-1")
+        first = await s.deliver("deploys", captured)
+        assert first.status_code == 202, first.text
+        run_id = first.json()["run_id"]
+        await s.run(run_id, "succeeded")
+        asked = len(s.h.asked)
+        before = await snapshot(db_url)
+        for fresh in ("d-2", "d-3", "another-id"):
+            replayed = await s.deliver("deploys", {**captured, "X-TicketIQ-Delivery": fresh})
+            refused_as_replay(replayed, "d-1", run_id)
+        assert await snapshot(db_url) == before  # nothing stored, nothing started
+        # The sender's own redelivery of d-1, as sent or signed afresh, is still the same run.
+        for headers in (captured, signed(SECRET, "d-1", at=time.time() - 30)):
+            again = await s.deliver("deploys", headers)
+            assert (again.status_code, again.json()) == (202, {"run_id": run_id})
+        # A new delivery of the same body, signed afresh under its own id, is a new delivery.
+        other = await s.deliver("deploys", signed(SECRET, "d-4", at=time.time() - 60))
+        assert other.status_code == 202 and other.json()["run_id"] != run_id
+        await s.run(other.json()["run_id"], "succeeded")
+        assert len(s.h.asked) == asked + 2  # d-4's two steps; nothing of the replays
+    rows = await read_rows(db_url, "SELECT delivery_id FROM trigger_deliveries ORDER BY delivery_id")
+    assert [r["delivery_id"] for r in rows] == ["d-1", "d-4"]
+    assert len(await read_rows(db_url, "SELECT 1 FROM runs")) == 2
+
+
+async def test_concurrent_replays_of_one_signed_request_under_fresh_ids_start_one_run(
+    db_url: str, tmp_path: Path
+) -> None:
+    # Every copy is held where it would record its delivery, so all of them are in flight together
+    # (a copy refused before that point is done already): only one may start a run.
+    async with site(db_url, tmp_path) as s:
+        assert (await s.declare()).status_code == 201
+        captured = signed(SECRET, "c-0")
+        copies = 6
+        async with held(db_url, "LOCK TABLE trigger_deliveries IN SHARE MODE"):
+            sent = [
+                asyncio.create_task(s.deliver("deploys", {**captured, "X-TicketIQ-Delivery": f"c-{i}"}))
+                for i in range(copies)
+            ]
+
+            async def all_in_flight() -> bool:
+                return (
+                    await waiting_on(db_url, "INSERT INTO trigger_deliveries") + sum(t.done() for t in sent) == copies
+                )
+
+            await eventually(all_in_flight, what="every copy held or answered")
+        answers = await asyncio.gather(*sent)
+        accepted = [a for a in answers if a.status_code == 202]
+        assert len(accepted) == 1, [a.text for a in answers]
+        run_id = accepted[0].json()["run_id"]
+        first = (await read_rows(db_url, "SELECT delivery_id FROM trigger_deliveries"))[0]["delivery_id"]
+        for refused in (a for a in answers if a.status_code != 202):
+            refused_as_replay(refused, first, refused.json()["run_id"])
+            assert refused.json()["run_id"] in (run_id, None)  # None: the first had not recorded its run yet
+        await s.run(run_id, "succeeded")
+    assert len(await read_rows(db_url, "SELECT 1 FROM runs")) == 1
+
+
+async def test_a_keyed_declaration_sent_again_after_its_answer_was_lost_answers_the_trigger_it_made(
+    db_url: str, tmp_path: Path
+) -> None:
+    # The first request made the trigger; its process died before the key's answer was kept. The retry
+    # takes the key over and is answered again: with the trigger it made (201), not "exists" (409).
+    async with site(db_url, tmp_path) as s:
+        made = await s.declare(key="declare-9")
+        assert made.status_code == 201, made.text
+        await lost_answer(db_url, "declare-9")
+        again = await s.declare(key="declare-9")
+        assert again.status_code == 201, again.text
+        assert "Idempotent-Replayed" not in again.headers  # answered afresh, not replayed
+        assert again.json() == made.json()
+        # Another request naming the taken name is still refused, with a key of its own or none.
+        for key in ("declare-10", None):
+            taken = await s.declare(secret=SECOND, key=key)
+            assert taken.status_code == 409 and taken.json()["detail"][0]["loc"] == ["body", "name"], taken.text
+        # Another token's request with the same key does not find it either.
+        other = {"Authorization": f"Bearer {await s.h.token('root2', 'admin')}", "Idempotency-Key": "declare-9"}
+        body = {"name": "deploys", "agent": "hooked", "secret": SECRET}
+        assert (await s.client.post("/v1/triggers", json=body, headers=other)).status_code == 409
+    assert len(await read_rows(db_url, "SELECT 1 FROM triggers")) == 1
+    assert len(await read_rows(db_url, "SELECT 1 FROM trigger_secrets")) == 1
+    assert len(await read_rows(db_url, "SELECT 1 FROM audit_log WHERE action = 'trigger.created'")) == 1
+
+
+async def test_a_keyed_secret_added_again_after_its_answer_was_lost_is_not_added_twice(
+    db_url: str, tmp_path: Path
+) -> None:
+    async with site(db_url, tmp_path) as s:
+        assert (await s.declare()).status_code == 201
+        rotate = {"secret": SECOND, "expire_others_in_s": 0}
+        headers = {**s.admin, "Idempotency-Key": "rotate-9"}
+        added = await s.client.post("/v1/triggers/deploys/secrets", json=rotate, headers=headers)
+        assert added.status_code == 201, added.text
+        assert [(x["n"], x["active"]) for x in added.json()["secrets"]] == [(1, False), (2, True)]
+        await lost_answer(db_url, "rotate-9")
+        again = await s.client.post("/v1/triggers/deploys/secrets", json=rotate, headers=headers)
+        assert again.status_code == 201, again.text
+        assert "Idempotent-Replayed" not in again.headers
+        assert [(x["n"], x["active"]) for x in again.json()["secrets"]] == [(1, False), (2, True)]
+        # Without a key, a request adds a secret each time, as before.
+        plain = await s.client.post("/v1/triggers/deploys/secrets", json={"secret": "third-secret-0123456789"},
+                                    headers=s.admin)  # fmt: skip
+        assert [(x["n"], x["active"]) for x in plain.json()["secrets"]] == [(1, False), (2, True), (3, True)]
+    audits = await read_rows(db_url, "SELECT detail FROM audit_log WHERE action = 'trigger.secret_added' ORDER BY id")
+    assert [a["detail"]["secret"] for a in audits] == [2, 3]
+
+
+async def lost_answer(db_url: str, key: str) -> None:
+    """The key's answer as if never kept: claimed by a process that is not alive (it died after making
+    the thing and before keeping the answer), so a retry takes the key over and answers it again."""
+    changed = await read_rows(db_url, "UPDATE idempotency_keys SET state = 'working', status_code = NULL, "
+                                      "response = NULL, answered_at = NULL, holder = 'dead-process', "
+                                      "expires_at = now() + interval '60 s' WHERE key = %s RETURNING key",
+                              key)  # fmt: skip
+    assert changed == [{"key": key}]
+
+
+async def test_the_leader_purges_webhook_claims_past_their_window_and_keeps_ticket_event_claims(
+    db_url: str, tmp_path: Path
+) -> None:
+    async with site(db_url, tmp_path) as s:
+        assert (await s.declare()).status_code == 201
+        at = int(time.time()) - 200
+        assert (await s.deliver("deploys", signed(SECRET, "p-1", at=at))).status_code == 202
+        assert (await s.deliver("deploys", signed(SECRET, "p-2"))).status_code == 202
+        jira = await TriggerStore(s.h.process.db).claim_signed("jira", "ab" * 32, "ev-1", None)
+        assert jira == "ev-1"
+        kept = await read_rows(db_url, "SELECT delivery_id, extract(epoch FROM kept_until)::bigint AS until "
+                                       "FROM signed_requests WHERE delivery_id = 'p-1'")  # fmt: skip
+        assert kept == [{"delivery_id": "p-1", "until": at + 600}]  # t, the 300 s window, a 300 s margin
+        # p-1's time passes (the one row the test moves): its signature would be refused as stale now.
+        await read_rows(db_url, "UPDATE signed_requests SET kept_until = now() - interval '1 s' "
+                                "WHERE delivery_id = 'p-1'")  # fmt: skip
+        await Sweeper(s.h.engine, db_url).prune()
+    left = await read_rows(db_url, "SELECT source, delivery_id FROM signed_requests ORDER BY delivery_id")
+    assert left == [{"source": "jira", "delivery_id": "ev-1"}, {"source": "trigger:deploys", "delivery_id": "p-2"}]

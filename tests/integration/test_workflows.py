@@ -54,7 +54,7 @@ async def test_a_workflow_runs_to_succeeded_and_each_step_sends_its_key(
     summary = shown["steps"][1]
     assert summary["output"].startswith("OPS-41 is about: ") and summary["run_id"] is not None
     runs = await read_rows(db_url, "SELECT id::text, channel, idempotency_key, created_by, status FROM runs")
-    assert runs == [{"id": summary["run_id"], "channel": "workflow", "idempotency_key": summary["key"],
+    assert runs == [{"id": summary["run_id"], "channel": "workflow", "idempotency_key": f"workflow\t{summary['key']}",
                      "created_by": "ops", "status": "succeeded"}]  # fmt: skip
 
     # The stand-ins' records: the incident carries the step key, each comment its own.
@@ -151,7 +151,8 @@ async def test_an_agent_step_executed_again_finds_the_run_it_made(
         assert (shown["attempts"], shown["losses"]) == (2, 1)
         runs = await read_rows(db_url, "SELECT id::text, idempotency_key, answer FROM runs")
         summary = shown["steps"][1]
-        assert runs == [{"id": summary["run_id"], "idempotency_key": summary["key"], "answer": summary["output"]}]
+        assert runs == [{"id": summary["run_id"], "idempotency_key": f"workflow\t{summary['key']}",
+                         "answer": summary["output"]}]  # fmt: skip
         assert summary["key"] == workflow_step_key(run_id, "summarise", 1)
     assert a.process.jobs.slots == {} and b.process.jobs.slots == {}
 

@@ -1,6 +1,9 @@
 """The test suite's Postgres: TICKETIQ_DATABASE_URL when set, else an embedded server in a temp home.
 
 Each test gets a fresh database cloned from a migrated template, so tests never see each other's rows.
+The embedded server keeps its port in its home (`server.home`, outside pytest's temporary root): an app
+process run with that home as TICKETIQ_HOME knows the suite's URLs for its home's server, watches it and
+starts it again if it is killed (the kill trials' `db` mode).
 """
 
 from __future__ import annotations

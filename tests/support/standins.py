@@ -52,6 +52,19 @@ class Standins:
         made: dict[str, Any] = response.json()
         return made
 
+    async def token_grants(self) -> list[dict[str, Any]]:
+        """Every client-credentials request the token endpoint took, oldest first, with the token it granted."""
+        response = await self.admin.get("/_standin/botframework/oauth/grants")
+        response.raise_for_status()
+        rows: list[dict[str, Any]] = response.json()
+        return rows
+
+    async def expire_tokens(self) -> int:
+        """Every token the token endpoint granted runs out now; returns how many did."""
+        response = await self.admin.post("/_standin/botframework/oauth/expire")
+        response.raise_for_status()
+        return int(response.json()["expired"])
+
     async def clear_faults(self) -> None:
         (await self.admin.delete("/_standin/faults")).raise_for_status()
 

@@ -10,8 +10,11 @@ Modes (LIYAGENT_KILL_MODE):
   on it must make no vendor call (the stand-ins record each request's User-Agent, which names the pid)
   and no database write of any kind (it connects as its own role, so `pg_stat_statements` counts the
   WAL records its statements wrote).
-- `db`: restart Postgres at that instant (a fast shutdown cuts every connection); every process must
-  reconnect and go on.
+- `db`: SIGKILL the suite's embedded Postgres (its postmaster) 0.8 s to 2.2 s after the victim is up,
+  while the round's runs go (`DB_KILL_WINDOW_S`): every connection is cut
+  and nobody restarts it but the app processes, which run with the suite's home as their TICKETIQ_HOME
+  and so know its URL for their home's embedded server: one of them starts it again on its port, and
+  every process reconnects and goes on. Measured: the SIGKILL to the server answering again.
 - `vendor`: Jira stalls the round's comments; the victim is SIGKILLed while its comment is held at the
   vendor (which then applies it). Jira has no idempotency key, so the survivor must wait until the
   comment can no longer be in flight and read it back (I14): still one comment.
@@ -44,11 +47,15 @@ from ticketiq.storage import embedded
 
 MODES = ("kill", "stop", "db", "vendor")
 KILL_WINDOW_S = (0.2, 4.0)
+# db mode strikes while the round's runs go (begun about 0.4 s after the victim is up, each about 2.2 s
+# long): a Postgres killed before they began or after they ended tests only that the processes reconnect.
+DB_KILL_WINDOW_S = (0.8, 2.2)
 MODEL_LATENCY_MS = 500  # triage's four steps then span about 2 s, so kills land before, in and after runs
 END_WITHIN_S = 45.0  # a trial not ended this long after the event is lost
 STALLED_ROLE = "tq_stalled"
 FIRE_LANDS_S = 1.0  # how long the delivery and the Teams turn wait for the cron fire's run to be made
 STALL_S = 4.0  # vendor mode: how long Jira holds a comment
+BACK_WITHIN_S = 60.0  # db mode: the killed Postgres answers again within this (generous: a loaded machine)
 RESUME_WATCH_S = 3.0  # stop mode: how long the resumed process is watched
 # Stop mode shortens the lease (4 s, renewed every 1 s) and a write's budget (5 s), so a round waits 4 s
 # rather than 8 s for the takeover, and a write the stalled process marked in doubt just before it
@@ -85,6 +92,7 @@ class Rig:
         self.edge: Child | None = None
         self.survivor: App | None = None
         self.next_ticket = 1000
+        self.back_s: list[float] = []  # db mode: each round's SIGKILL of Postgres to its answering again
 
     @property
     def edge_base(self) -> str:
@@ -94,7 +102,8 @@ class Rig:
         # With jobs in the mix the survivor's worker looks for queued ones only every second: the
         # victim's, woken the moment it makes one, claims it (the survivor's takes it over after the event).
         jobs: dict[str, Any] = {"job_poll_s": SURVIVOR_JOB_POLL_S} if set(self.mix) & set(JOB_KINDS) else {}
-        self.survivor = self.cluster.app("survivor", lead=True, cron_check_s=0.2, **jobs, **self.settings)
+        self.survivor = self.cluster.app("survivor", env=self._home_env(), lead=True, cron_check_s=0.2, **jobs,
+                                         **self.settings)  # fmt: skip
         declare_trigger(self.cluster, self.survivor.base)
         if "sync" in self.mix:
             stall_searches(self.cluster)
@@ -177,7 +186,7 @@ class Rig:
             begin(self.cluster, trial, victim_base, self.edge_base)
             deadline = time.monotonic() + FIRE_LANDS_S
             query = "SELECT 1 FROM schedule_fires WHERE schedule_id::text = %s AND run_id IS NOT NULL"
-            while time.monotonic() < deadline and not self.cluster.rows(query, trial.ref):
+            while time.monotonic() < deadline and not self._rows_unless_down(query, trial.ref):
                 time.sleep(0.02)
         finally:
             fired.set()
@@ -200,8 +209,13 @@ class Rig:
 
     def _victim_env(self) -> dict[str, str]:
         if self.mode != "stop":
-            return {}
+            return self._home_env()
         return {"TICKETIQ_DATABASE_URL": with_user(self.cluster.db_url, STALLED_ROLE)}
+
+    def _home_env(self) -> dict[str, str]:
+        """db mode: the suite's home, whose embedded server the processes' URL names: they watch it and
+        start it again once it is killed."""
+        return {"TICKETIQ_HOME": str(self.pg_home)} if self.mode == "db" and self.pg_home is not None else {}
 
     # ----- the event ---------------------------------------------------------------------------------
 
@@ -213,7 +227,8 @@ class Rig:
             played.extra["stall_engaged"] = held
             time.sleep(self.rng.uniform(0.3, STALL_S - 1.0) if held else 0.0)
         else:
-            time.sleep(max(0.0, up + self.rng.uniform(*KILL_WINDOW_S) - time.monotonic()))
+            window = DB_KILL_WINDOW_S if self.mode == "db" else KILL_WINDOW_S
+            time.sleep(max(0.0, up + self.rng.uniform(*window) - time.monotonic()))
         at = self._db_now()
         if self.mode in ("kill", "vendor"):
             victim.child.kill()
@@ -221,8 +236,7 @@ class Rig:
             os.kill(victim.pid, signal.SIGSTOP)
             self.cluster.wait_until(lambda: not self._holds_leases(holder), 60, "the survivor taking the stalled runs")
         else:
-            assert self.pg_home is not None
-            embedded.restart(self.pg_home)
+            self._kill_postgres(played)
         before = self._statements() if self.mode == "stop" else {}
         return at, before
 
@@ -298,7 +312,35 @@ class Rig:
         problems += [f"round {played.no}: the resumed process wrote {w}" for w in wrote]
         return problems
 
-    # ----- db mode: every process reconnects --------------------------------------------------------
+    # ----- db mode: the processes start the killed server again, and every process reconnects ----------
+
+    def _kill_postgres(self, played: Round) -> None:
+        """SIGKILL the postmaster; return once one of the processes started it again and it answers
+        (nothing else starts it). A server back on another port is a problem: the URLs would be stale."""
+        assert self.pg_home is not None
+        port = embedded.kept_port(self.pg_home)
+        killed = embedded.postmaster_pid(self.pg_home)
+        assert killed is not None, f"no embedded postgres runs in {self.pg_home}"
+        os.kill(killed, signal.SIGKILL)
+        at = time.monotonic()
+        while True:
+            try:
+                psycopg.connect(self.cluster.db_url, connect_timeout=2).close()
+                break
+            except psycopg.OperationalError:
+                if time.monotonic() - at > BACK_WITHIN_S:
+                    raise AssertionError(f"nobody started the killed postgres again within {BACK_WITHIN_S:g} s:\n"
+                                         f"{self.cluster.logs()}") from None  # fmt: skip
+                time.sleep(0.05)
+        self.back_s.append(time.monotonic() - at)
+        now, kept = embedded.postmaster_pid(self.pg_home), embedded.kept_port(self.pg_home)
+        if now in (None, killed) or kept != port:
+            played.problems.append(f"round {played.no}: postgres came back as pid {now} on port {kept}, "
+                                   f"not a new postmaster on port {port}")  # fmt: skip
+        backs = sorted(self.back_s)
+        # Text, so that the rounds' figures are not summed: the SIGKILL to the server answering again.
+        played.extra["postgres_back_s"] = (f"median {backs[len(backs) // 2]:.2f} s, max {backs[-1]:.2f} s "
+                                           f"over {len(backs)} kills")  # fmt: skip
 
     def _reconnected(self, app: App, no: int) -> list[str]:
         """The process is up and ready again (its pool, liveness and leases back on the new server)."""
@@ -310,7 +352,14 @@ class Rig:
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
-        return [f"round {no}: {app.child.name} was not ready again within 15 s of the Postgres restart"]
+        return [f"round {no}: {app.child.name} was not ready again within 15 s of its trials' end (Postgres killed)"]
+
+    def _rows_unless_down(self, query: str, *params: Any) -> list[dict[str, Any]]:
+        """The rows; none while Postgres is down (db mode kills it while records are begun)."""
+        try:
+            return self.cluster.rows(query, *params)
+        except psycopg.OperationalError:
+            return []
 
     def _db_now(self) -> datetime:
         deadline = time.monotonic() + 30

@@ -16,7 +16,7 @@ ticket (read, summarise, comment, check, comment again, check). It is judged as 
   sync with more rows (or keys, or imported issues in its result) than the project has issues, a
   workflow comment applied twice under one step key or with one text, or more comments than the
   workflow's comment steps executed;
-- caught in flight: the event (a kill, a stall, a Postgres restart) found it unfinished: its run or job
+- caught in flight: the event (a kill, a stall, Postgres killed) found it unfinished: its run or job
   was taken over (losses > 0), its request was cut and sent again, or it was running across the event;
 - recovery: from the event to the trial's end (the run's or job's `finished_at`, on the database
   clock), for every trial caught in flight.
@@ -223,7 +223,7 @@ def _job_duplicates_of(trial: Trial, seen: JobSeen) -> tuple[str, ...]:
 
 def caught(trial: Trial, seen: Seen, event_at: datetime, spanning: bool) -> bool:
     """Whether the event found the trial unfinished: its run was taken over from the dead process or its
-    request was cut. With `spanning` (an event every process meets, a Postgres restart), also a run that
+    request was cut. With `spanning` (an event every process meets: Postgres killed), also a run that
     was running across the event wherever it ran."""
     if trial.interrupted or seen.losses > 0:
         return True

@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ticketiq.engine.bot_tokens import LEEWAY_S, Expected, service_url_refusal, token_refusal
+from ticketiq.engine.bot_tokens import (
+    LEEWAY_S,
+    Expected,
+    endorsement_refusal,
+    endorsements,
+    service_url_refusal,
+    token_refusal,
+)
 
 EXPECTED = Expected(issuer="https://api.botframework.com", audience="bot-app-id")
 NOW = 1_700_000_000.0
@@ -79,3 +86,53 @@ def test_the_activity_must_name_the_service_url_its_token_names() -> None:
         why = service_url_refusal(named, other)
         assert why is not None and "serviceUrl" in why
     assert service_url_refusal(claims(serviceurl=None), "https://smba.trafficmanager.net/amer/") is not None
+
+
+# The shape of https://login.botframework.com/v1/.well-known/keys: each key lists the channels it signs for.
+KEY_SET = {
+    "keys": [
+        {"kty": "RSA", "kid": "teams-key", "n": "...", "e": "AQAB", "endorsements": ["msteams", "skype"]},
+        {"kty": "RSA", "kid": "webchat-key", "n": "...", "e": "AQAB", "endorsements": ["webchat"]},
+        {"kty": "RSA", "kid": "bare-key", "n": "...", "e": "AQAB"},
+        {"kty": "RSA", "kid": "empty-key", "n": "...", "e": "AQAB", "endorsements": []},
+        {"kty": "RSA", "kid": "odd-key", "n": "...", "e": "AQAB", "endorsements": "msteams"},
+        {"kty": "RSA", "n": "...", "e": "AQAB", "endorsements": ["msteams"]},  # no kid: no token names it
+    ]
+}
+
+
+def test_the_key_sets_endorsements_are_read_per_key_and_a_key_without_the_field_is_left_out() -> None:
+    assert endorsements(KEY_SET) == {
+        "teams-key": ["msteams", "skype"],
+        "webchat-key": ["webchat"],
+        "empty-key": [],
+        "odd-key": "msteams",
+    }
+    assert endorsements({"keys": "no"}) == endorsements([]) == endorsements({}) == {}
+
+
+def test_a_key_endorsed_for_the_activitys_channel_is_accepted() -> None:
+    endorsed = endorsements(KEY_SET)
+    assert endorsement_refusal("teams-key", endorsed, "msteams") is None
+    assert endorsement_refusal("webchat-key", endorsed, "webchat") is None
+
+
+@pytest.mark.parametrize(
+    ("kid", "said"),
+    [
+        ("webchat-key", "not endorsed for the channel 'msteams' (it is for: webchat)"),
+        ("empty-key", "not endorsed for the channel 'msteams' (it is for: none)"),  # as the .NET and JS SDKs
+        ("odd-key", "not a list of channels"),
+    ],
+)
+def test_a_key_not_endorsed_for_the_activitys_channel_is_refused(kid: str, said: str) -> None:
+    why = endorsement_refusal(kid, endorsements(KEY_SET), "msteams")
+    assert why is not None and said in why and kid in why
+
+
+def test_like_the_sdks_a_key_without_endorsements_or_an_activity_without_a_channel_is_not_checked() -> None:
+    endorsed = endorsements(KEY_SET)
+    assert endorsement_refusal("bare-key", endorsed, "msteams") is None
+    assert endorsement_refusal("webchat-key", endorsed, None) is None
+    assert endorsement_refusal("webchat-key", endorsed, "") is None
+    assert endorsement_refusal(None, endorsed, "msteams") is None

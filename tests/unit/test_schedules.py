@@ -17,7 +17,6 @@ from ticketiq.engine.schedules import (
     Cron,
     Missed,
     cron_problem,
-    fire_key,
     fire_times,
     latest_due,
     next_after,
@@ -226,11 +225,7 @@ def test_the_policy_names_are_the_settings() -> None:
     assert tuple(m.value for m in Missed) == CRON_MISSED
 
 
-def test_a_fires_run_key_is_the_same_instant_however_it_is_written() -> None:
-    at = utc(2026, 5, 1, 12, 0)
-    assert fire_key("s1", at) == "cron:s1:2026-05-01T12:00:00+00:00"
-    assert fire_key("s1", at.astimezone(ZoneInfo(NY))) == fire_key("s1", at)
-    assert fire_key("s1", at) != fire_key("s2", at) != fire_key("s1", at + timedelta(minutes=1))
+# A fire's run key: tests/unit/test_run_keys.py (engine/run_keys.py makes every run key).
 
 
 # ----- what is refused ------------------------------------------------------------------------------------

@@ -3,9 +3,16 @@
 The Teams entry point has PyJWT verify the signature (RS256, by a key of the token service's JWKS) and,
 by the same rules as here, the expiry, issuer and audience. These pure rules restate them with the
 clock as an argument, so they are unit-tested and hold whatever the library's defaults become, and add
-the one the library cannot know: the activity's serviceUrl must be the token's `serviceurl` claim. Our
-reply (and the bot's connector token with it) goes to that URL, so an activity can send it only where
-the Bot Framework said.
+the ones the library cannot know: the activity's serviceUrl must be the token's `serviceurl` claim (our
+reply, and the bot's connector token with it, goes to that URL, so an activity can send it only where
+the Bot Framework said), and the key that signed the token must be endorsed for the activity's channel.
+
+Endorsements: the token service's keys list the channels each may sign for (`endorsements`, e.g.
+`["msteams", "skype"]`); a token signed by a key not endorsed for the activity's `channelId` is refused.
+As the Bot Framework SDKs do (.NET `EndorsementsRetriever` and `JwtTokenExtractor`, Python
+`JwtTokenExtractor`): a key without the field is not checked, and an activity without a channelId
+asserts no channel, so it is not checked either (the inbox stores only `msteams` messages anyway). A key
+whose field is there but empty is endorsed for nothing (.NET and JS refuse it; Python lets it through).
 """
 
 from __future__ import annotations
@@ -56,4 +63,27 @@ def service_url_refusal(claims: Mapping[str, Any], service_url: str) -> str | No
     named = claims.get("serviceurl")
     if not isinstance(named, str) or named.rstrip("/") != service_url.rstrip("/"):
         return f"the activity's serviceUrl {service_url!r} is not the one its token names ({named!r})"
+    return None
+
+
+def endorsements(key_set: Any) -> dict[str, Any]:
+    """Each key id's `endorsements`, as the key set (JWKS) lists it; a key without the field is left out."""
+    keys = key_set.get("keys") if isinstance(key_set, Mapping) else None
+    found: dict[str, Any] = {}
+    for key in keys if isinstance(keys, list) else []:
+        if isinstance(key, Mapping) and isinstance(key.get("kid"), str) and "endorsements" in key:
+            found.setdefault(key["kid"], key["endorsements"])
+    return found
+
+
+def endorsement_refusal(key_id: str | None, endorsed: Mapping[str, Any], channel_id: str | None) -> str | None:
+    """Why the signing key `key_id` may not sign for the activity's channel, or None when it may."""
+    if key_id is None or key_id not in endorsed or not channel_id:
+        return None
+    channels = endorsed[key_id]
+    if not isinstance(channels, list) or not all(isinstance(c, str) for c in channels):
+        return f"the signing key {key_id!r} lists its endorsements in a shape that is not a list of channels"
+    if channel_id not in channels:
+        return (f"the signing key {key_id!r} is not endorsed for the channel {channel_id!r} "
+                f"(it is for: {', '.join(channels) or 'none'})")  # fmt: skip
     return None

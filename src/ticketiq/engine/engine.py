@@ -20,10 +20,12 @@ import uuid
 from dataclasses import dataclass
 
 from ticketiq.agents.catalog import Agent
-from ticketiq.engine import seal
+from ticketiq.engine import run_keys, seal
 from ticketiq.engine.context import EngineDeps
 from ticketiq.engine.driver import RunDriver
+from ticketiq.engine.questions import Answer, Answered, Verdict, judge
 from ticketiq.engine.run_events import RECHECK_S, RunEvents
+from ticketiq.engine.run_keys import Expected
 from ticketiq.engine.state import RunState
 from ticketiq.errors import Conflict, NotFound, RequestError, TicketIQError
 from ticketiq.storage.rows import (
@@ -82,9 +84,10 @@ class Engine:
         start: bool = True,
     ) -> Created:
         """Create a run and start it here, started by `actor` (the API token's name: the run's
-        `created_by`); with `start` false the caller starts it, once it recorded what it must first. A
-        repeated Idempotency-Key returns the first request's run (422 when the body differs, or another
-        actor made it: a key is no way to reach someone else's run)."""
+        `created_by`); with `start` false the caller starts it, once it recorded what it must first.
+        `idempotency_key` is made by `run_keys` in the maker's namespace (a token's keys are its own). A
+        repeated key returns the first request's run (422 when the body differs, or when the run under
+        the key is not one this maker made: a key is no way to reach someone else's run, I19)."""
         agent = self.deps.catalog.get(agent_name)
         if agent is None:
             raise NotFound("body.agent", f"no agent named {agent_name!r}")
@@ -94,8 +97,11 @@ class Engine:
             agent, text, may_wait=may_wait, channel=channel, idempotency_key=idempotency_key,
             request_hash=request_hash, actor=actor, created_by=actor,
         )  # fmt: skip
-        if not created.created and created.created_by != actor:
-            raise RequestError("header.Idempotency-Key", "another token used this Idempotency-Key; use a fresh key")
+        if not created.created and (foreign := run_keys.foreign(created, Expected(channel, created_by=actor))):
+            # Unreachable through the API (each token's keys are its own namespace): a row put in the
+            # database by other means. Refused, and never handed out.
+            log.error("run key of %s on %s: %s", actor, channel, foreign)
+            raise RequestError("header.Idempotency-Key", "the run under this key is not this token's; use a fresh key")
         if not created.created and created.request_hash != request_hash:
             raise RequestError("header.Idempotency-Key", "this Idempotency-Key was used with a different request body")
         if created.created and start:
@@ -135,7 +141,8 @@ class Engine:
     async def decide_approval(self, approval_id: str, approve: bool, by: str, reason: str | None) -> Approval:
         """Decide a request and wake its run (I15): a waiting run is taken at once; one still running
         sees the decision when it would suspend, and the sweep takes any run left waiting with every
-        request decided."""
+        request decided. The same decision by the same person again (a retry after the first answer
+        was lost) is answered with the decision as it stands (I18, I19); any other is a Conflict."""
         existing = await self.store.approval(approval_id)
         if existing is None:
             raise NotFound("path.approval_id", f"no approval {approval_id}")
@@ -145,20 +152,24 @@ class Engine:
         await self.start(decided.run_id)
         return decided
 
-    async def give_input(self, run_id: str, text: str, by: str, created_by: str | None = None) -> RunStatus:
-        """The input for the question a waiting run asked (`request_input`), and the run woken to go on,
-        here or wherever it is taken (a new attempt, not a loss). `created_by` scopes it as `get_run`
-        does. Conflict when the run waits for no input."""
+    async def give_input(self, run_id: str, answer: Answer, created_by: str | None = None) -> Answered:
+        """The input for the question a waiting run asked (`request_input`), bound to that question (I18:
+        `questions.py`), and the run woken to go on, here or wherever it is taken (a new attempt, not a
+        loss). The same request again, however late, changes nothing and gets the run's status now; what
+        came of it is the verdict, which the entry point answers in its own terms. `created_by` scopes
+        the run as `get_run` does (NotFound)."""
         run = await self.get_run(run_id, created_by)
         if run is None:
             raise NotFound("path.run_id", f"no run {run_id}")
-        given = await self.store.give_input(run_id, text, by)
-        if given is None:
-            raise Conflict("path.run_id", f"run {run_id} is not waiting for input (it is {run.status})")
-        await self.start(run_id)
+        found = await self.store.give_input(run_id, answer.text, answer.by, answer.answered_by, answer.question_id)
+        verdict = judge(found, answer)
+        if verdict is Verdict.GIVEN:
+            # Only what this request gave wakes the run: a repeat never takes it (a run it woke before
+            # goes on, or waits for its next question; one whose wake-up was lost is the sweep's).
+            await self.start(run_id)
         status = await self.store.status(run_id)
         assert status is not None
-        return status
+        return Answered(verdict, found.id if found else answer.question_id, status.status)
 
     async def waiting_for(self, run_id: str) -> list[Waiting]:
         """What a waiting run waits for: the questions it asked, then the calls held for approval."""
@@ -206,8 +217,9 @@ class Engine:
         created_by: str | None = None,
     ) -> Created:
         """Insert the run with its first sealed checkpoint, in one statement. A repeated idempotency or
-        delegation key returns the run the first request made. `actor` is audited as the creator;
-        `created_by` is the API token whose caller may read the run."""
+        delegation key returns the run the first request made, which its maker checks is its own
+        (`run_keys.foreign`). `actor` is audited as the creator; `created_by` is the API token whose
+        caller may read the run."""
         run_id = str(uuid.uuid4())
         state = RunState(
             agent=agent.name,

@@ -7,9 +7,14 @@ key fresh per call (I11: it belongs to no scope a key could derive from), a writ
 budget (I14). Nothing is written ahead for a resume: a call cut off by a crash is never sent again by
 anyone, and one whose outcome the vendor left open is reported uncertain, never resent.
 
+A request with an Idempotency-Key names its call: the call's key derives from the token and that key
+(`step_keys.inspector_key`), and a write's start is on record once per key. A retry of the request
+after its process died (the key taken over, its answer never kept) finds the start and does not send
+the write again: it answers the outcome on record, or uncertain when the first try died mid-send.
+
 The audit log is what it leaves: `inspector.call` (its outcome, or its refusal) before the answer; a
 write is preceded by `inspector.call.started` with the same key, so a call whose process died before
-its outcome was known is still on record.
+its outcome was known is still on record; such a retry leaves `inspector.call.retried`.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import Any
 from ticketiq.engine.context import EngineDeps
 from ticketiq.engine.gates import GateDecision, inspector_gate
 from ticketiq.engine.notes import scrub
-from ticketiq.engine.step_keys import fresh_key
+from ticketiq.engine.step_keys import fresh_key, inspector_key
 from ticketiq.engine.storable import storable
 from ticketiq.errors import RequestError, StorageError
 from ticketiq.storage.inspector_store import InspectorStore
@@ -42,6 +47,8 @@ DEFAULT_TENANT = "default"
 _RUNS_AN_AGENT = frozenset({ToolClass.DELEGATION, ToolClass.SUBAGENT})
 # Calls still being sent and audited after their requester went away (kept so they are not collected).
 _UNFINISHED: set[asyncio.Task[AdHocCall]] = set()
+NOT_SENT_AGAIN = ("an earlier request with this Idempotency-Key began this write and its outcome was never recorded "
+                  "(its process died): it was not sent again, and whether it took effect is unknown")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -107,8 +114,11 @@ class Inspector:
             raise RequestError(*problem)
         return tool
 
-    async def call(self, name: str, args: dict[str, Any], by: str, tenant: str = DEFAULT_TENANT) -> AdHocCall:
-        """Make the call `by` asked for, or refuse it at the gate; either way audited before the answer."""
+    async def call(
+        self, name: str, args: dict[str, Any], by: str, tenant: str = DEFAULT_TENANT, request_key: str | None = None
+    ) -> AdHocCall:
+        """Make the call `by` asked for, or refuse it at the gate; either way audited before the answer.
+        `request_key`: the request's Idempotency-Key, which names the call (see the module)."""
         tool = self.checked(name, args)
         facts = await self.store.facts(by, tenant, CHANNEL)
         decision = inspector_gate(facts, tool.name)
@@ -121,15 +131,30 @@ class Inspector:
         if not decision.allowed:
             audit_id = await self.store.audit("inspector.call", by, {**about, "key": None, "outcome": "refused"})
             return AdHocCall(tool.name, None, False, None, decision.reason, False, audit_id, refused=decision)
-        key = fresh_key()  # I11: outside every scope, so new per call: two identical calls are two calls
-        if tool.tool_class.changes:
-            # Before the send, so a write whose process dies mid-call is on record; no resume reads it.
-            await self.store.audit("inspector.call.started", by, {**about, "key": key})
+        # I11: without a request key outside every scope, so new per call: two identical calls are two calls.
+        key = fresh_key() if request_key is None else inspector_key(by, request_key)
+        # Before the send, so a write whose process dies mid-call is on record; no resume reads it.
+        if tool.tool_class.changes and await self.store.start(by, {**about, "key": key}) is None:
+            return await self._begun_before(tool, key, by, about)
         # A requester that hangs up does not cut the send off before its outcome is audited.
         made = asyncio.ensure_future(self._made(tool, args, key, by, {**about, "key": key}))
         _UNFINISHED.add(made)
         made.add_done_callback(_UNFINISHED.discard)
         return await asyncio.shield(made)
+
+    async def _begun_before(self, tool: Tool, key: str, by: str, about: dict[str, Any]) -> AdHocCall:
+        """A keyed request's write an earlier try began: never sent again. Answered with the outcome on
+        record, else as uncertain. I20: the retry's own audit row is written before it answers, so the
+        start it found is as durable as that write."""
+        earlier = await self.store.outcome(key)
+        found = "no outcome" if earlier is None else earlier.outcome
+        retried = await self.store.audit("inspector.call.retried", by, {**about, "key": key, "found": found})
+        log.warning("inspector call %s of %s by %s was begun by an earlier request with its Idempotency-Key (%s): "
+                    "not sent again", key, tool.name, by, found)  # fmt: skip
+        if earlier is None:
+            return AdHocCall(tool.name, key, False, None, NOT_SENT_AGAIN, True, retried)
+        uncertain = earlier.outcome == "uncertain"
+        return AdHocCall(tool.name, key, earlier.outcome == "ok", None, earlier.error, uncertain, earlier.audit_id)
 
     async def _made(self, tool: Tool, args: dict[str, Any], key: str, by: str, about: dict[str, Any]) -> AdHocCall:
         outcome = await self._send(tool, args, key)

@@ -7,11 +7,15 @@ How a fire is claimed, and its outcome recorded once (I12, I13):
 - A fire is one row unique per (schedule, fire time), inserted ON CONFLICT DO NOTHING by the same
   statement that moves the schedule on: of two leaders (a failover, a partition) one inserts it and
   makes its run; the other inserted nothing and does nothing.
-- The fire's run is made with the idempotency key derived from the fire (`schedules.fire_key`), so a
+- The fire's run is made with the idempotency key derived from the fire (`run_keys.cron`), so a
   leader that died between recording the fire and making its run is replaced by one that makes the
   same run, never a second (the next check finds the fire without a run); the fire records the run's
   id, and the run is given to the least loaded live process (`Engine.hand`): a fresh process gets it
   first, the leader drives it only when that is the leader.
+- I19: the key is in the `cron` namespace, which no API caller can reach; a run found under it that
+  the fire did not make (not a `cron` run of the schedule's agent made by `schedule:<id>`: a row put in
+  the database by other means) is refused: the fire fails with the reason, and that run is never
+  linked, handed on or started by it.
 - From then on the fire is claimed under the run's own lease: there is one lease, `checkpoint:<run>`,
   fenced by the run's attempt. A process that dies mid-run loses it; the leader claims the run once
   (I5) and it goes on from its checkpoint on the survivor: that is the fire handed back and run again.
@@ -35,7 +39,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ticketiq.agents.catalog import DeclaredSchedule
-from ticketiq.engine import schedules
+from ticketiq.engine import run_keys, schedules
+from ticketiq.engine.run_keys import Expected
 from ticketiq.engine.schedules import Cron, Missed
 from ticketiq.errors import NotFound, RequestError
 from ticketiq.storage.schedule_store import Due, Fire, Schedule, ScheduleStore
@@ -48,6 +53,14 @@ log = logging.getLogger(__name__)
 
 CHANNEL = "cron"
 DUE_BATCH = 100
+# The namespace of schedule ids derived from a request's Idempotency-Key (uuid5 of the token and the key).
+KEYED_SCHEDULES = uuid.UUID("0d7c3f0e-5b8a-4f21-9c64-3e1a7b2d5f90")
+
+
+def schedule_id(by: str, key: str | None) -> str:
+    """A fresh id, or for a keyed request one derived from the token's name and the key: the same
+    request, however often sent (a retry after a crash included), names the same schedule (I19)."""
+    return str(uuid.uuid4() if key is None else uuid.uuid5(KEYED_SCHEDULES, f"{by}\n{key}"))
 
 
 def refusal(expression: str, zone: str) -> RequestError | None:
@@ -68,8 +81,13 @@ class Scheduler:
 
     # ----- what the API asks ---------------------------------------------------------------------
 
-    async def create(self, agent: str, expression: str, zone: str, text: str, by: str) -> Schedule:
-        """A schedule whose first fire is its first time after now (the database clock)."""
+    async def create(
+        self, agent: str, expression: str, zone: str, text: str, by: str, key: str | None = None
+    ) -> Schedule:
+        """A schedule whose first fire is its first time after now (the database clock). `key` (the
+        request's Idempotency-Key): the schedule's id derives from it and the token, so a request sent
+        again after its process died between making the schedule and keeping the key's answer finds
+        that schedule, not a second one firing beside it."""
         if self.engine.deps.catalog.get(agent) is None:
             raise NotFound("body.agent", f"no agent named {agent!r}")
         refused = refusal(expression, zone)
@@ -77,10 +95,17 @@ class Scheduler:
             raise refused
         cron = Cron(expression.strip(), zone)
         now = await self.store.clock()
-        return await self.store.create({
-            "id": str(uuid.uuid4()), "agent": agent, "cron": cron.expression, "timezone": zone, "input": text,
+        schedule, made = await self.store.create({
+            "id": schedule_id(by, key), "agent": agent, "cron": cron.expression, "timezone": zone, "input": text,
             "next_fire_at": schedules.next_after(cron, now), "by": by,
         })  # fmt: skip
+        asked = (agent, cron.expression, zone, text)
+        if not made and (schedule.agent, schedule.cron, schedule.timezone, schedule.input) != asked:
+            # The key's kept answer was purged (TICKETIQ_IDEMPOTENCY_TTL_S), then the key sent with another request.
+            raise RequestError(
+                "header.Idempotency-Key", f"this Idempotency-Key made schedule {schedule.id} for another request"
+            )
+        return schedule
 
     async def listed(self) -> list[Schedule]:
         return await self.store.listed()
@@ -146,7 +171,7 @@ class Scheduler:
         if plan.dropped:
             log.warning("schedule %s: fire times from %s were missed; only the latest is considered",
                         due.id, due.next_fire_at)  # fmt: skip
-        key = schedules.fire_key(due.id, fire_at) if fire_at is not None else None
+        key = run_keys.cron(due.id, fire_at) if fire_at is not None else None
         recorded = await self.store.fire(due.id, plan.next_fire_at, fire_at, key, bool(plan.skipped), reason,
                                          self.engine.deps.holder)  # fmt: skip
         if recorded is None or recorded.skipped:
@@ -163,10 +188,17 @@ class Scheduler:
             await self.store.fire_failed(run_key, f"agent {due.agent} is not defined in the agents file")
             log.error("schedule %s: its agent %s is not defined; the fire for %s failed", due.id, due.agent, fire_at)
             return None
+        maker = f"schedule:{due.id}"
         created = await engine.create_run(
-            agent, due.input, may_wait=False, channel=CHANNEL, idempotency_key=run_key,
-            actor=f"schedule:{due.id}", created_by=due.created_by,
+            agent, due.input, may_wait=False, channel=CHANNEL, idempotency_key=run_key, actor=maker,
+            created_by=due.created_by,
         )  # fmt: skip
+        foreign = None if created.created else run_keys.foreign(created, Expected(CHANNEL, maker, agent=due.agent))
+        if foreign is not None:
+            # I19: someone else's run is never linked, handed on or started by a fire.
+            await self.store.fire_failed(run_key, f"the fire made no run: {foreign}")
+            log.error("schedule %s: the fire for %s made no run: %s", due.id, fire_at, foreign)
+            return None
         await self.store.link_run(run_key, created.id)
         # Taken for the least loaded live process; one that has it already keeps it, and a run no process
         # took (this one not admitting) is the sweep's.

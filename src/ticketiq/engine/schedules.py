@@ -162,8 +162,3 @@ def plan(cron: Cron, first: datetime, now: datetime, missed: Missed, on_time_s: 
     if (now - latest).total_seconds() > on_time_s and missed is Missed.SKIP:
         return FirePlan((), (latest,), following, dropped)
     return FirePlan((latest,), (), following, dropped)
-
-
-def fire_key(schedule_id: str, fire_at: datetime) -> str:
-    """The fire's run's idempotency key: two leaders making the same fire make one run."""
-    return f"cron:{schedule_id}:{fire_at.astimezone(UTC).isoformat()}"

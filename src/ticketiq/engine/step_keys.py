@@ -50,6 +50,12 @@ def approval_key(approval_id: str) -> str:
     return _derive("ta", [approval_id])
 
 
+def inspector_key(principal: str, idempotency_key: str) -> str:
+    """An ad hoc call asked with an Idempotency-Key: the request names the call, so its retry after a
+    crash has the same key and finds the write it began (never sent twice)."""
+    return _derive("ti", [principal, idempotency_key])
+
+
 def fresh_key() -> str:
     """For a call outside every scope (an ad hoc call, a position-only id): new per call."""
     return "tf" + secrets.token_hex(16)[: KEY_LENGTH - 2]

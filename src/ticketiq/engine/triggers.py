@@ -4,10 +4,13 @@ The decisions are pure (`webhook_signature`, `webhook_triggers`, `ticket_events`
 driver around them. A request is checked before anything is stored: its signature over the raw body
 (401), then its headers and body (4xx naming what is wrong). A signed delivery becomes one run:
 
-1. the run is created, not started, under a key derived from (trigger, delivery id), or (event
+1. what was signed is claimed for the delivery id (`signed_once`, I19): the same signed content under
+   another id is a replay and starts nothing (a webhook's is refused 409, a ticket event's answered
+   with the first event's runs);
+2. the run is created, not started, under a key derived from (trigger, delivery id), or (event
    identifier, agent): a retry after a crash finds the same run, never a second one;
-2. the delivery (or event) is recorded with that run: a redelivery is answered from this row;
-3. the run is started here. Should the process die before, the leader's sweep starts it (a queued
+3. the delivery (or event) is recorded with that run: a redelivery is answered from this row;
+4. the run is started here. Should the process die before, the leader's sweep starts it (a queued
    run no process took); should it die while the run works, the run is resumed as any run (I13).
 
 Webhook and ticket-event runs may not wait and hand nothing on: the caller has hung up, so the answer
@@ -19,8 +22,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from ticketiq.engine import ticket_events, webhook_signature, webhook_triggers
+from ticketiq.engine import signed_once, ticket_events, webhook_signature, webhook_triggers
 from ticketiq.engine.engine import Engine
+from ticketiq.engine.signed_once import Outcome, SignedClaim
 from ticketiq.engine.storable import is_storable
 from ticketiq.engine.ticket_events import TicketEvent
 from ticketiq.engine.webhook_triggers import SealedSecret
@@ -43,6 +47,16 @@ class TooLarge(RequestError):
     status = 413
 
 
+class Replayed(Conflict):
+    """A signed request delivered already under another delivery id (I19): it starts nothing. 409, with
+    the run the first delivery started (None while it has recorded none)."""
+
+    def __init__(self, first: str, run_id: str | None) -> None:
+        super().__init__(f"header.{webhook_signature.SIGNATURE_HEADER}", signed_once.replay_message(first))
+        self.first = first
+        self.run_id = run_id
+
+
 @dataclass(frozen=True)
 class Delivered:
     run_id: str
@@ -57,27 +71,37 @@ class Triggers:
         self.store = store
         self.keys = engine.deps.keys
 
-    async def declare(self, name: str, agent: str, secret: str, by: str) -> TriggerShown:
+    async def declare(self, name: str, agent: str, secret: str, by: str, key: str | None = None) -> TriggerShown:
+        """A trigger with its first secret. `key` (the route and the request's Idempotency-Key): the
+        same request sent again after its process died before the key's answer was kept is answered
+        with the trigger it made, not "exists"."""
         webhook_triggers.checked_name(name)
         webhook_triggers.checked_secret(secret)
         if self.engine.deps.catalog.get(agent) is None:
             raise NotFound("body.agent", f"no agent named {agent!r} in the agents file")
         sealed = webhook_triggers.seal_secret(self.keys, name, secret)
-        if not await self.store.create(name, agent, sealed.key_id, sealed.nonce, sealed.ciphertext, by):
+        made = await self.store.create(
+            name, agent, (sealed.key_id, sealed.nonce, sealed.ciphertext), by, webhook_triggers.request_key(by, key)
+        )
+        if not made:
             raise Conflict("body.name", f"a trigger named {name} exists; add a secret to it to rotate")
         return await self._shown(name)
 
     async def every(self) -> list[TriggerShown]:
         return await self.store.every()
 
-    async def add_secret(self, name: str, secret: str, expire_others_in_s: float | None, by: str) -> TriggerShown:
+    async def add_secret(
+        self, name: str, secret: str, expire_others_in_s: float | None, by: str, key: str | None = None
+    ) -> TriggerShown:
         """A second secret, active at once beside the first (a rotation); with `expire_others_in_s` the
-        secrets active until now stop being accepted that long from now."""
+        secrets active until now stop being accepted that long from now. `key` as for `declare`: the
+        same request sent again after a crash finds the secret it added, never adds a second."""
         webhook_triggers.checked_secret(secret)
         sealed = webhook_triggers.seal_secret(self.keys, name, secret)
         added = await self.store.add_secret(
-            name, (sealed.key_id, sealed.nonce, sealed.ciphertext), expire_others_in_s, by, webhook_triggers.add_refusal
-        )
+            name, (sealed.key_id, sealed.nonce, sealed.ciphertext), expire_others_in_s, by,
+            webhook_triggers.add_refusal, webhook_triggers.request_key(by, key),
+        )  # fmt: skip
         if added is None:
             raise NotFound("path.name", f"no trigger named {name}")
         return await self._shown(name)
@@ -108,14 +132,21 @@ class Triggers:
         if problem is not None or delivery_id is None:
             raise RequestError(f"header.{webhook_signature.DELIVERY_HEADER}", problem or "")
         text = _input(body)
-        assert signing.agent is not None  # a signature verified: the trigger exists
+        # A signature verified: the trigger exists, and its t was read.
+        assert signing.agent is not None and check.timestamp is not None
         agent = self.engine.deps.catalog.get(signing.agent)
         if agent is None:
             raise Conflict(
                 "path.name", f"trigger {name} starts agent {signing.agent}, which the agents file no longer defines"
             )
+        bound_to = await _claimed(self.store, signed_once.webhook_claim(name, check.timestamp, body, delivery_id))
         recorded = await self.store.delivery(name, delivery_id)
-        if recorded is not None:
+        outcome = signed_once.decide(delivery_id, bound_to, started=recorded is not None)
+        if outcome is Outcome.REPLAY:
+            log.warning("webhook delivery %r to %r repeats the signed request of delivery %r: refused, nothing "
+                        "started", delivery_id, name, bound_to)  # fmt: skip
+            raise Replayed(bound_to, await self.store.delivery(name, bound_to))
+        if recorded is not None:  # Outcome.REDELIVERY
             return Delivered(recorded, created=False)
         created = await self.engine.submit(
             agent.name, text, may_wait=False, channel=webhook_triggers.CHANNEL, actor=webhook_triggers.actor(name),
@@ -138,6 +169,12 @@ class Triggers:
                 continue
             opened.append(secret)
         return opened
+
+
+async def _claimed(store: TriggerStore, claim: SignedClaim) -> str:
+    """The delivery id what was signed is bound to. I19: claimed before anything else is stored; a copy
+    racing this one waits on its claim and finds it."""
+    return await store.claim_signed(claim.source, claim.digest, claim.delivery_id, claim.kept_until_s)
 
 
 def _input(body: bytes) -> str:
@@ -177,24 +214,28 @@ class TicketIntake:
         asked = ticket_events.run_input(event)
         if not is_storable(asked):
             raise RequestError("body.issue.fields.summary", "the summary holds text that cannot be stored")
-        digest = ticket_events.body_digest(body)
-        found = await self.store.event_runs(identifier, digest)
-        runs = {r.agent: r.run_id for r in found if r.event_id == identifier}
-        if found and not runs:
+        agents = ticket_events.opted_in(event.name, self.engine.deps.catalog.agents)
+        if not agents:
+            return {}  # nothing to start, so nothing to claim or store
+        claim = signed_once.ticket_event_claim(identifier, body)
+        bound_to = await _claimed(self.store, claim)
+        found = await self.store.event_runs(identifier)
+        if signed_once.decide(identifier, bound_to, started=bool(found)) is Outcome.REPLAY:
             # The same signed body under another identifier: Jira does not sign the identifier header,
             # so this is a replay (or a second Jira webhook for one event). It starts nothing.
-            first = found[0].event_id
-            log.warning("ticket event %r repeats the body of event %r: nothing started", identifier, first)
-            return {r.agent: r.run_id for r in found if r.event_id == first}
+            log.warning("ticket event %r repeats the body of event %r: nothing started", identifier, bound_to)
+            return {r.agent: r.run_id for r in await self.store.event_runs(bound_to)}
+        # New, or delivered again: what a crash left unmade is made now, the rest is found.
+        runs = {r.agent: r.run_id for r in found}
         created = []
-        for agent in ticket_events.opted_in(event.name, self.engine.deps.catalog.agents):
+        for agent in agents:
             if agent in runs:
                 continue
             made = await self.engine.submit(
                 agent, asked, may_wait=False, channel=ticket_events.CHANNEL, actor=ticket_events.ACTOR,
                 idempotency_key=ticket_events.run_key(identifier, agent), start=False,
             )  # fmt: skip
-            runs[agent] = await self._record(event, agent, made.id, digest)
+            runs[agent] = await self._record(event, agent, made.id, claim.digest)
             if made.created:
                 created.append(runs[agent])
         for run_id in created:

@@ -8,7 +8,9 @@ comparison constant-time (`hmac.compare_digest`):
   (either way) is refused. A sender may send several `v1=` values (one per secret during a rotation);
   any one made by any active secret passes.
 - Jira Cloud ticket events: `X-Hub-Signature: sha256=<hex HMAC of the raw body>`, one configured secret.
-  Jira signs no timestamp: redeliveries are deduped by the event's identifier instead.
+  Jira signs no timestamp: redeliveries are deduped by the event's identifier, replays by the body.
+
+A signature verified is not yet a request taken once: `signed_once` decides that (I19).
 
 The clock is an argument (`now_s`, the database clock's epoch seconds): no decision reads it itself.
 """
@@ -47,6 +49,7 @@ class Check:
     verdict: Verdict
     reason: str
     secret: int | None = None  # which of the secrets given made it (its position), once accepted
+    timestamp: str | None = None  # a webhook delivery's t, as signed, once accepted
 
     @property
     def accepted(self) -> bool:
@@ -135,7 +138,7 @@ def check_delivery(header: str | None, body: bytes, secrets: Sequence[bytes], no
             f"{SIGNATURE_HEADER} does not verify: no active secret of a trigger by this name made it "
             "(sign t.body with the trigger's secret)",
         )
-    return Check(Verdict.ACCEPTED, "signed", found)
+    return Check(Verdict.ACCEPTED, "signed", found, parsed.timestamp)
 
 
 def check_hub(header: str | None, body: bytes, secret: bytes | None) -> Check:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hmac
 import os
 import re
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -39,6 +40,9 @@ CHANNEL = "webhook"
 _ENCRYPTION = b"ticketiq trigger secret encryption v1"
 _FINGERPRINT = b"ticketiq trigger secret fingerprint v1"
 NONCE_BYTES = 12
+# The namespace of what binds a trigger or a secret to the request that made it (uuid5 of the token and
+# the Idempotency-Key), as jobs derive their ids.
+KEYED_REQUESTS = uuid.UUID("7ca41296-b7e6-4e21-8ff2-757824f98bef")
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,13 @@ def run_key(trigger: str, delivery_id: str) -> str:
     crash. A tab separates the parts: an API Idempotency-Key is printable ASCII, so no API client can
     make (and squat) this key, and neither part can hold a tab."""
     return f"{CHANNEL}\t{trigger}\t{delivery_id}"
+
+
+def request_key(by: str, key: str | None) -> str | None:
+    """What binds a trigger or a secret to the request that made it, derived from the token's name and
+    `key` (the route and the request's Idempotency-Key): that request, retried after its process died
+    before the key's answer was kept, finds what it made instead of making it again. None without a key."""
+    return None if key is None else str(uuid.uuid5(KEYED_REQUESTS, f"{by}\n{key}"))
 
 
 def actor(trigger: str) -> str:

@@ -5,13 +5,15 @@ The sdk's `DefaultRequestHandlerV2` serves the protocol; three of its extension 
 - `RunOfMessage` (its `RequestContextBuilder`) turns a message into ONE engine call before the sdk makes
   or touches a task: a message naming no task starts a run (`submit`; the task id IS the run id, which
   is why the run is made here and not in the executor: the sdk fixes the task id before it executes),
-  and one naming a task gives its waiting run the input (`give_input`). A refused message raises the
-  protocol's error naming the field; nothing is stored.
+  and one naming a task gives its waiting run the input (`give_input`), bound to the message's id
+  (I18): the same message again changes nothing and gets the task as it is now. A refused message
+  raises the protocol's error naming the field; nothing is stored.
 - `RunFollower` (its `AgentExecutor`) follows the run (never drives it: the engine does, wherever it
   runs) and emits the task's status and artifact events as the run changes, until the task ends or
   waits for its client.
-- `RunRequestHandler` (the handler itself) serves CancelTask as a Stop, SubscribeToTask by following
-  the run wherever it runs, and a message sent again after its task ended with that task (`SentBefore`).
+- `RunRequestHandler` (the handler itself) serves CancelTask as a Stop (the operator's, as `POST
+  /v1/runs/{id}/stop` is), SubscribeToTask by following the run wherever it runs, and a message sent
+  again (after its task ended, or an answer its run took already) with that task (`SentBefore`).
 
 Every state an event carries is read from the task store, which derives it from the run: no event can
 say what the run does not.
@@ -52,11 +54,12 @@ from a2a.utils.errors import (
 from a2a.utils.proto_utils import validate_proto_required_fields
 from a2a.utils.task import apply_history_length
 
-from ticketiq.engine import tokens
+from ticketiq.engine import run_keys, tokens
 from ticketiq.engine.engine import TERMINAL, Engine
+from ticketiq.engine.questions import Verdict, by_message
 from ticketiq.engine.seal import canonical
-from ticketiq.engine.tokens import Principal
-from ticketiq.errors import Conflict, NotFound, RequestError, TicketIQError
+from ticketiq.engine.tokens import Permission, Principal
+from ticketiq.errors import NotFound, RequestError, TicketIQError
 from ticketiq.storage.rows import Waiting
 from ticketiq.storage.task_store import RunTaskStore, as_json, caller_of
 
@@ -67,7 +70,7 @@ ENDED = frozenset({TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED, 
                    TaskState.TASK_STATE_REJECTED})  # fmt: skip
 WAITS_FOR_CLIENT = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
 MAX_INPUT = 100_000  # characters, as POST /v1/runs takes
-MAX_MESSAGE_ID = 200  # it becomes part of the run's Idempotency-Key
+MAX_MESSAGE_ID = 200  # it becomes part of the run's key, or of what an input records as its answer (I18)
 # A follower wakes on the run's status change (LISTEN/NOTIFY); this bounds a wait all the same.
 FOLLOW_S = 5.0
 # CancelTask waits this long for a running run to reach its next gate check and end.
@@ -99,11 +102,13 @@ def describe_waiting(waiting: list[Waiting]) -> str:
 
 
 class SentBefore(TicketIQError):
-    """A message sent again after the task it started ended: the answer is that task. Raised before the
-    sdk makes a task of it (it would refuse to run an ended task again, and it is not run again)."""
+    """A message sent again whose first send was taken: one that started a task now ended, or an answer
+    its run took already (I18). The answer is the task as it is now. Raised before the sdk makes or
+    wakes a task of it (it would refuse to run an ended task again, or follow the run as for a new
+    answer), so nothing is run, stored or followed again."""
 
-    def __init__(self, task: Task) -> None:
-        super().__init__(f"message sent again; its task {task.id} has ended")
+    def __init__(self, task: Task, why: str) -> None:
+        super().__init__(f"message sent again; {why}")
         self.task = task
 
 
@@ -126,7 +131,7 @@ class RunOfMessage(RequestContextBuilder):
         if params is not None:
             text = _text(params.message)
             if task_id:
-                context_id = await self._answer(task_id, text, context, context_id)
+                context_id = await self._answer(task_id, params.message.message_id, text, context, context_id)
             else:
                 task_id, context_id = await self._start(params.message, text, context, context_id)
         return RequestContext(call_context=context, request=params, task_id=task_id, context_id=context_id, task=task)
@@ -145,7 +150,7 @@ class RunOfMessage(RequestContextBuilder):
         content = {k: v for k, v in as_json(message).items() if k not in ("taskId", "contextId")}
         try:
             created = await self.engine.submit(
-                agent, text, channel="a2a", idempotency_key=f"a2a:{principal.name}:{message.message_id}",
+                agent, text, channel="a2a", idempotency_key=run_keys.a2a(principal.name, message.message_id),
                 request_hash=hashlib.sha256(canonical(content)).hexdigest(), actor=principal.name, start=False,
             )  # fmt: skip
         except RequestError as exc:
@@ -174,7 +179,7 @@ class RunOfMessage(RequestContextBuilder):
                 f"{existing.context_id}, not {message.context_id}",
             )  # fmt: skip
         if existing.status.state in ENDED:
-            raise SentBefore(existing)
+            raise SentBefore(existing, f"its task {existing.id} has ended")
         return created.id, existing.context_id
 
     def _agent(self, message: Message) -> str:
@@ -186,28 +191,41 @@ class RunOfMessage(RequestContextBuilder):
             raise _params_error("params.message.metadata.agent", f"no agent named {named!r}; the agents: {known}")
         return named
 
-    async def _answer(self, task_id: str, text: str, context: ServerCallContext, context_id: str | None) -> str:
-        """Give the task's waiting run this input; the task's context id."""
+    async def _answer(
+        self, task_id: str, message_id: str, text: str, context: ServerCallContext, context_id: str | None
+    ) -> str:
+        """Give the task's waiting run this input, bound to the message (I18); the task's context id. The
+        same message again (its first send cut before its answer came back) raises `SentBefore` with the
+        task as it is now, whatever the run asked or did since: it never answers the next question."""
         task = await self.tasks.get(task_id, context)
         if task is None:
             raise TaskNotFoundError(message=f"no task {task_id}")
+        if len(message_id) > MAX_MESSAGE_ID:
+            raise _params_error("params.message.messageId", f"at most {MAX_MESSAGE_ID} characters")
+        caller = caller_of(context)
+        try:
+            answered = await self.engine.give_input(task.id, by_message(text, caller.name, message_id), caller.scope)
+        except NotFound:
+            raise TaskNotFoundError(message=f"no task {task_id}") from None
+        if answered.verdict is Verdict.GIVEN:
+            return context_id or task.context_id
+        if answered.verdict is Verdict.REPEATED:
+            now = await self.tasks.get(task.id, context)
+            raise SentBefore(now or task, f"message {message_id} answered a question of task {task.id} already")
+        if answered.verdict is Verdict.REUSED:
+            raise _params_error("params.message.messageId", f"message {message_id} answered a question of task "
+                                f"{task_id} already, with other text; send a new message with an id of its "
+                                "own")  # fmt: skip
         state = task.status.state
         if state in ENDED:
             raise UnsupportedOperationError(
                 message=f"task {task_id} has ended ({_state(state)}); send a message without taskId to start another"
             )
-        caller = caller_of(context)
-        try:
-            await self.engine.give_input(task.id, text, by=caller.name, created_by=caller.scope)
-        except NotFound:
-            raise TaskNotFoundError(message=f"no task {task_id}") from None
-        except Conflict:
-            waits = get_message_text(task.status.message) if task.status.HasField("message") else ""
-            raise _params_error(
-                "params.message.taskId", f"task {task_id} is not waiting for input ({_state(state)}"
-                + (f": {waits}" if waits else "") + "); a message naming a task answers a question its run asked",
-            ) from None  # fmt: skip
-        return context_id or task.context_id
+        waits = get_message_text(task.status.message) if task.status.HasField("message") else ""
+        raise _params_error(
+            "params.message.taskId", f"task {task_id} is not waiting for input ({_state(state)}"
+            + (f": {waits}" if waits else "") + "); a message naming a task answers a question its run asked",
+        )  # fmt: skip
 
 
 def _text(message: Message) -> str:
@@ -258,6 +276,7 @@ class RunFollower(AgentExecutor):
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         # RunRequestHandler serves CancelTask itself; should the sdk reach this, it is the same Stop.
         assert context.task_id
+        _may_stop(context.call_context)
         await self.engine.request_stop(context.task_id, caller_of(context.call_context).name)
 
 
@@ -292,6 +311,14 @@ async def follow(
         if changed is None:
             raise TaskNotFoundError(message=f"no task {run_id}")
         seen = changed.status
+
+
+def _may_stop(context: ServerCallContext) -> None:
+    """Stop is the operator's: the token's role must hold it, as the REST route's `requires` checks."""
+    principal: Principal = context.state[PRINCIPAL]
+    refusal = tokens.refusal(principal, Permission.STOP_RUNS)
+    if refusal is not None:
+        raise TaskNotCancelableError(message=refusal, data={"field": "header.Authorization"})
 
 
 def _changed(before: TaskStatus, now: TaskStatus) -> bool:
@@ -335,8 +362,10 @@ class RunRequestHandler(DefaultRequestHandlerV2):
                 yield event
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
-        """A Stop of the task's run. Whoever sees the task may stop it: a caller its own, an operator any."""
+        """A Stop of the task's run: the operator's, as `POST /v1/runs/{id}/stop` is (DESIGN.md, "Who may
+        do what"). A caller's is refused before the task is read, so it learns nothing and stops nothing."""
         validate_proto_required_fields(params)
+        _may_stop(context)
         task = await self.tasks.get(params.id, context)
         if task is None:
             raise TaskNotFoundError(message=f"no task {params.id}")

@@ -21,9 +21,10 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from ticketiq import stall
-from ticketiq.engine import tokens
+from ticketiq.engine import run_keys, tokens
 from ticketiq.engine.engine import Engine
 from ticketiq.engine.idempotency import request_hash
+from ticketiq.engine.questions import Answer, Answered, Verdict, by_key, to_question
 from ticketiq.engine.tokens import Permission, Principal
 from ticketiq.entries import (
     a2a,
@@ -41,10 +42,10 @@ from ticketiq.entries import (
 )
 from ticketiq.entries.auth import requires
 from ticketiq.entries.idempotency import IdempotencyKey, once
-from ticketiq.errors import Forbidden, RequestError, StorageError
+from ticketiq.errors import Conflict, Forbidden, NotFound, RequestError, StorageError
 from ticketiq.process import AppProcess
 from ticketiq.settings import Settings
-from ticketiq.storage.rows import Approval, RunRecord, TranscriptRow
+from ticketiq.storage.rows import Approval, RunRecord, TranscriptRow, Waiting
 from ticketiq.storage.token_store import TokenStore
 
 log = logging.getLogger(__name__)
@@ -68,11 +69,17 @@ class InputRequest(BaseModel):
     # No `by`: who gave the input is the token's name.
     model_config = ConfigDict(extra="forbid")
     text: str = Field(min_length=1, max_length=100_000)
+    question_id: uuid.UUID | None = Field(
+        default=None,
+        description="The question this input answers, as `GET /v1/runs/{id}` lists it in `waiting_for` (I18). "
+        "Without it, send an Idempotency-Key: the input then answers the oldest pending question, bound to the key.",
+    )
 
 
 class InputTaken(BaseModel):
     id: str
-    status: str
+    status: str  # the run's, now
+    question_id: str | None  # the question the input answered (or, sent again, had answered)
 
 
 class Decision(BaseModel):
@@ -156,9 +163,11 @@ def create_app(settings: Settings, process: AppProcess | None = None, *, watch_s
 
         async def submit() -> RunCreated:
             # runs.idempotency_key stays the dedupe of record, atomic with the run's birth and kept as long
-            # as the run; `once` adds the 409 while the first request is answered, and the replay.
+            # as the run; `once` adds the 409 while the first request is answered, and the replay. The key
+            # is the token's own, in the API's namespace: no internal run key can be made here (I19).
             created = await engine(request).submit(
-                body.agent, body.input, may_wait=body.may_wait, channel="api", idempotency_key=idempotency_key,
+                body.agent, body.input, may_wait=body.may_wait, channel="api",
+                idempotency_key=run_keys.api(caller.name, idempotency_key) if idempotency_key else None,
                 request_hash=request_hash(asked) if idempotency_key else None, actor=caller.name,
             )  # fmt: skip
             return RunCreated(id=created.id, status=created.status)
@@ -172,7 +181,9 @@ def create_app(settings: Settings, process: AppProcess | None = None, *, watch_s
         run = await engine(request).get_run(str(run_id), tokens.run_scope(reader))
         if run is None:
             return field_error(404, "path.run_id", f"no run {run_id}")
-        return _run(run)
+        # What a waiting run waits for, each question with the id an input names (I18).
+        waits = await engine(request).waiting_for(run.id) if run.status == "waiting" else []
+        return {**_run(run), "waiting_for": [_waiting(w) for w in waits]}
 
     @app.get("/v1/runs/{run_id}/transcript", response_model=None)
     async def transcript(
@@ -201,12 +212,24 @@ def create_app(settings: Settings, process: AppProcess | None = None, *, watch_s
         idempotency_key: IdempotencyKey,
     ) -> Response:
         """The input a waiting run asked for (`request_input`); the run goes on, on whichever process
-        takes it. A caller gives input to its own runs; an operator to any."""
+        takes it. A caller gives input to its own runs; an operator to any. I18: the input is bound to the
+        question it names, else to its Idempotency-Key; the same input again changes nothing."""
+        if body.question_id is not None:
+            answer = to_question(body.text, caller.name, str(body.question_id))
+        elif idempotency_key is not None:
+            answer = by_key(body.text, caller.name, idempotency_key)
+        else:
+            # Bound to nothing, a late or repeated input would answer whatever the run asks next.
+            raise RequestError("body.question_id", f"name the question this input answers: GET /v1/runs/{run_id} "
+                               "lists what the run waits for, each question with its question_id (or send an "
+                               "Idempotency-Key: the input then answers the oldest pending question, bound to "
+                               "the key)")  # fmt: skip
         asked = {"run_id": str(run_id), **body.model_dump(mode="json")}
 
         async def give() -> InputTaken:
-            status = await engine(request).give_input(str(run_id), body.text, caller.name, tokens.run_scope(caller))
-            return InputTaken(id=str(run_id), status=status.status)
+            answered = await engine(request).give_input(str(run_id), answer, tokens.run_scope(caller))
+            _refuse_input(answered, answer, str(run_id))
+            return InputTaken(id=str(run_id), status=answered.run_status, question_id=answered.question_id)
 
         return await once(request, "POST /v1/runs/{run_id}/input", caller, idempotency_key, asked, give)
 
@@ -316,6 +339,31 @@ def _run(run: RunRecord) -> dict[str, Any]:
         "finished_at": run.finished_at,
         "checkpoint_at": run.checkpoint_at,
     }
+
+
+def _waiting(waiting: Waiting) -> dict[str, Any]:
+    if waiting.kind == "input":
+        return {"kind": "input", "question_id": waiting.question_id, "question": waiting.question}
+    return {"kind": waiting.kind, "approval_id": waiting.approval_id, "question": waiting.question}
+
+
+def _refuse_input(answered: Answered, answer: Answer, run_id: str) -> None:
+    """The refusal of an input that gave nothing and is no repeat (I18). A repeat is answered as the input
+    was, with the run's status now."""
+    verdict, question = answered.verdict, answered.question_id
+    if verdict in (Verdict.GIVEN, Verdict.REPEATED):
+        return
+    if verdict is Verdict.NO_QUESTION:
+        raise NotFound("body.question_id", f"run {run_id} asked no question {question}; GET /v1/runs/{run_id} "
+                       "lists the questions it waits for")  # fmt: skip
+    if verdict is Verdict.NOT_WAITING:
+        raise Conflict("path.run_id", f"run {run_id} is not waiting for input (it is {answered.run_status})")
+    if verdict is Verdict.REUSED and answer.question_id is None:
+        raise RequestError("header.Idempotency-Key", f"this Idempotency-Key gave run {run_id} another input; "
+                           "use a fresh key")  # fmt: skip
+    how = "by this token with another input" if verdict is Verdict.REUSED else "by another input"
+    raise Conflict("body.question_id", f"question {question} of run {run_id} was answered already, {how}; "
+                   "an input answers one question, once")  # fmt: skip
 
 
 def _expand(row: TranscriptRow) -> list[dict[str, Any]]:

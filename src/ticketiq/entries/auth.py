@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ticketiq.engine import tokens
 from ticketiq.engine.engine import Engine
 from ticketiq.engine.tokens import Permission, Principal, Role
+from ticketiq.entries import a2a_refusals
 from ticketiq.entries.idempotency import IdempotencyKey, header_error, once
 from ticketiq.errors import Conflict, Forbidden, NotFound, StorageError
 from ticketiq.storage.token_store import StoredToken, TokenStore
@@ -70,7 +71,8 @@ class BearerAuth:
             scope.setdefault("state", {})["principal"] = found
             await self.app(scope, receive, send)
         else:
-            await found(scope, receive, send)
+            # On the A2A endpoint: a JSON-RPC error, with the same status and challenge.
+            await a2a_refusals.in_kind(scope, found)(scope, receive, send)
 
     async def _authenticate(self, scope: Scope) -> Principal | JSONResponse:
         """The principal the request acts as, or the response that refuses it."""

@@ -19,7 +19,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from ticketiq.engine import tokens
+from ticketiq.engine import run_keys, tokens
 from ticketiq.engine.engine import TERMINAL, Engine
 from ticketiq.engine.idempotency import request_hash
 from ticketiq.engine.tokens import Permission, Principal
@@ -74,7 +74,7 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
         async def turn() -> TurnAnswered | JSONResponse:
             created = await eng.submit(
                 body.agent, turn_input(body.ticket, body.question), may_wait=False, channel=CHANNEL,
-                idempotency_key=f"copilot:{caller.name}:{idempotency_key}" if idempotency_key else None,
+                idempotency_key=run_keys.copilot(caller.name, idempotency_key) if idempotency_key else None,
                 request_hash=request_hash(asked) if idempotency_key else None, actor=caller.name,
             )  # fmt: skip
             status = await _answer_within(eng, created.id, eng.deps.settings.copilot_wait_s)

@@ -13,7 +13,13 @@ A delivery authenticates by its signature, not our bearer token (`auth.SIGNED_PA
 t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">` with an active secret, within 5 minutes of
 now, and `X-TicketIQ-Delivery: <id>`. A missing, malformed, stale or wrong signature and an unknown
 trigger all get the same 401 (an unsigned caller learns nothing of which triggers exist) and store
-nothing. A delivery id seen before answers 202 with the first delivery's run and starts nothing.
+nothing. A delivery id seen before answers 202 with the first delivery's run and starts nothing. The
+same signed request (trigger, t, body) under another delivery id is a replay (I19): 409 naming
+`header.X-TicketIQ-Signature`, with the first delivery's `run_id`; it stores and starts nothing.
+
+Both creating POSTs, retried with their Idempotency-Key after the process died between making the thing
+and keeping the key's answer, answer what the first one made (201): the trigger and the secret carry a
+key derived from the token and the Idempotency-Key.
 
 Secrets are read from the body without FastAPI's validation, whose 422 would echo the body back.
 """
@@ -32,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ticketiq.engine import webhook_triggers
 from ticketiq.engine.engine import Engine
 from ticketiq.engine.tokens import Permission, Principal
-from ticketiq.engine.triggers import Triggers, Unsigned
+from ticketiq.engine.triggers import Replayed, Triggers, Unsigned
 from ticketiq.engine.webhook_signature import DELIVERY_HEADER, SIGNATURE_HEADER
 from ticketiq.entries.auth import requires
 from ticketiq.entries.idempotency import IdempotencyKey, once
@@ -122,7 +128,8 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
         asked = {"name": body.name, "agent": body.agent, "secret": webhook_triggers.fingerprint(keys, body.secret)}
 
         async def made() -> TriggerOut:
-            return _out(await triggers(request).declare(body.name, body.agent, body.secret, admin.name))
+            key = None if idempotency_key is None else f"POST /v1/triggers\n{idempotency_key}"
+            return _out(await triggers(request).declare(body.name, body.agent, body.secret, admin.name, key))
 
         return await once(request, "POST /v1/triggers", admin, idempotency_key, asked, made)
 
@@ -141,7 +148,9 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
                  "expire_others_in_s": body.expire_others_in_s}  # fmt: skip
 
         async def added() -> TriggerOut:
-            return _out(await triggers(request).add_secret(name, body.secret, body.expire_others_in_s, admin.name))
+            key = None if idempotency_key is None else f"POST /v1/triggers/{{name}}/secrets\n{idempotency_key}"
+            shown = await triggers(request).add_secret(name, body.secret, body.expire_others_in_s, admin.name, key)
+            return _out(shown)
 
         return await once(request, "POST /v1/triggers/{name}/secrets", admin, idempotency_key, asked, added)
 
@@ -153,7 +162,10 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
 
     @app.post(
         "/v1/hooks/{name}", status_code=202, response_model=DeliveryAccepted,
-        responses={401: {"description": "Not signed by an active secret of a trigger by this name, or stale."}},
+        responses={
+            401: {"description": "Not signed by an active secret of a trigger by this name, or stale."},
+            409: {"description": "The same signed request was delivered already under another delivery id."},
+        },
     )  # fmt: skip
     async def deliver(
         name: str,
@@ -167,6 +179,9 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
             delivered = await triggers(request).deliver(name, delivery, signature, body)
         except Unsigned as exc:
             return unsigned(exc)
+        except Replayed as exc:
+            detail = [{"loc": exc.field.split("."), "msg": exc.message}]
+            return JSONResponse({"detail": detail, "run_id": exc.run_id}, status_code=exc.status)
         return DeliveryAccepted(run_id=delivered.run_id)
 
 

@@ -42,6 +42,10 @@ Wrapping a route:
   take the key over and answer it a second time.
 - A route whose thing carries its own key, atomic with its making (a run's `runs.idempotency_key`),
   keeps it: it still dedupes after a crash between the making and the keeping, and after the purge.
+- Any other route that makes something must find it again when its process died after the making and
+  before the keeping (the retry takes the key over and answers again, I19): derive the thing's id from
+  the token and the key (`jobs.queue.job_id`, `scheduler.schedule_id`), answer a repeat of a decision
+  with the decision as it stands, never send a write again (`POST /v1/inspector/calls`).
 """
 
 from __future__ import annotations

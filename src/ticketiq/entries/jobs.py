@@ -9,7 +9,9 @@
 - `POST /v1/jobs/{id}/cancel` (operator): a queued job is cancelled at once; a running one ends
   `cancelled` at its next save. 409 for a job that already ended otherwise.
 - `POST /v1/jobs/{id}/restart` (operator; Idempotency-Key honoured): a new queued job with the kind and
-  params of an interrupted, failed or cancelled one (`restarted_from`), from scratch; once per job.
+  params of an interrupted, failed or cancelled one (`restarted_from`), from scratch; once per job. A
+  keyed request's new job id derives from the token, the job and the key, so a retry after a crash is
+  answered with the job the first one made, not a 409.
 """
 
 from __future__ import annotations
@@ -126,7 +128,8 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
     @app.post("/v1/jobs/{job_id}/restart", status_code=201, response_model=JobShown)
     async def restart(job_id: uuid.UUID, request: Request, runner: Runner, idempotency_key: IdempotencyKey) -> Response:
         async def make() -> JobShown:
-            return shown(await queue(request).restart(str(job_id), runner.name))
+            key = None if idempotency_key is None else f"POST /v1/jobs/{job_id}/restart\n{idempotency_key}"
+            return shown(await queue(request).restart(str(job_id), runner.name, key))
 
         asked = {"job_id": str(job_id)}
         return await once(request, "POST /v1/jobs/{job_id}/restart", runner, idempotency_key, asked, make)

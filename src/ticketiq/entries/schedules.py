@@ -3,7 +3,8 @@
 - `POST /v1/schedules {agent, cron, timezone, input}` (admin; Idempotency-Key honoured): a schedule
   whose first fire is its first time after now. 422 naming the field for an expression that is not five
   cron fields (or an @alias) or names no real time, and for a zone that is not an IANA name; 404 for an
-  unknown agent, as POST /v1/runs.
+  unknown agent, as POST /v1/runs. A keyed request's schedule id derives from the token and the key, so
+  a retry after a crash finds the schedule the first one made (I19).
 - `GET /v1/schedules` (operator): the live schedules, with each one's next fire time.
 - `DELETE /v1/schedules/{id}` (admin): it fires no more; its fires are kept.
 - `GET /v1/schedules/{id}/fires` (operator): newest first, each with its time, run id, status (its
@@ -91,7 +92,8 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
         asked = body.model_dump(mode="json")
 
         async def make() -> ScheduleShown:
-            made = await scheduler(request).create(body.agent, body.cron, body.timezone, body.input, admin.name)
+            made = await scheduler(request).create(body.agent, body.cron, body.timezone, body.input, admin.name,
+                                                   idempotency_key)  # fmt: skip
             return _shown(made)
 
         return await once(request, "POST /v1/schedules", admin, idempotency_key, asked, make)

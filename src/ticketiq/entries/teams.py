@@ -9,6 +9,8 @@ the Bot Framework's `Authorization: Bearer <JWT>`, verified before anything is r
   blocks, so every lookup runs in a worker thread (`asyncio.to_thread`), never on the event loop;
 - its issuer (TICKETIQ_TEAMS_ISSUER), audience (TICKETIQ_TEAMS_APP_ID) and expiry, with 5 minutes of
   leeway for clock skew (checked by PyJWT and by `engine/bot_tokens.py`'s pure rules);
+- the signing key's `endorsements` in the key set must include the activity's `channelId`, as the Bot
+  Framework SDKs check (`bot_tokens.endorsement_refusal`: a key without the field is not checked);
 - the activity's `serviceUrl` must be the token's `serviceurl` claim: the reply goes there.
 
 A missing, malformed, badly signed, expired or misdirected token, or a serviceUrl the token does not
@@ -106,16 +108,33 @@ class Acknowledged(BaseModel):
 # ----- the Bot Framework token ---------------------------------------------------------------------------
 
 
+class EndorsedKeys(jwt.PyJWKClient):
+    """PyJWKClient that keeps, from each fetch of the key set, every key's `endorsements` (a PyJWK keeps
+    no field it does not use). Kept as the fetch happens, under the client's lock that every key lookup
+    takes, so a key found is never newer than its endorsements; merged, so a key dropped by a later
+    fetch does not lose them while a token it signed is being checked."""
+
+    def __init__(self, uri: str, **options: Any) -> None:
+        super().__init__(uri, **options)
+        self.endorsed: dict[str, Any] = {}
+
+    def fetch_data(self) -> Any:
+        data = super().fetch_data()
+        self.endorsed = {**self.endorsed, **bot_tokens.endorsements(data)}
+        return data
+
+
 class BotFrameworkTokens:
     """Verifies activities' tokens against the token service's keys (one per app: its key set cache)."""
 
     def __init__(self, settings: Settings) -> None:
         app_id = settings.teams_app_id
         self.expected = None if not app_id else Expected(settings.teams_issuer, app_id)
-        self.keys = jwt.PyJWKClient(settings.teams_jwks_url, lifespan=JWKS_KEPT_S, timeout=JWKS_TIMEOUT_S)
+        self.keys = EndorsedKeys(settings.teams_jwks_url, lifespan=JWKS_KEPT_S, timeout=JWKS_TIMEOUT_S)
 
-    async def claims(self, authorization: str | None) -> dict[str, Any]:
-        """The verified token's claims; Unauthenticated, NotConfigured or KeysUnavailable."""
+    async def claims(self, authorization: str | None, channel_id: str | None = None) -> dict[str, Any]:
+        """The verified token's claims, for an activity of `channel_id`; Unauthenticated, NotConfigured or
+        KeysUnavailable."""
         token = tokens.bearer(authorization)
         if token is None:
             raise Unauthenticated("no bearer token: the Bot Framework sends `Authorization: Bearer <JWT>`")
@@ -147,7 +166,9 @@ class BotFrameworkTokens:
         except jwt.InvalidTokenError as exc:
             # Signed by the service, refused for a claim: said in the words of the pure rules.
             raise Unauthenticated(self._claims_refusal(token, key.key) or f"the token does not verify: {exc}") from exc
-        refusal = bot_tokens.token_refusal(claims, self.expected, time.time())
+        refusal = bot_tokens.token_refusal(claims, self.expected, time.time()) or bot_tokens.endorsement_refusal(
+            key.key_id, self.keys.endorsed, channel_id
+        )
         if refusal is not None:
             raise Unauthenticated(refusal)
         return claims
@@ -235,7 +256,8 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
         """A Bot Framework activity (authenticated by its own JWT, not by our tokens)."""
         eng = engine(request)
         try:
-            claims = await _verifier(request, eng).claims(request.headers.get("authorization"))
+            claims = await _verifier(request, eng).claims(request.headers.get("authorization"),
+                                                          _channel_id(await request.body()))  # fmt: skip
         except Unauthenticated as refused:
             log.info("a Teams activity was refused: %s", refused)
             return _unauthenticated(str(refused))
@@ -276,3 +298,13 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _channel_id(body: bytes) -> str | None:
+    """The channel the activity says it is of, for the endorsement check before anything else is read;
+    None when the body does not say (it is then refused for its shape, once the token verified)."""
+    try:
+        activity = json.loads(body)
+    except (ValueError, RecursionError):  # too deep: text_guard refuses such a body before any route
+        return None
+    return _text(activity.get("channelId")) if isinstance(activity, dict) else None

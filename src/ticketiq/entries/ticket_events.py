@@ -7,7 +7,8 @@ needs `X-Atlassian-Webhook-Identifier` and a JSON body with `webhookEvent` and `
 the body is not JSON, 422 naming the field). Each agent whose agents-file entry lists the event in
 `on_ticket_events` is started once per event identifier, on the `ticket_event` channel, asked about the
 issue by key. Answered 202 with the runs, those of an earlier delivery of the event included; an event
-no agent opted in to is 202 with none.
+no agent opted in to is 202 with none. The same signed body under another identifier (Jira does not sign
+that header) is one event (I19): 202 with the runs of the identifier it first came with, starting none.
 """
 
 from __future__ import annotations

@@ -66,16 +66,22 @@ class JobQueue:
             return found
         raise Conflict("path.job_id", f"job {job_id} already ended {found.status}; there is nothing to cancel")
 
-    async def restart(self, job_id: str, by: str) -> JobRow:
-        """A new queued job with the kind and params of an interrupted, failed or cancelled one."""
-        made = await self.store.restart(job_id, str(uuid.uuid4()), by)
+    async def restart(self, old_id: str, by: str, key: str | None = None) -> JobRow:
+        """A new queued job with the kind and params of an interrupted, failed or cancelled one. `key`
+        (the route, the job and the request's Idempotency-Key): the new job's id derives from it and the
+        token, so the request sent again after its process died before the key's answer was kept is
+        answered with the job it made, not a 409 (I19)."""
+        new_id = job_id(by, key)
+        made = await self.store.restart(old_id, new_id, by)
         if made is not None:
             self.wake()
             return made
-        found = await self.get(job_id)
-        again = await self.store.restarted_as(job_id)
+        found = await self.get(old_id)
+        again = await self.store.restarted_as(old_id)
+        if again is not None and key is not None and again == new_id:
+            return await self.get(again)
         if again is not None:
-            raise Conflict("path.job_id", f"job {job_id} was restarted already, as job {again}")
+            raise Conflict("path.job_id", f"job {old_id} was restarted already, as job {again}")
         raise Conflict(
-            "path.job_id", f"job {job_id} is {found.status}; only interrupted, failed or cancelled jobs are restarted"
+            "path.job_id", f"job {old_id} is {found.status}; only interrupted, failed or cancelled jobs are restarted"
         )

@@ -31,9 +31,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ticketiq.agents.workflows import Workflow, WorkflowStep
+from ticketiq.engine import run_keys
 from ticketiq.engine.delegation import take_over_if_lapsed
 from ticketiq.engine.gates import Verdict, call_gate
 from ticketiq.engine.notes import scrub
+from ticketiq.engine.run_keys import Expected
 from ticketiq.engine.settlement import CallRow, Happened, Route, ToolNow, route
 from ticketiq.engine.storable import storable
 from ticketiq.engine.workflow_plan import WorkflowState, following, input_problem, over_bound, step_key
@@ -280,11 +282,14 @@ class WorkflowRun:
             raise await self._fail(step, key, f"agent {step.agent} is no longer defined")
         text = as_text(self._render(step, step.input))
         self.job.check()
-        # The step key is the run's idempotency key: a step executed again finds the run it made.
-        made = await engine.create_run(agent, text, may_wait=False, channel=CHANNEL, idempotency_key=key,
-                                       actor=f"workflow:{self.job.id}", created_by=self.job.created_by)  # fmt: skip
-        if made.created_by != self.job.created_by:
-            raise await self._fail(step, key, f"run {made.id} holds this step's key but was made by another token")
+        # The run's key is the step key's (run_keys): a step executed again finds the run it made, and
+        # only that run (I19).
+        maker = f"workflow:{self.job.id}"
+        made = await engine.create_run(agent, text, may_wait=False, channel=CHANNEL,
+                                       idempotency_key=run_keys.workflow_step(key), actor=maker,
+                                       created_by=self.job.created_by)  # fmt: skip
+        if not made.created and (foreign := run_keys.foreign(made, Expected(CHANNEL, maker, self.job.created_by))):
+            raise await self._fail(step, key, foreign)
         await self._write(STEP_BEGUN, StepWrite(self.state.seq, step.id, "agent", key, "running", agent=agent.name,
                                                 run_id=made.id))  # fmt: skip
         if made.status == "queued":

@@ -18,6 +18,7 @@ from ticketiq.engine.scheduler import Scheduler
 from ticketiq.storage import database
 from ticketiq.storage.idempotency_store import IdempotencyStore
 from ticketiq.storage.job_store import JobStore
+from ticketiq.storage.trigger_store import TriggerStore
 
 if TYPE_CHECKING:
     from ticketiq.engine.engine import Engine
@@ -127,6 +128,9 @@ class Sweeper:
         keys = await IdempotencyStore(self.engine.deps.db).purge(self.settings.idempotency_ttl_s)
         if keys:
             log.info("purged %d Idempotency-Keys past TICKETIQ_IDEMPOTENCY_TTL_S", keys)
+        claims = await TriggerStore(self.engine.deps.db).purge_signed()  # I19: past their signature's window
+        if claims:
+            log.info("purged %d webhook signature claims past their window", claims)
         return len(gone)
 
     async def run(self) -> None:

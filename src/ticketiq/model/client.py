@@ -26,6 +26,7 @@ from openai.types.chat import ChatCompletion
 
 from ticketiq import stall
 from ticketiq.errors import ModelError
+from ticketiq.json_depth import MAX_DEPTH, too_deep
 from ticketiq.settings import Settings
 from ticketiq.user_agent import user_agent
 
@@ -109,6 +110,8 @@ def parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
     """The call's arguments as a dict, or `({}, why)` when the model sent something else."""
     if raw.strip() == "":
         return {}, None  # some servers (vLLM, Ollama) send "" for a call without arguments
+    if too_deep(raw):  # I16: a RecursionError wherever it were read
+        return {}, f"arguments are JSON nested deeper than {MAX_DEPTH} levels"
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:

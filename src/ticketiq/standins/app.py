@@ -11,6 +11,8 @@
     /webhook/<path>          a generic webhook target
     /a2a-agent               a remote A2A agent (JSON-RPC; card at /a2a-agent/.well-known/agent-card.json)
     /_standin/botframework   the Bot Framework token service: JWKS and a token mint (vendors/botframework.py)
+    /login                   the Microsoft identity platform's token endpoint (client credentials) for the
+                             bot's own tokens, which /teams and /graph/v1.0 check (vendors/botframework.py)
 
 Admin routes under /_standin: `GET writes` (filters vendor, operation, target, key, effect),
 `GET|POST|DELETE faults`, `GET|POST options`, `GET health`, `POST jira/projects/{key}/generate`.
@@ -25,7 +27,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 from fastapi import APIRouter, FastAPI, Query, Response
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -35,6 +37,8 @@ from ticketiq.standins.model import create_router
 from ticketiq.standins.records import CLIENT, Store, iso
 from ticketiq.standins.vendors import a2a_agent, botframework, discord, incidentio, jira, sqs, teams, webhook
 from ticketiq.standins.vendors.intake import Intake, IntakeDep, StandinOptions
+from ticketiq.storage.embedded import EmbeddedServer
+from ticketiq.storage.server_watch import ServerWatch
 
 __all__ = ["StandinOptions", "create_app"]
 
@@ -54,6 +58,8 @@ class OptionsPatch(BaseModel):
     fine_tune_duration_s: float | None = None
     # "" clears it: jobs created from then on succeed.
     fine_tune_failure: str | None = None
+    oauth_token_lifetime_s: int | None = Field(default=None, ge=1, le=86400)
+    botframework_endorsements: list[str] | None = None
 
 
 def create_app(
@@ -62,19 +68,29 @@ def create_app(
     model_latency_ms: int = 0,
     position_ids: bool = False,
     options: StandinOptions | None = None,
+    server: EmbeddedServer | None = None,
 ) -> FastAPI:
+    """`server`: the embedded server `db_url` is on, when it is that of the stand-ins' home; they watch
+    it as an app process does, and start it again if it is killed."""
     store = Store(db_url)
     intake = Intake(store, options or StandinOptions())
     remote_agent = a2a_agent.RemoteAgent(intake)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        await store.open()
+        watch = ServerWatch(server) if server is not None else None
+        if watch is not None:
+            watch.start()
         try:
-            yield
+            await store.open()
+            try:
+                yield
+            finally:
+                await remote_agent.aclose()  # its tasks at work stop before their store closes
+                await store.close()
         finally:
-            await remote_agent.aclose()  # its tasks at work stop before their store closes
-            await store.close()
+            if watch is not None:
+                await watch.stop()
 
     app = FastAPI(title="TicketIQ stand-ins", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.intake = intake
@@ -95,6 +111,7 @@ def create_app(
     app.include_router(webhook.router(), prefix="/webhook")
     app.mount(a2a_agent.PREFIX, remote_agent.app())
     app.include_router(botframework.router(), prefix="/_standin/botframework")
+    app.include_router(botframework.login_router(), prefix="/login")
     app.include_router(_admin(), prefix="/_standin")
     app.include_router(jira.admin_router(), prefix="/_standin/jira")
     return app

@@ -218,6 +218,32 @@ SELECT kid, private_pem FROM standin.botframework_keys WHERE kid = %(kid)s
 INSERT INTO standin.botframework_keys (kid, private_pem) VALUES (%(kid)s, %(private_pem)s)
 ON CONFLICT (kid) DO NOTHING
 
+-- name: token_grant_record
+-- A token request and its answer; a granted token lasts `lifetime_s` from now (database clock).
+INSERT INTO standin.token_grants (tenant, client_id, scope, status, error, access_token, expires_at, client)
+VALUES (
+    %(tenant)s, %(client_id)s, %(scope)s, %(status)s, %(error)s, %(access_token)s::text,
+    CASE WHEN %(access_token)s::text IS NULL THEN NULL ELSE now() + %(lifetime_s)s::float8 * interval '1 second' END,
+    %(client)s
+)
+RETURNING seq
+
+-- name: token_grant_of
+-- A bearer token as the Bot Connector and Graph stand-ins judge it: its scope and whether it still lasts.
+SELECT scope, expires_at > now() AS live
+FROM standin.token_grants
+WHERE access_token = %(access_token)s
+
+-- name: token_grants_expire
+-- A test's "the tokens expire now": every granted token still live runs out at this moment.
+UPDATE standin.token_grants SET expires_at = now() WHERE expires_at > now()
+RETURNING seq
+
+-- name: token_grants
+SELECT seq, tenant, client_id, scope, status, error, access_token, expires_at, requested_at, client
+FROM standin.token_grants
+ORDER BY seq
+
 -- name: openai_file_insert
 INSERT INTO standin.openai_files (id, filename, purpose, bytes, content)
 VALUES (%(id)s, %(filename)s, %(purpose)s, octet_length(%(content)s::bytea), %(content)s)

@@ -148,6 +148,9 @@ class Store:
             open=False,
             kwargs={"autocommit": True, "row_factory": dict_row},
             connection_class=psycopg.AsyncConnection,
+            # A connection the database's restart cut is replaced before a request uses it, rather
+            # than failing the request: a vendor keeps answering across a restart of our Postgres.
+            check=AsyncConnectionPool.check_connection,
         )
 
     async def open(self) -> None:

@@ -158,6 +158,23 @@ COMMENT ON TABLE standin.botframework_keys IS
     'Bot Framework token service stand-in: the RSA key it signs tokens with, made on first use and kept '
     'so restarts of the stand-ins sign with the same key (its public half is served as the JWKS).';
 
+CREATE TABLE IF NOT EXISTS standin.token_grants (
+    seq          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    tenant       text NOT NULL,
+    client_id    text,
+    scope        text,
+    status       integer NOT NULL,
+    error        text,
+    access_token text UNIQUE,
+    expires_at   timestamptz,
+    requested_at timestamptz NOT NULL DEFAULT now(),
+    client       text
+);
+COMMENT ON TABLE standin.token_grants IS
+    'Microsoft identity platform stand-in: every client-credentials token request (never its secret), the '
+    'OAuth error it got or the token it was granted, good until `expires_at` by the database clock; the '
+    'Bot Connector and Graph stand-ins take a bearer token only while it is here, live, for their scope.';
+
 -- Who sent each request: its User-Agent (the engine names its pid there), so a trial can tell which
 -- process made a call. Added after the tables above existed, hence ALTER ... IF NOT EXISTS.
 ALTER TABLE standin.writes ADD COLUMN IF NOT EXISTS client text;

@@ -17,10 +17,11 @@ import uvicorn
 
 from ticketiq.settings import Settings
 from ticketiq.standins.app import create_app
+from ticketiq.standins.vendors import botframework
 from ticketiq.storage.database import resolve
 
 # The Microsoft App ID the stand-ins' Teams activities are addressed to (their tokens' audience).
-STANDIN_BOT_APP_ID = "standin-bot"
+STANDIN_BOT_APP_ID = botframework.APP_ID
 
 
 def settings_env(base_url: str, database_url: str | None = None) -> dict[str, str]:
@@ -37,6 +38,11 @@ def settings_env(base_url: str, database_url: str | None = None) -> dict[str, st
         # The stand-in Bot Framework token service, and the app id the stand-ins' activities are for.
         "TICKETIQ_TEAMS_JWKS_URL": f"{base_url}/_standin/botframework/jwks",
         "TICKETIQ_TEAMS_APP_ID": STANDIN_BOT_APP_ID,
+        # The bot's own credentials, and where it buys its Bot Connector and Graph tokens with them. The
+        # password is the stand-in app's, not a secret: it opens only these stand-ins.
+        "TICKETIQ_TEAMS_APP_PASSWORD": botframework.APP_PASSWORD,
+        "TICKETIQ_TEAMS_TOKEN_URL": f"{base_url}/login/botframework.com/oauth2/v2.0/token",
+        "TICKETIQ_GRAPH_TOKEN_URL": f"{base_url}/login/standin-tenant/oauth2/v2.0/token",
         # Printed last of the vendors: launchers read up to it (launch.STANDIN_KEYS).
         "TICKETIQ_WEBHOOK_URL": f"{base_url}/webhook",
     }
@@ -62,7 +68,8 @@ def run(port: int, model_latency_ms: int, position_ids: bool, settings: Settings
         for key, value in settings_env(base_url, settings.database_url).items():
             print(f"{key}={value}")
         sys.stdout.flush()
-        app = create_app(target.url, model_latency_ms=model_latency_ms, position_ids=position_ids)
+        app = create_app(target.url, model_latency_ms=model_latency_ms, position_ids=position_ids,
+                         server=target.server)  # fmt: skip
         config = uvicorn.Config(app, log_level="warning", access_log=False, ws="none", lifespan="on")
         # uvicorn shuts down on SIGTERM/SIGINT and then re-raises the signal to the handler it found:
         # a quiet one lets this function return and release the embedded database.

@@ -164,9 +164,11 @@ class Target:
 
 
 def resolve(settings: Settings, keep: bool = False) -> Target:
-    """TICKETIQ_DATABASE_URL when set; else the embedded server in TICKETIQ_HOME, started if needed."""
+    """TICKETIQ_DATABASE_URL when set; else the embedded server in TICKETIQ_HOME, started if needed. A
+    URL naming that embedded server (127.0.0.1 and the port the home keeps) makes this process one of
+    its users as well, as if it had started it."""
     if settings.database_url:
-        return Target(url=settings.database_url)
+        return Target(url=settings.database_url, server=embedded.adopt(Path(settings.home), settings.database_url))
     server = embedded.acquire(Path(settings.home), keep=keep)
     limits = ConnectionLimits.from_settings(settings)
     with psycopg.connect(limits.conninfo(server.url()), autocommit=True) as conn:
@@ -196,6 +198,28 @@ class LastInFirstOutPool(AsyncConnectionPool[Connection]):
         if len(ready) > 1:
             ready.rotate(1)  # the last returned connection moves to the end psycopg_pool takes from
         return await super()._get_ready_connection(timeout)
+
+    _checking: asyncio.Task[None] | None = None
+
+    async def putconn(self, conn: Connection) -> None:
+        """A connection cut under its statement (the server restarted or was killed) says that those idle
+        beside it were most likely cut too: they are checked now, in the background (a round trip each),
+        instead of each failing the next statement given it (a request answered 503, a step tried again)."""
+        if conn.broken and (self._checking is None or self._checking.done()):
+            self._checking = asyncio.create_task(self.check(), name="pool-check")
+            self._checking.add_done_callback(_checked)
+        await super().putconn(conn)
+
+    async def close(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (its signature)
+        if self._checking is not None:
+            self._checking.cancel()
+            await asyncio.gather(self._checking, return_exceptions=True)
+        await super().close(timeout)
+
+
+def _checked(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("checking the pool's idle connections failed: %r", task.exception())
 
 
 class Database:

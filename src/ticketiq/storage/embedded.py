@@ -4,6 +4,13 @@ Processes that share one home share one server: the first to need it starts it (
 later ones find it running and reuse it. Each user registers its pid; the last live user to release it
 stops it cleanly, unless it was started to be kept (`ticketiq db url`), which `ticketiq db stop` ends.
 A user that was SIGKILLed never releases; its pid is pruned as dead by the next one that looks.
+
+The port is chosen once per data folder and kept in the home (`pg.port`): every start uses it, so a
+URL handed out once stays good across stops, restarts and crashes. A process given that URL
+(TICKETIQ_DATABASE_URL naming 127.0.0.1 and the kept port) is a user too. Users watch the server
+(`server_watch.py`); one of them starts a killed server again (`revive`). A server stopped on purpose
+(`ticketiq db stop`, or its last user leaving) is marked so (`pg.stopped`) and left stopped until the
+next deliberate start (`acquire`).
 """
 
 from __future__ import annotations
@@ -13,18 +20,33 @@ import fcntl
 import json
 import logging
 import os
+import random
 import shutil
 import socket
 import stat
 import subprocess
+import sys
 import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from ticketiq.errors import StorageError
+from ticketiq.storage.postmaster import (
+    Postmaster,
+    Revival,
+    ServerState,
+    StartFailure,
+    names_port,
+    parse_pidfile,
+    revival,
+    server_state,
+    stale_lock,
+    start_failure,
+)
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +59,15 @@ _SERVER_CONFIG = {
     "listen_addresses": "127.0.0.1",
     "pg_stat_statements.track": "all",
 }
+# A start that finds the killed server's processes still there tries again for this long: its backends
+# exit at their next wait, and init reaps its pid (until then Postgres refuses to start, as it should).
+OLD_PROCESSES_WAIT_S = 60.0
+# After a crash the server syncs its whole folder before recovering: file by file (fsync) that took 1.5
+# to 3 s here, the bulk of a restart; one syncfs of the file system takes tens of milliseconds. Linux only.
+_START_OPTIONS = " -c recovery_init_sync_method=syncfs" if sys.platform.startswith("linux") else ""
+# A first port is drawn from below the kernel's ephemeral range, so that no program binding port 0
+# (a test server, an outgoing connection) is handed it while the server is down.
+PORT_FLOOR = 20000
 
 
 @dataclass(frozen=True)
@@ -83,37 +114,201 @@ def _run(args: list[str], user: str | None, timeout: float = 60) -> None:
         raise StorageError(f"{Path(args[0]).name} failed: {exc.stderr.strip() or exc.stdout.strip()}") from exc
 
 
-def _free_port() -> int:
+class ServerStartFailed(StorageError):
+    """The server could not be started; `failure` says whether trying again can help."""
+
+    def __init__(self, message: str, failure: StartFailure) -> None:
+        super().__init__(message)
+        self.failure = failure
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` is a live process: a zombie (killed, not yet reaped) is not."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # alive, owned by another user (the postgres system user)
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether `pid` has exited and waits to be reaped (Linux: its state in /proc; elsewhere unknown)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return bool(fields) and fields[0] in ("Z", "X")
+
+
+def _attached(shm_id: int) -> int | None:
+    """How many processes attach a System V shared memory segment (0: it is gone); None: unknown."""
+    try:
+        rows = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+    except OSError:
+        return None
+    for row in rows:
+        columns = row.split()
+        if len(columns) > 6 and columns[1] == str(shm_id):
+            return int(columns[6])
+    return 0
+
+
+def _postmaster(pgdata: Path) -> Postmaster | None:
+    try:
+        return parse_pidfile((pgdata / "postmaster.pid").read_text())
+    except (FileNotFoundError, PermissionError):
+        return None
+
+
+def _state(pgdata: Path) -> tuple[ServerState, Postmaster | None]:
+    postmaster = _postmaster(pgdata)
+    return server_state(postmaster, postmaster is not None and _alive(postmaster.pid)), postmaster
+
+
+def state(home: Path) -> ServerState:
+    """Whether the home's server runs (ready), is starting or stopping (busy), or is gone."""
+    return _state(home.resolve() / "pg")[0]
+
+
+def postmaster_pid(home: Path) -> int | None:
+    """The pid of the home's live postmaster, if one runs (the kill trials' db mode kills it)."""
+    found, postmaster = _state(home.resolve() / "pg")
+    return postmaster.pid if postmaster is not None and found is not ServerState.GONE else None
+
+
+def _running_port(pgdata: Path) -> int | None:
+    """The port of a live, ready server on this data folder, or None."""
+    found, postmaster = _state(pgdata)
+    return postmaster.port if found is ServerState.READY and postmaster is not None else None
+
+
+def _port_path(home: Path) -> Path:
+    return home / "pg.port"
+
+
+def _stopped_path(home: Path) -> Path:
+    return home / "pg.stopped"
+
+
+def kept_port(home: Path) -> int | None:
+    """The port the home keeps for its server, once one was chosen."""
+    try:
+        return int(_port_path(home.resolve()).read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _port_in_use(port: int) -> bool:
+    """Whether another socket listens on 127.0.0.1:`port`. SO_REUSEADDR, as Postgres binds: a port
+    left in TIME_WAIT by the server's last life is free to it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def _choose_port() -> int:
+    """A free port for a new data folder, below the ephemeral range when there is room."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 0
+    if low > PORT_FLOOR + 1000:
+        for port in random.sample(range(PORT_FLOOR, low), 50):
+            if not _port_in_use(port):
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
-def _running_port(pgdata: Path) -> int | None:
-    """The port of a live server on this data folder, from postmaster.pid, or None."""
-    pidfile = pgdata / "postmaster.pid"
+def _port_for(home: Path, pgdata: Path) -> int:
+    """The home's kept port; the first time, the running server's (a home from before ports were kept)
+    or a newly chosen one, recorded."""
+    port = kept_port(home)
+    if port is None:
+        port = _running_port(pgdata) or _choose_port()
+        _port_path(home).write_text(f"{port}\n")
+    return port
+
+
+def _taken_message(home: Path, port: int) -> str:
+    return (
+        f"port {port}, which the embedded Postgres of {home} keeps (in {_port_path(home)}), is in use by another "
+        f"program: stop that program, or move the server: `ticketiq db stop`, put a free port in that file (or "
+        f"delete it to have one chosen), then restart every process that holds the old URL"
+    )
+
+
+def _start(home: Path, port: int, user: str | None) -> None:
+    """Start the server on its kept port, once; a failure says whether trying again can help."""
+    pgdata = home / "pg"
+    if _port_in_use(port):
+        raise ServerStartFailed(_taken_message(home, port), StartFailure.PORT_TAKEN)
+    if user is not None:
+        # The server user must still reach its folder: a parent's mode may have changed since initdb
+        # (pytest, for one, takes other users' access to its temporary root away at each session).
+        _wheel()[1].ensure_prefix_permissions(pgdata)
+    postmaster = _postmaster(pgdata)
+    if postmaster is not None and stale_lock(postmaster, _zombie(postmaster.pid), _attached(postmaster.shm_id or 0)):
+        (pgdata / "postmaster.pid").unlink(missing_ok=True)
+        log.info("removed the lock file of the killed postmaster %s (a zombie; none of its processes is left)",
+                 postmaster.pid)  # fmt: skip
+    logfile = pgdata / "server.log"
+    started_at = logfile.stat().st_size if logfile.exists() else 0
+    options = f"-p {port}{_START_OPTIONS}"
+    args = [str(_bin("pg_ctl")), "-D", str(pgdata), "-w", "-t", "60", "-l", str(logfile), "-o", options, "start"]
     try:
-        lines = pidfile.read_text().splitlines()
-    except (FileNotFoundError, PermissionError):
-        return None
-    if len(lines) < 8 or lines[7].strip() != "ready":
-        return None
+        _run(args, user, timeout=90)
+    except StorageError as exc:
+        told = _log_since(logfile, started_at)
+        failure = start_failure(told)
+        if failure is StartFailure.PORT_TAKEN:
+            raise ServerStartFailed(_taken_message(home, port), failure) from exc
+        fatal = [line for line in told.splitlines() if "FATAL" in line]
+        raise ServerStartFailed(f"{exc}{': ' + fatal[-1].strip() if fatal else ''}", failure) from exc
+
+
+def _log_since(logfile: Path, offset: int) -> str:
     try:
-        os.kill(int(lines[0]), 0)
-    except (ProcessLookupError, ValueError):
-        return None
-    except PermissionError:
-        pass  # alive, owned by the postgres system user
-    return int(lines[3])
+        with open(logfile, "rb") as handle:
+            handle.seek(offset)
+            return handle.read(65536).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _start_patiently(home: Path, port: int, user: str | None) -> None:
+    """Start it, waiting out the processes of a killed server that still hold its folder."""
+    deadline = time.monotonic() + OLD_PROCESSES_WAIT_S
+    while True:
+        try:
+            _start(home, port, user)
+            return
+        except ServerStartFailed as exc:
+            if exc.failure is not StartFailure.OLD_PROCESSES or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 @contextlib.contextmanager
-def _locked(home: Path) -> Iterator[None]:
+def _locked(home: Path, wait: bool = True) -> Iterator[bool]:
+    """The home's lock, held while its server is started, stopped or its users change: no two
+    processes start one folder's server. `wait=False`: yields False at once if another holds it."""
     home.mkdir(parents=True, exist_ok=True)
     with open(home / "pg.lock", "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
         try:
-            yield
+            fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
@@ -129,18 +324,22 @@ def _live_users(home: Path) -> list[int]:
         return []
     live = []
     for pid in pids:
-        try:
-            os.kill(int(pid), 0)
-            live.append(int(pid))
-        except (ProcessLookupError, ValueError):
-            continue
-        except PermissionError:
-            live.append(int(pid))
+        with contextlib.suppress(ValueError):
+            if _alive(int(pid)):
+                live.append(int(pid))
     return live
 
 
+def _register(home: Path) -> None:
+    users = _live_users(home)
+    if os.getpid() not in users:
+        users.append(os.getpid())
+    _users_path(home).write_text(json.dumps(users))
+
+
 def acquire(home: Path, keep: bool = False) -> EmbeddedServer:
-    """Start the home's server if it is not running, register this process as a user, return it."""
+    """Start the home's server if it is not running (on its kept port; a start on purpose, so a server
+    stopped on purpose runs again), register this process as a user, return it."""
     home = home.resolve()
     pgdata = home / "pg"
     with _locked(home):
@@ -155,35 +354,68 @@ def acquire(home: Path, keep: bool = False) -> EmbeddedServer:
             for key, value in _SERVER_CONFIG.items():
                 args += ["-c", f"{key}={value}"]
             _run(args, user)
-        port = _running_port(pgdata)
-        if port is None:
-            port = _free_port()
-            logfile = pgdata / "server.log"
-            _run(
-                [
-                    str(_bin("pg_ctl")),
-                    "-D",
-                    str(pgdata),
-                    "-w",
-                    "-t",
-                    "60",
-                    "-l",
-                    str(logfile),
-                    "-o",
-                    f"-p {port}",
-                    "start",
-                ],
-                user,
-                timeout=90,
-            )
+        port = _port_for(home, pgdata)
+        _stopped_path(home).unlink(missing_ok=True)
+        found = _settled(pgdata)
+        if found is ServerState.GONE:
+            _start_patiently(home, port, user)
             log.info("embedded postgres started on port %s in %s", port, pgdata)
-        users = _live_users(home)
-        if os.getpid() not in users:
-            users.append(os.getpid())
-        _users_path(home).write_text(json.dumps(users))
+        _register(home)
         if keep:
             (home / "pg.keep").touch()
         return EmbeddedServer(home=home, port=port)
+
+
+def _settled(pgdata: Path) -> ServerState:
+    """Its state once no postmaster is midway through starting or stopping (under the lock only one
+    started outside it, or recovering from a crash of a backend, can be)."""
+    deadline = time.monotonic() + OLD_PROCESSES_WAIT_S
+    while (found := _state(pgdata)[0]) is ServerState.BUSY and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if found is ServerState.BUSY:
+        raise StorageError(f"the embedded postgres in {pgdata} stayed starting or stopping for "
+                           f"{OLD_PROCESSES_WAIT_S:g} s; see {pgdata / 'server.log'}")  # fmt: skip
+    return found
+
+
+def adopt(home: Path, url: str) -> EmbeddedServer | None:
+    """The home's server, with this process registered as a user, when `url` names it (127.0.0.1 and
+    the port the home keeps): a process given the URL of `ticketiq db url` uses it as if it had started
+    it. None for any other database. Starts nothing."""
+    home = home.resolve()
+    port = kept_port(home)
+    if port is None or not names_port(url, port) or not (home / "pg" / "PG_VERSION").exists():
+        return None
+    with _locked(home):
+        _register(home)
+    return EmbeddedServer(home=home, port=port)
+
+
+class Revived(StrEnum):
+    RUNNING = "running"  # it runs (maybe another process started it again first)
+    STARTED = "started"  # this process started it again
+    LEFT_STOPPED = "left_stopped"  # it was stopped on purpose
+    BUSY = "busy"  # another process holds the lock (it is starting or stopping it), or it is midway
+
+
+def revive(server: EmbeddedServer) -> Revived:
+    """Start the server again if it is gone without having been stopped on purpose; one try. Only under
+    the home's lock, taken without waiting: of processes racing here, one starts it, and the others find
+    it running when they look again. Raises ServerStartFailed when the start failed."""
+    home = server.home
+    pgdata = home / "pg"
+    with _locked(home, wait=False) as held:
+        if not held:
+            return Revived.BUSY
+        action = revival(_state(pgdata)[0], _stopped_path(home).exists())
+        if action is Revival.NOTHING:
+            return Revived.RUNNING
+        if action is Revival.WAIT:
+            return Revived.BUSY
+        if action is Revival.LEAVE_STOPPED:
+            return Revived.LEFT_STOPPED
+        _start(home, server.port, _system_user())
+        return Revived.STARTED
 
 
 def release(server: EmbeddedServer) -> None:
@@ -197,37 +429,24 @@ def release(server: EmbeddedServer) -> None:
 
 
 def stop(home: Path) -> bool:
-    """Stop the home's server whoever uses it (`ticketiq db stop`). True if one was running."""
+    """Stop the home's server whoever uses it (`ticketiq db stop`), on purpose: the processes using it
+    leave it stopped. True if one was running."""
     home = home.resolve()
     with _locked(home):
         (home / "pg.keep").unlink(missing_ok=True)
         return _stop(home)
 
 
-def restart(home: Path) -> None:
-    """Restart the home's running server on its port (a fast shutdown: every client is cut off, as a
-    real Postgres restart does). Used by the kill trials' `db` mode."""
-    home = home.resolve()
-    pgdata = home / "pg"
-    with _locked(home):
-        port = _running_port(pgdata)
-        if port is None:
-            raise StorageError(f"no embedded postgres is running in {pgdata}")
-        _run(
-            [str(_bin("pg_ctl")), "-D", str(pgdata), "-w", "-t", "60", "-m", "fast", "-l", str(pgdata / "server.log"),
-             "-o", f"-p {port}", "restart"],
-            _system_user(), timeout=90,
-        )  # fmt: skip
-
-
 def _stop(home: Path) -> bool:
     pgdata = home / "pg"
-    if _running_port(pgdata) is None:
+    if pgdata.exists():
+        _stopped_path(home).touch()  # before the server goes: no user may take it for killed
+    if _state(pgdata)[0] is ServerState.GONE:
         return False
     _run([str(_bin("pg_ctl")), "-D", str(pgdata), "-w", "-m", "fast", "stop"], _system_user())
     # pg_ctl -w returns once the pid file is gone; the port may linger a moment in TIME_WAIT.
     deadline = time.monotonic() + 10
-    while _running_port(pgdata) is not None and time.monotonic() < deadline:
+    while _state(pgdata)[0] is not ServerState.GONE and time.monotonic() < deadline:
         time.sleep(0.05)
     log.info("embedded postgres in %s stopped", pgdata)
     return True

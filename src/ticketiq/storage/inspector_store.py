@@ -27,6 +27,15 @@ class InspectorFacts:
     needs_approval: frozenset[str] = field(default_factory=frozenset)
 
 
+@dataclass(frozen=True)
+class Recorded:
+    """A call's outcome as its `inspector.call` audit row holds it."""
+
+    audit_id: int
+    outcome: str  # ok / error / uncertain
+    error: str | None
+
+
 class InspectorStore:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -52,3 +61,12 @@ class InspectorStore:
         if row is None:
             raise StorageError(f"auditing {action} answered no row", retryable=False)
         return int(row["id"])
+
+    async def start(self, actor: str, detail: dict[str, Any]) -> int | None:
+        """The write's `inspector.call.started` row; None when one with its key is on record already."""
+        row = await self.db.fetch_one("inspector.start", {"actor": actor, "detail": detail})
+        return None if row is None else int(row["id"])
+
+    async def outcome(self, key: str) -> Recorded | None:
+        row = await self.db.fetch_one("inspector.outcome", {"key": key})
+        return None if row is None else Recorded(int(row["id"]), str(row["outcome"]), row["error"])

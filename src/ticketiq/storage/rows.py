@@ -47,6 +47,9 @@ class Created:
     created: bool  # False: an earlier request with the same key made it
     request_hash: str | None = None
     created_by: str | None = None  # the token that started it
+    channel: str | None = None
+    agent: str | None = None
+    made_by: str | None = None  # the actor its `agent.run.created` audit row names (run_keys.foreign)
 
 
 @dataclass(frozen=True)
@@ -181,9 +184,16 @@ class Input:
 
 @dataclass(frozen=True)
 class GivenInput:
+    """The question a give-input statement found for an input (I18), as it stood before the statement,
+    and whether this statement gave the input to it."""
+
     id: str
-    run_id: str
     question: str
+    status: str  # pending / given
+    text: str | None
+    answered_by: str | None  # the request that answered it (migration 021)
+    run_status: str
+    given: bool
 
 
 @dataclass(frozen=True)
@@ -193,3 +203,4 @@ class Waiting:
     kind: str  # input / approval
     question: str
     approval_id: str | None = None
+    question_id: str | None = None  # an input's: what `POST /v1/runs/{id}/input` names

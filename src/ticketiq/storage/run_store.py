@@ -123,13 +123,15 @@ class RunStore:
         row = await self.db.fetch_one("runs.create", params)
         if row is None:
             return None
-        return Created(str(row["id"]), str(row["status"]), True, params["request_hash"], params["created_by"])
+        return Created(str(row["id"]), str(row["status"]), True, params["request_hash"], params["created_by"],
+                       params["channel"], params["agent"], params["actor"])  # fmt: skip
 
     async def by_idempotency_key(self, key: str) -> Created | None:
         row = await self.db.fetch_one("runs.by_idempotency_key", {"key": key})
         if row is None:
             return None
-        return Created(str(row["id"]), str(row["status"]), False, row["request_hash"], row["created_by"])
+        return Created(str(row["id"]), str(row["status"]), False, row["request_hash"], row["created_by"],
+                       row["channel"], row["agent"], row["made_by"])  # fmt: skip
 
     async def by_delegation_key(self, key: str) -> Created | None:
         row = await self.db.fetch_one("runs.by_delegation_key", {"key": key})
@@ -234,14 +236,21 @@ class RunStore:
         return None if row is None else row_as(Approval, row)
 
     async def decide(self, approval_id: str, status: str, by: str, reason: str | None) -> Approval | None:
-        """Decide a pending request; None when it was decided already."""
+        """Decide a pending request; None when it was decided otherwise already. The same decision by
+        the same person again answers the request as it stands, changing nothing (I18)."""
         params = {"id": approval_id, "status": status, "by": by, "reason": reason}
         row = await self.db.fetch_one("approvals.decide", params)
         return None if row is None else row_as(Approval, row)
 
-    async def give_input(self, run_id: str, text: str, by: str) -> GivenInput | None:
-        """The input for the oldest question the waiting run asked; None when it waits for none."""
-        row = await self.db.fetch_one("runs.give_input", {"run_id": run_id, "text": text, "by": by})
+    async def give_input(
+        self, run_id: str, text: str, by: str, answered_by: str, question_id: str | None = None
+    ) -> GivenInput | None:
+        """I18: the input for the question `question_id` names, else for the oldest pending one, bound to
+        the request that gives it (`answered_by`). The question found, as it stood (a question this request
+        answered before is found again and left as it is); None when the run asked no such question, or
+        none is pending."""
+        params = {"run_id": run_id, "text": text, "by": by, "answered_by": answered_by, "question_id": question_id}
+        row = await self.db.fetch_one("runs.give_input", params)
         return None if row is None else row_as(GivenInput, row)
 
     async def waiting_for(self, run_id: str) -> list[Waiting]:

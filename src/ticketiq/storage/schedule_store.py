@@ -75,10 +75,11 @@ class ScheduleStore:
         now: datetime = row["now"]
         return now
 
-    async def create(self, params: dict[str, object]) -> Schedule:
+    async def create(self, params: dict[str, object]) -> tuple[Schedule, bool]:
+        """The schedule, and whether this statement made it (False: its id named one made before)."""
         row = await self.db.fetch_one("schedules.create", params)
-        assert row is not None  # a fresh uuid: always inserted
-        return row_as(Schedule, row)
+        assert row is not None  # inserted, or the row that held the id
+        return row_as(Schedule, row), bool(row["made"])
 
     async def seed(self, params: dict[str, object]) -> bool | None:
         """Upsert a declared schedule by name: True inserted, False updated, None unchanged (or deleted)."""

@@ -1,4 +1,5 @@
-"""Webhook triggers, their secrets and deliveries, and Jira ticket events: the statements, typed rows.
+"""Webhook triggers, their secrets and deliveries, Jira ticket events, and the claims of what their
+signed requests signed (I19): the statements, typed rows.
 
 A secret reaches this module only encrypted (`nonce`, `ciphertext`, under seal key `key_id`); its clear
 text is the engine's alone. Each change of a trigger lands with its audit row in one statement; a
@@ -13,6 +14,9 @@ from datetime import datetime
 
 from ticketiq.errors import StorageError
 from ticketiq.storage.database import Database, Row
+
+# Claims purged per statement: a long backlog goes in short statements, never one long lock.
+PURGE_BATCH = 10_000
 
 
 @dataclass(frozen=True)
@@ -89,10 +93,14 @@ class TriggerStore:
 
     # ----- declaring ---------------------------------------------------------------------------------
 
-    async def create(self, name: str, agent: str, key_id: str, nonce: bytes, ciphertext: bytes, actor: str) -> bool:
-        """The trigger with its first secret; False when the name is in use."""
+    async def create(
+        self, name: str, agent: str, sealed: tuple[str, bytes, bytes], actor: str, request_key: str | None
+    ) -> bool:
+        """The trigger with its first secret (key id, nonce, ciphertext); True too when the request
+        with this `request_key` made it already (a retry after a crash); False when the name is in use."""
+        key_id, nonce, ciphertext = sealed
         params = {"name": name, "agent": agent, "key_id": key_id, "nonce": nonce, "ciphertext": ciphertext,
-                  "actor": actor}  # fmt: skip
+                  "actor": actor, "request_key": request_key}  # fmt: skip
         return await self.db.fetch_one("triggers.create", params) is not None
 
     async def every(self) -> list[TriggerShown]:
@@ -109,20 +117,27 @@ class TriggerStore:
         expire_others_in_s: float | None,
         actor: str,
         refusal: Callable[[Sequence[SecretState]], Exception | None],
+        request_key: str | None = None,
     ) -> int | None:
         """Add a secret (key id, nonce, ciphertext) and return its number; None when there is no such
         trigger. `refusal` is asked with the trigger's secrets while the trigger is locked; what it
-        returns is raised, and nothing is written."""
+        returns is raised, and nothing is written. The request with this `request_key` gets the number of
+        the secret it added already (a retry after a crash), and nothing is written."""
         async with self.db.transaction() as tx:
+            # I20: the lock is a write: a secret found under it rests on a transaction that wrote.
             if await tx.fetch_one("triggers.lock", {"name": name}) is None:
                 return None
+            if request_key is not None:
+                made = await tx.fetch_one("triggers.secret_made_by", {"name": name, "request_key": request_key})
+                if made is not None:
+                    return int(made["n"])
             states = [_state(r) for r in await tx.fetch_all("triggers.secrets_of", {"name": name})]
             if (why := refusal(states)) is not None:
                 raise why
             key_id, nonce, ciphertext = sealed
             n = max((s.n for s in states), default=0) + 1
             params = {"name": name, "n": n, "key_id": key_id, "nonce": nonce, "ciphertext": ciphertext,
-                      "actor": actor, "expire_others_in_s": expire_others_in_s}  # fmt: skip
+                      "actor": actor, "expire_others_in_s": expire_others_in_s, "request_key": request_key}  # fmt: skip
             await tx.fetch_one("triggers.add_secret", params)
         return n
 
@@ -165,10 +180,30 @@ class TriggerStore:
             raise StorageError(f"delivery {delivery_id!r} of trigger {name} was neither recorded nor found; retry")
         return recorded
 
+    # ----- signed requests (I19) ----------------------------------------------------------------------
+
+    async def claim_signed(self, source: str, digest: str, delivery_id: str, kept_until_s: float | None) -> str:
+        """Claim what a signed request signed for `delivery_id`; the delivery id the claim is bound to
+        (this one, or the one the same signed content first came with)."""
+        params = {"source": source, "digest": digest, "delivery_id": delivery_id, "kept_until_s": kept_until_s}
+        row = await self.db.fetch_one("triggers.claim_signed", params)
+        if row is None:  # an upsert returns its row, always
+            raise StorageError(f"the claim of {source}'s delivery {delivery_id!r} returned nothing; retry")
+        return str(row["delivery_id"])
+
+    async def purge_signed(self) -> int:
+        """Delete the webhook claims past their time; return how many."""
+        gone = 0
+        while True:
+            batch = await self.db.execute("triggers.purge_signed", {"limit": PURGE_BATCH})
+            gone += batch
+            if batch < PURGE_BATCH:
+                return gone
+
     # ----- ticket events -----------------------------------------------------------------------------
 
-    async def event_runs(self, event_id: str, body_sha256: str) -> list[EventRun]:
-        rows = await self.db.fetch_all("triggers.ticket_event_runs", {"event_id": event_id, "body_sha256": body_sha256})
+    async def event_runs(self, event_id: str) -> list[EventRun]:
+        rows = await self.db.fetch_all("triggers.ticket_event_runs", {"event_id": event_id})
         return [EventRun(r["event_id"], r["agent"], str(r["run_id"])) for r in rows]
 
     async def record_event_run(

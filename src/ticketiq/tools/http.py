@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 
 from ticketiq.errors import ToolError
+from ticketiq.json_depth import too_deep
 from ticketiq.tools.base import CallContext, Outcome
 
 # httpcore names the event that fires once the connection is ready and the request line is next.
@@ -186,6 +187,8 @@ def _failed(error: str, status: int | None = None, *, uncertain: bool = False) -
 def _body(response: httpx.Response) -> Any:
     if not response.content:
         return None
+    if too_deep(response.content):
+        return response.text  # I16: kept as its text; parsed, it would fail whatever reads it
     try:
         return response.json()
     except ValueError:

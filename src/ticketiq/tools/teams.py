@@ -13,17 +13,27 @@ chat, there is no reader: the outcome of an in-doubt reply is reported unknown.
 it, never a model (`tools.builtin.ENGINE_CALLS`). It goes to the serviceUrl of the incoming activity (the
 one its Bot Framework token named) and carries the answer and a link to the run; it is read back the
 same way.
+
+Both the connector and Graph take the bot's own tokens, bought by the client-credentials grant with its
+app id and password (`tools/app_tokens.py`; TICKETIQ_TEAMS_TOKEN_URL and TICKETIQ_GRAPH_TOKEN_URL). A 401
+applied nothing: the token it refused is dropped, a fresh one bought and the request sent once more; a
+second 401 fails it with the reason. No token to be had fails a reply as not sent (never in doubt).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 from urllib.parse import quote
 
 from ticketiq.settings import Settings
+from ticketiq.tools import app_tokens
+from ticketiq.tools.app_tokens import Grant
 from ticketiq.tools.base import CallContext, Outcome, ReadBack, Tool, ToolClass
-from ticketiq.tools.http import Send, request
+from ticketiq.tools.http import Reply, Send, VendorFailed, request
+
+log = logging.getLogger(__name__)
 
 VENDOR = "teams"
 STEP_KEY_ELEMENT = "ticketiq_step_key"
@@ -98,9 +108,65 @@ async def _post(ctx: CallContext, service_url: str, content: dict[str, Any]) -> 
         "replyToId": ctx.args["activity_id"],
         "attachments": [{"contentType": ADAPTIVE, "content": content}],
     }
-    auth = {"Authorization": f"Bearer {ctx.settings.teams_token}"}
-    answer = await request(ctx, VENDOR, "POST", url, send=Send.UNKEYED, headers=auth, json=body)
+    answer = await _authorized(ctx, connector_grant(ctx.settings), VENDOR, "POST", url, send=Send.UNKEYED, json=body)
     return Outcome(ok=True, result={"id": answer.body["id"]})
+
+
+def connector_grant(settings: Settings) -> Grant:
+    return _grant(settings, settings.teams_token_url, "TICKETIQ_TEAMS_TOKEN_URL", settings.teams_token_scope,
+                  "TICKETIQ_TEAMS_TOKEN_SCOPE")  # fmt: skip
+
+
+def graph_grant(settings: Settings) -> Grant:
+    return _grant(settings, settings.graph_token_url, "TICKETIQ_GRAPH_TOKEN_URL", settings.graph_token_scope,
+                  "TICKETIQ_GRAPH_TOKEN_SCOPE")  # fmt: skip
+
+
+def _grant(settings: Settings, url: str, url_setting: str, scope: str, scope_setting: str) -> Grant:
+    """The bot's credentials for a scope; VendorFailed (nothing sent) while a setting they need is unset."""
+    app_id, password = settings.teams_app_id, settings.teams_app_password
+    if not app_id or not password:
+        unset = "TICKETIQ_TEAMS_APP_ID" if not app_id else "TICKETIQ_TEAMS_APP_PASSWORD"
+        error = f"{unset} is unset: the bot has no credentials to buy a token with, so nothing was sent"
+        raise VendorFailed(Outcome(ok=False, error=error))
+    return Grant(url, app_id, scope, url_setting, "TICKETIQ_TEAMS_APP_ID", "TICKETIQ_TEAMS_APP_PASSWORD",
+                 scope_setting, password)  # fmt: skip
+
+
+async def _authorized(
+    ctx: CallContext,
+    grant: Grant,
+    vendor: str,
+    method: str,
+    url: str,
+    *,
+    send: Send,
+    json: Any = None,
+    params: Any = None,
+) -> Reply:
+    """`request` with the bot's token for `grant`'s scope. A 401 applied nothing (the token is checked
+    before anything else), so the refused token is dropped and the request sent once more with a fresh one."""
+    tokens = app_tokens.of(ctx.http)
+    for tries in (1, 2):
+        token = await tokens.token(grant, ctx.http, ctx.settings.http_timeout_s, ctx.settings.vendor_max_retries)
+        auth = {"Authorization": f"Bearer {token}"}
+        try:
+            return await request(ctx, vendor, method, url, send=send, headers=auth, json=json, params=params)
+        except VendorFailed as failed:
+            if not _token_refused(failed):
+                raise
+            tokens.drop(grant, token)
+            if tries == 2:
+                error = (f"{failed.outcome.error}; refused again with a freshly bought token: check that "
+                         f"{grant.id_setting} is the bot's app id and that it may use {grant.scope}")  # fmt: skip
+                raise VendorFailed(Outcome(ok=False, error=error), 401) from failed
+        log.info("run %s: %s refused the bot's token (401); sending once more with a fresh one", ctx.run_id, vendor)
+    raise AssertionError("unreachable: the second refusal raised")
+
+
+def _token_refused(failed: VendorFailed) -> bool:
+    """A 401 to a request that applied nothing (no earlier try of it may have reached the vendor)."""
+    return failed.status == 401 and not failed.outcome.uncertain
 
 
 async def find_reply(ctx: CallContext) -> ReadBack:
@@ -115,13 +181,13 @@ async def find_reply(ctx: CallContext) -> ReadBack:
         f"/messages/{quote(root, safe='')}/replies"
     )
     params: dict[str, Any] | None = {"$top": _GRAPH_PAGE}
-    auth = {"Authorization": f"Bearer {ctx.settings.graph_token}"}
+    grant = graph_grant(ctx.settings)
     for _ in range(_GRAPH_PAGES_MAX):
         if url is None:
             return ReadBack(found=False)
         if not url.startswith(graph):
             return ReadBack(found=None)  # a next link elsewhere does not get our token
-        page = await request(ctx, "graph", "GET", url, send=Send.READ, headers=auth, params=params)
+        page = await _authorized(ctx, grant, "graph", "GET", url, send=Send.READ, params=params)
         for message in page.body["value"]:
             if any(_carries(a, ctx.key) for a in message.get("attachments") or []):
                 return ReadBack(found=True, outcome=Outcome(ok=True, result={"id": message["id"]}))

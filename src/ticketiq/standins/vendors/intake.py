@@ -42,6 +42,11 @@ class StandinOptions:
     # set, the error message a job created now fails with once its files are validated.
     fine_tune_duration_s: float = 2.0
     fine_tune_failure: str | None = None
+    # The Microsoft identity platform stand-in (vendors/botframework.py): how long the tokens it grants
+    # now last (Entra ID: about an hour), and the channels its signing key is endorsed for (None: the key
+    # carries no `endorsements` field).
+    oauth_token_lifetime_s: int = 3599
+    botframework_endorsements: list[str] | None = field(default_factory=lambda: ["msteams", "skype", "webchat"])
     faults: list[Fault] = field(default_factory=list)
 
 

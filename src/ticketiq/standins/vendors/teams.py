@@ -8,6 +8,10 @@ are accepted and recorded but, as in Teams, cannot be read back through the chan
 
 A reply's adaptive card carries the step key in an element with id `ticketiq_step_key`; that is the
 key each write is logged with.
+
+Both take only the bot's own tokens from the stand-in token endpoint (`botframework.bearer_refusal`),
+each for its scope: a missing, unknown, expired or wrong-scope token is answered 401, as the real
+services do, and nothing is applied.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from ticketiq.standins.records import Answer, Effect, Row, Session, Write, iso, jsonb
-from ticketiq.standins.vendors.intake import IntakeDep, has_auth, json_body
+from ticketiq.standins.vendors import botframework
+from ticketiq.standins.vendors.intake import IntakeDep, json_body
 
 TEAM_ID = "standin-team"
 STEP_KEY_ELEMENT = "ticketiq_step_key"
@@ -45,12 +50,13 @@ def bot_router() -> APIRouter:
     @api.post("/v3/conversations/{conversation_id}/activities/{activity_id}")
     async def reply(conversation_id: str, activity_id: str, request: Request, intake: IntakeDep) -> Response:
         body = await json_body(request)
-        authed = has_auth(request)
+        authorization = request.headers.get("authorization")
         write = Write("teams", "reply", conversation_id, _carried_key(body), body)
 
         async def apply(session: Session) -> Answer:
-            if not authed:
-                return _error(401, "Unauthorized", "Authorization has been denied for this request.")
+            refused = await botframework.bearer_refusal(session, authorization, botframework.CONNECTOR_SCOPE)
+            if refused is not None:
+                return _unauthorized("Unauthorized", "Authorization has been denied for this request.", refused)
             problem = _activity_problem(body)
             if problem is not None:
                 return problem
@@ -76,8 +82,12 @@ def graph_router() -> APIRouter:
         query = request.query_params
 
         async def answer() -> Answer:
-            if not has_auth(request):
-                return _error(401, "InvalidAuthenticationToken", "Access token is empty.")
+            refused = await botframework.bearer_refusal(
+                intake.store, request.headers.get("authorization"), botframework.GRAPH_SCOPE
+            )
+            if refused is not None:
+                said = "Access token is empty." if refused == "no bearer token" else "Access token validation failure."
+                return _unauthorized("InvalidAuthenticationToken", said, refused)
             if team_id != TEAM_ID:
                 return _error(404, "NotFound", f"No team found with Group Id {team_id}")
             top_text = query.get("$top", str(_GRAPH_PAGE_DEFAULT))
@@ -165,6 +175,13 @@ def _activity_problem(body: Any) -> Answer | None:
 
 def _error(status: int, code: str, message: str) -> Answer:
     return Answer(status, {"error": {"code": code, "message": message}}, Effect.REFUSED)
+
+
+def _unauthorized(code: str, message: str, why: str) -> Answer:
+    """A 401 in the service's words; why, in the challenge (RFC 6750), for whoever reads the stand-in's log."""
+    challenge = f'Bearer error="invalid_token", error_description="{why}"'
+    return Answer(401, {"error": {"code": code, "message": message}}, Effect.REFUSED,
+                  headers={"WWW-Authenticate": challenge})  # fmt: skip
 
 
 def _chat_message(row: Row, team_id: str, channel_id: str, thread_id: str) -> dict[str, Any]:

@@ -27,21 +27,33 @@ SELECT id, run_id, step, idx, tool, args, step_key, binding, status, decided_by,
   FROM approvals WHERE run_id = %(run_id)s AND step = %(step)s ORDER BY created_at
 
 -- name: decide
+-- A person's decision on a pending request. The same decision by the same person again (a retry whose
+-- first answer was lost with its process) matches too and changes nothing: its `decided_at` is kept, so
+-- it is not `fresh` (a fresh decision's is this transaction's now()), and it writes no note and no audit
+-- row (I18). Either way the row is written, so the answer waited for the standby (I20). No row: the
+-- request was decided otherwise.
 WITH decided AS (
-    UPDATE approvals SET status = %(status)s, decided_by = %(by)s, reason = %(reason)s, decided_at = now()
-     WHERE id = %(id)s AND status = 'pending'
-    RETURNING id, run_id, step, idx, tool, args, step_key, binding, status, decided_by, reason, created_at, decided_at
+    UPDATE approvals
+       SET status = %(status)s, decided_by = %(by)s, reason = %(reason)s,
+           decided_at = CASE WHEN status = 'pending' THEN now() ELSE decided_at END
+     WHERE id = %(id)s
+       AND (status = 'pending'
+            OR (status = %(status)s AND decided_by = %(by)s AND reason IS NOT DISTINCT FROM %(reason)s))
+    RETURNING id, run_id, step, idx, tool, args, step_key, binding, status, decided_by, reason, created_at, decided_at,
+              decided_at = now() AS fresh
 ), note AS (
     INSERT INTO transcripts (run_id, kind, body)
     SELECT decided.run_id, 'approval', jsonb_build_object('approval_id', decided.id, 'tool', decided.tool,
                                                           'status', decided.status, 'by', %(by)s::text)
       FROM decided
+     WHERE decided.fresh
 ), audit AS (
     INSERT INTO audit_log (action, run_id, actor, detail)
     SELECT 'approval.decided', decided.run_id, %(by)s,
            jsonb_build_object('approval_id', decided.id, 'tool', decided.tool, 'decision', decided.status,
                               'step', decided.step, 'idx', decided.idx, 'binding', decided.binding)
       FROM decided
+     WHERE decided.fresh
 )
 SELECT id, run_id, step, idx, tool, args, step_key, binding, status, decided_by, reason, created_at, decided_at
   FROM decided

@@ -1,5 +1,6 @@
 -- A person's ad hoc tool calls from the inspector. Nothing here is written ahead for a resume: a call is
--- never sent again by anyone (I11: its key is fresh per call), so only the audit log records it.
+-- never sent again by anyone (I11: its key is fresh per call, or derived from the request's
+-- Idempotency-Key), so only the audit log records it.
 
 -- name: facts
 -- Everything the inspector's gate needs, in one read: the tenant's quarantine, the `inspector`
@@ -17,3 +18,19 @@ SELECT (SELECT q.reason FROM quarantines q WHERE q.kind = 'tenant' AND q.name = 
 -- No run_id: an ad hoc call belongs to no run. The actor is the operator's token name.
 INSERT INTO audit_log (action, actor, detail) VALUES (%(action)s, %(actor)s, %(detail)s)
 RETURNING id
+
+-- name: start
+-- A write's start, on record before it is sent. No row when a start under this key is on record
+-- already: a keyed request's retry whose first try began the write (migration 020's unique index), which
+-- must not send it again.
+INSERT INTO audit_log (action, actor, detail) VALUES ('inspector.call.started', %(actor)s, %(detail)s)
+ON CONFLICT ((detail ->> 'key')) WHERE action = 'inspector.call.started' DO NOTHING
+RETURNING id
+
+-- name: outcome
+-- The outcome on record for a call's key (its `inspector.call` row), if the call got that far.
+SELECT id, detail ->> 'outcome' AS outcome, detail ->> 'error' AS error
+  FROM audit_log
+ WHERE action = 'inspector.call' AND detail ->> 'key' = %(key)s
+ ORDER BY id
+ LIMIT 1

@@ -25,7 +25,14 @@ WITH run AS (
 SELECT id, status FROM run
 
 -- name: by_idempotency_key
-SELECT id, status, request_hash, created_by FROM runs WHERE idempotency_key = %(key)s
+-- The run made under a key, with what its maker checks before it takes the run as its own (I19,
+-- run_keys.foreign): its channel, agent, token, and the actor its creation was audited by.
+SELECT r.id, r.status, r.request_hash, r.created_by, r.channel, r.agent,
+       (SELECT a.actor FROM audit_log a
+         WHERE a.run_id = r.id AND a.action = 'agent.run.created'
+         ORDER BY a.id LIMIT 1) AS made_by
+  FROM runs r
+ WHERE r.idempotency_key = %(key)s
 
 -- name: by_delegation_key
 SELECT id, status, answer, error FROM runs WHERE delegation_key = %(key)s
@@ -148,11 +155,13 @@ SELECT answer, seal, key_id, kept_until, handed_on_at FROM answers WHERE run_id 
 
 -- name: hand_on
 -- I12: the kept answer was handed on: the run succeeds with it, its lease is released. Fenced by the
--- attempt and by the run not having ended, so the answer is handed on by one attempt, once.
+-- attempt and by the run not having ended, so the answer is handed on by one attempt, once. The
+-- checkpoint row is locked too (I3): a take leaves an `answered` run's row alone, so only the lock on
+-- the row that carries the attempt waits for a takeover committing meanwhile, and then sees it.
 WITH fence AS (
     SELECT c.run_id FROM checkpoints c JOIN runs r ON r.id = c.run_id
      WHERE c.run_id = %(run_id)s AND c.attempt = %(attempt)s AND r.status IN ('answered', 'running')
-       FOR UPDATE OF r
+       FOR UPDATE OF r FOR SHARE OF c
 ), run AS (
     UPDATE runs SET status = 'succeeded', answer = %(answer)s, finished_at = now()
       FROM fence WHERE runs.id = fence.run_id
@@ -214,8 +223,10 @@ WITH run AS (
 SELECT id, status FROM run
 
 -- name: lock
--- The first statement of a suspend: the run's row is locked (a decision's wake-up that comes after
--- waits for it) and the attempt checked, so the suspend that follows sees every decision made so far.
+-- The first statement of a suspend: the run's row is locked and the attempt checked, so the suspend
+-- that follows sees every decision made so far. FOR UPDATE, because a decision's note and audit rows
+-- reference the run and so take FOR KEY SHARE on its row, which only FOR UPDATE blocks: a decision
+-- coming while the suspend reads its requests commits after the wait, and its wake-up finds it (I15).
 SELECT r.id FROM runs r JOIN checkpoints c ON c.run_id = r.id
  WHERE r.id = %(run_id)s AND c.attempt = %(attempt)s
    FOR UPDATE OF r
@@ -334,28 +345,46 @@ SELECT id, question, status, text, given_by FROM inputs
  WHERE run_id = %(run_id)s AND step = %(step)s AND idx = %(idx)s
 
 -- name: give_input
--- A person's (or an A2A client's) input for the oldest question the waiting run asked. Only a pending
--- question takes one: a second input, or one for a run not waiting for input, matches nothing.
+-- I18: an input for the question it names (`question_id`), else for the oldest question the run asked
+-- that is still pending; `answered_by` names the request giving it (questions.py), unique per run. A
+-- request that answered a question of the run before finds that question again (it sorts first) and
+-- changes nothing, however late it comes: it can never answer another question. Of two sends of one
+-- request at once, the second waits on the question's row lock and, its WHERE re-checked against the
+-- row the first committed (READ COMMITTED), finds the question answered by itself. Only a pending
+-- question of a waiting run takes an input. Returns the question as found, and whether it was given.
 WITH asked AS (
-    SELECT i.id FROM inputs i JOIN runs r ON r.id = i.run_id
-     WHERE i.run_id = %(run_id)s AND i.status = 'pending' AND r.status = 'waiting'
-     ORDER BY i.step, i.idx
+    SELECT i.id, i.question, i.status, i.text, i.answered_by, r.status AS run_status
+      FROM inputs i JOIN runs r ON r.id = i.run_id
+     WHERE i.run_id = %(run_id)s
+       AND CASE WHEN %(question_id)s::uuid IS NULL
+                THEN i.answered_by = %(answered_by)s OR i.status = 'pending'
+                ELSE i.id = %(question_id)s::uuid END
+     ORDER BY i.answered_by IS NOT DISTINCT FROM %(answered_by)s DESC, i.step, i.idx
      LIMIT 1
        FOR UPDATE OF i
 ), given AS (
-    UPDATE inputs SET status = 'given', text = %(text)s, given_by = %(by)s, given_at = now()
-      FROM asked WHERE inputs.id = asked.id
-    RETURNING inputs.id, inputs.run_id, inputs.question
+    UPDATE inputs SET status = 'given', text = %(text)s, given_by = %(by)s, given_at = now(),
+                      answered_by = %(answered_by)s
+      FROM asked
+     WHERE inputs.id = asked.id AND inputs.status = 'pending' AND asked.status = 'pending'
+       AND asked.run_status = 'waiting'
+    RETURNING inputs.id, inputs.run_id
 ), audit AS (
     INSERT INTO audit_log (action, run_id, actor, detail)
     SELECT 'agent.run.input_given', given.run_id, %(by)s, jsonb_build_object('input_id', given.id) FROM given
 )
-SELECT id, run_id, question FROM given
+SELECT asked.id, asked.question, asked.status, asked.text, asked.answered_by, asked.run_status,
+       given.id IS NOT NULL AS given
+  FROM asked LEFT JOIN given ON given.id = asked.id
 
 -- name: waiting_for
--- What a waiting run waits for: its pending questions, then its pending approvals.
-SELECT 'input' AS kind, question, NULL::uuid AS approval_id FROM inputs
- WHERE run_id = %(run_id)s AND status = 'pending'
-UNION ALL
-SELECT 'approval', 'approve ' || tool || '?', id FROM approvals
- WHERE run_id = %(run_id)s AND status = 'pending'
+-- What a waiting run waits for: its pending questions (each with its id, which an input names), then its
+-- pending approvals, each in the order the run asked.
+SELECT kind, question, question_id, approval_id FROM (
+    SELECT 1 AS part, step, idx, 'input' AS kind, question, id AS question_id, NULL::uuid AS approval_id
+      FROM inputs WHERE run_id = %(run_id)s AND status = 'pending'
+    UNION ALL
+    SELECT 2, step, idx, 'approval', 'approve ' || tool || '?', NULL::uuid, id
+      FROM approvals WHERE run_id = %(run_id)s AND status = 'pending'
+) waits
+ ORDER BY part, step, idx

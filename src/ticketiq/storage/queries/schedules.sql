@@ -6,10 +6,13 @@
 SELECT now() AS now
 
 -- name: create
--- A schedule made through the API, with its audit row (who made it is the token's name).
+-- A schedule made through the API, with its audit row (who made it is the token's name). An id derived
+-- from a request's Idempotency-Key that names a schedule already made returns that schedule, `made`
+-- false (made, and audited, once; I19).
 WITH made AS (
     INSERT INTO schedules (id, agent, cron, timezone, input, next_fire_at, created_by)
     VALUES (%(id)s, %(agent)s, %(cron)s, %(timezone)s, %(input)s, %(next_fire_at)s, %(by)s)
+    ON CONFLICT (id) DO NOTHING
     RETURNING *
 ), audit AS (
     INSERT INTO audit_log (action, actor, detail)
@@ -18,7 +21,11 @@ WITH made AS (
                               'timezone', made.timezone)
       FROM made
 )
-SELECT id, name, agent, cron, timezone, input, next_fire_at, created_by, created_at FROM made
+SELECT id, name, agent, cron, timezone, input, next_fire_at, created_by, created_at, true AS made FROM made
+UNION ALL
+SELECT id, name, agent, cron, timezone, input, next_fire_at, created_by, created_at, false
+  FROM schedules
+ WHERE id = %(id)s AND NOT EXISTS (SELECT 1 FROM made)
 
 -- name: seed
 -- A schedule the agents file declares, upserted by its name: every process runs this at start, so it
@@ -119,7 +126,7 @@ UPDATE schedule_fires SET reason = %(reason)s WHERE run_key = %(run_key)s AND ru
 -- The cron hand-on (I12): the fire this run was made for records the run's answer, once. Fenced by the
 -- attempt (I3): no row when the run was taken over. `recorded` is false when an earlier attempt
 -- recorded it (the hook runs again when a takeover hands on a kept answer); `fire` false when no
--- schedule fire made this run.
+-- schedule fire made this run (a failed fire made none: a run under its key it refused records nothing).
 WITH fence AS (
     SELECT c.run_id, r.idempotency_key FROM checkpoints c JOIN runs r ON r.id = c.run_id
      WHERE c.run_id = %(run_id)s AND c.attempt = %(attempt)s
@@ -128,11 +135,11 @@ WITH fence AS (
     UPDATE schedule_fires f
        SET outcome = %(answer)s, outcome_at = now(), outcome_attempt = %(attempt)s, run_id = fence.run_id
       FROM fence
-     WHERE f.run_key = fence.idempotency_key AND f.outcome_at IS NULL
+     WHERE f.run_key = fence.idempotency_key AND f.outcome_at IS NULL AND f.reason IS NULL
     RETURNING f.run_key
 )
 SELECT fence.run_id, EXISTS (SELECT 1 FROM recorded) AS recorded,
-       EXISTS (SELECT 1 FROM schedule_fires f WHERE f.run_key = fence.idempotency_key) AS fire
+       EXISTS (SELECT 1 FROM schedule_fires f WHERE f.run_key = fence.idempotency_key AND f.reason IS NULL) AS fire
   FROM fence
 
 -- name: fires

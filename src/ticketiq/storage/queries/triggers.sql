@@ -3,22 +3,25 @@
 -- clock: not retired, and its expiry (if any) still ahead.
 
 -- name: create
--- The trigger, its first secret (n = 1) and the audit row in one statement. A name in use inserts
--- nothing and returns no row.
+-- The trigger, its first secret (n = 1) and the audit row in one statement. A name in use returns the
+-- trigger only when the very request made it (its `request_key`, retried after a crash), made nothing
+-- now and audited nothing; any other request naming it gets no row. I20: the found row is locked and
+-- written, never only read.
 WITH made AS (
-    INSERT INTO triggers (name, agent, created_by)
-    VALUES (%(name)s, %(agent)s, %(actor)s)
-    ON CONFLICT DO NOTHING
-    RETURNING name, agent
+    INSERT INTO triggers (name, agent, created_by, request_key)
+    VALUES (%(name)s, %(agent)s, %(actor)s, %(request_key)s)
+    ON CONFLICT (name) DO UPDATE SET request_key = triggers.request_key
+     WHERE triggers.request_key = %(request_key)s::uuid
+    RETURNING name, agent, (xmax = 0) AS inserted
 ), secret AS (
     INSERT INTO trigger_secrets (trigger, n, key_id, nonce, ciphertext, created_by)
-    SELECT made.name, 1, %(key_id)s, %(nonce)s, %(ciphertext)s, %(actor)s FROM made
+    SELECT made.name, 1, %(key_id)s, %(nonce)s, %(ciphertext)s, %(actor)s FROM made WHERE made.inserted
 ), audit AS (
     INSERT INTO audit_log (action, actor, detail)
     SELECT 'trigger.created', %(actor)s, jsonb_build_object('trigger', made.name, 'agent', made.agent, 'secret', 1)
-      FROM made
+      FROM made WHERE made.inserted
 )
-SELECT name FROM made
+SELECT name, inserted FROM made
 
 -- name: shown
 -- Triggers as people see them (one row per secret; never a secret): every trigger, or the one named.
@@ -41,12 +44,16 @@ SELECT n, (retired_at IS NULL AND (expires_at IS NULL OR expires_at > now())) AS
  WHERE trigger = %(name)s
  ORDER BY n
 
+-- name: secret_made_by
+-- The secret the request with this key added (under the trigger's lock): a retry after a crash.
+SELECT n FROM trigger_secrets WHERE trigger = %(name)s AND request_key = %(request_key)s::uuid
+
 -- name: add_secret
 -- A new secret, active at once. With `expire_others_in_s`, the secrets active until now expire that
 -- many seconds from now (never later than an expiry they already had). One statement, with its audit.
 WITH added AS (
-    INSERT INTO trigger_secrets (trigger, n, key_id, nonce, ciphertext, created_by)
-    VALUES (%(name)s, %(n)s, %(key_id)s, %(nonce)s, %(ciphertext)s, %(actor)s)
+    INSERT INTO trigger_secrets (trigger, n, key_id, nonce, ciphertext, created_by, request_key)
+    VALUES (%(name)s, %(n)s, %(key_id)s, %(nonce)s, %(ciphertext)s, %(actor)s, %(request_key)s)
     RETURNING trigger, n
 ), expiring AS (
     UPDATE trigger_secrets s
@@ -99,12 +106,29 @@ VALUES (%(name)s, %(delivery_id)s, %(run_id)s)
 ON CONFLICT DO NOTHING
 RETURNING run_id
 
+-- name: claim_signed
+-- I19: what a signed request signed, bound to the delivery id it first came with; returns that id (this
+-- request's, or the first copy's). A copy racing the first waits for it and gets its id. I20: a claim
+-- found is locked and written, never only read.
+INSERT INTO signed_requests (source, digest, delivery_id, kept_until)
+VALUES (%(source)s, %(digest)s, %(delivery_id)s, to_timestamp(%(kept_until_s)s::float8))
+ON CONFLICT (source, digest) DO UPDATE SET delivery_id = signed_requests.delivery_id
+RETURNING delivery_id
+
+-- name: purge_signed
+-- Webhook claims past their time (their signature is refused as stale by now), a batch at a time.
+DELETE FROM signed_requests s
+ USING (SELECT source, digest FROM signed_requests
+         WHERE kept_until < now()
+         LIMIT %(limit)s
+           FOR UPDATE SKIP LOCKED) old
+ WHERE (s.source, s.digest) = (old.source, old.digest)
+
 -- name: ticket_event_runs
--- The runs an event started: by its identifier, or by its body (a signed body replayed under another
--- identifier).
+-- The runs an event started, by its identifier.
 SELECT event_id, agent, run_id FROM ticket_events
- WHERE event_id = %(event_id)s OR body_sha256 = %(body_sha256)s
- ORDER BY received_at, event_id, agent
+ WHERE event_id = %(event_id)s
+ ORDER BY received_at, agent
 
 -- name: ticket_event_run
 SELECT run_id FROM ticket_events WHERE event_id = %(event_id)s AND agent = %(agent)s
