@@ -41,6 +41,7 @@ from tests.support.crash import eventually
 from tests.support.engine import Harness, engine_under_test, read_rows
 from tests.support.http import serving
 from ticketiq.entries.api import create_app
+from ticketiq.storage.task_store import as_json
 
 READ: dict[str, Any] = {"calls": [{"tool": "probe_read", "arguments": {"note": "{jira_key}"}}]}
 WRITE: dict[str, Any] = {"calls": [{"tool": "probe_write", "arguments": {"note": "{jira_key}"}}]}
@@ -320,6 +321,41 @@ async def test_an_answer_sent_again_changes_nothing_and_never_answers_the_next_q
     assert await inputs_of(db_url, asked.id) == [(STAGING, "given", "yes"), (PRODUCTION, "given", "no")]
     given = await read_rows(db_url, "SELECT 1 FROM audit_log WHERE action = 'agent.run.input_given'")
     assert len(given) == 2
+
+
+def naming(request: SendMessageRequest, question_id: str) -> SendMessageRequest:
+    """The answer, naming the question it answers (its metadata's `question_id`)."""
+    request.message.metadata.update({"question_id": question_id})
+    return request
+
+
+def questions_of(task: Task) -> list[dict[str, Any]]:
+    """The questions an input-required status lists, each with its id."""
+    found: list[dict[str, Any]] = as_json(task.status.message.metadata).get("questions", [])
+    return found
+
+
+async def test_an_answer_naming_its_question_answers_that_one_and_a_late_one_answers_no_other(
+    db_url: str, tmp_path: Path
+) -> None:
+    # I18: an answer may name the question it answers; a late message meant for a question answered
+    # meanwhile (another message, so no repeat) is refused and never taken for the run's next question.
+    async with a2a(db_url, tmp_path) as s, s.client() as client:
+        asked = await send(client, message("clean up OPS-19", "q-1", agent="careful"))
+        [first] = questions_of(asked)
+        assert first["question"] == STAGING
+        second = await send(client, naming(message("yes", "q-2", agent=None, task_id=asked.id), first["question_id"]))
+        [next_question] = questions_of(second)
+        assert (text_of(second), next_question["question"]) == (PRODUCTION, PRODUCTION)
+        with pytest.raises(InvalidParamsError, match=r"params\.message\.metadata\.question_id"):
+            await send(client, naming(message("yes, do it", "q-3", agent=None, task_id=asked.id), first["question_id"]))
+        with pytest.raises(InvalidParamsError, match=r"params\.message\.metadata\.question_id"):
+            await send(client, naming(message("yes", "q-4", agent=None, task_id=asked.id), "not-a-question"))
+        assert await inputs_of(db_url, asked.id) == [(STAGING, "given", "yes"), (PRODUCTION, "pending", None)]
+        done = await send(client, naming(message("no", "q-5", agent=None, task_id=asked.id),
+                                         next_question["question_id"]))  # fmt: skip
+    assert [p.text for a in done.artifacts for p in a.parts] == ["production: no"]
+    assert await inputs_of(db_url, asked.id) == [(STAGING, "given", "yes"), (PRODUCTION, "given", "no")]
 
 
 async def test_two_sends_of_one_answer_at_once_answer_one_question(db_url: str, tmp_path: Path) -> None:

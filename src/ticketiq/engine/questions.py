@@ -32,9 +32,10 @@ def to_question(text: str, by: str, question_id: str) -> Answer:
     return Answer(text, by, f"question:{by}:{question_id}", question_id)
 
 
-def by_message(text: str, by: str, message_id: str) -> Answer:
-    """An A2A message naming its task: bound to its messageId, as its token sent it."""
-    return Answer(text, by, f"a2a:{by}:{message_id}")
+def by_message(text: str, by: str, message_id: str, question_id: str | None = None) -> Answer:
+    """An A2A message naming its task: bound to its messageId, as its token sent it; naming a question
+    too (its metadata's `question_id`), it answers exactly that one."""
+    return Answer(text, by, f"a2a:{by}:{message_id}", question_id)
 
 
 def by_key(text: str, by: str, key: str) -> Answer:

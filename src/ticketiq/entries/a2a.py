@@ -32,7 +32,7 @@ from ticketiq.entries.a2a_tasks import PRINCIPAL, RunRequestHandler, describe_wa
 from ticketiq.process import AppProcess
 from ticketiq.settings import Settings
 from ticketiq.storage.database import Database
-from ticketiq.storage.task_store import CALLER, Caller, RunTaskStore
+from ticketiq.storage.task_store import CALLER, Caller, RunTaskStore, Waits
 
 
 class TokenUser(User):
@@ -77,7 +77,7 @@ class A2AServer:
         catalog = engine.deps.catalog
         default = default_agent(catalog, settings.a2a_default_agent)
 
-        async def waiting(run_id: str) -> str:
+        async def waiting(run_id: str) -> Waits:
             return describe_waiting(await engine.waiting_for(run_id))
 
         tasks = RunTaskStore(db, waiting)

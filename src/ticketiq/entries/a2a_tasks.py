@@ -61,7 +61,7 @@ from ticketiq.engine.seal import canonical
 from ticketiq.engine.tokens import Permission, Principal
 from ticketiq.errors import NotFound, RequestError, TicketIQError
 from ticketiq.storage.rows import Waiting
-from ticketiq.storage.task_store import RunTaskStore, as_json, caller_of
+from ticketiq.storage.task_store import RunTaskStore, Waits, as_json, caller_of
 
 # Where the A2A entry point puts the token's principal in the sdk's call context state.
 PRINCIPAL = "ticketiq.principal"
@@ -71,6 +71,7 @@ ENDED = frozenset({TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED, 
 WAITS_FOR_CLIENT = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
 MAX_INPUT = 100_000  # characters, as POST /v1/runs takes
 MAX_MESSAGE_ID = 200  # it becomes part of the run's key, or of what an input records as its answer (I18)
+QUESTION_FIELD = "params.message.metadata.question_id"
 # A follower wakes on the run's status change (LISTEN/NOTIFY); this bounds a wait all the same.
 FOLLOW_S = 5.0
 # CancelTask waits this long for a running run to reach its next gate check and end.
@@ -88,17 +89,20 @@ def _params_error(field: str, message: str) -> InvalidParamsError:
     return InvalidParamsError(message=f"{field}: {message}", data={"field": field})
 
 
-def describe_waiting(waiting: list[Waiting]) -> str:
+def describe_waiting(waiting: list[Waiting]) -> Waits:
     """What an input-required task's status says: the questions the run asked, then the approvals it
-    waits on (which an operator decides, never a message)."""
+    waits on (which an operator decides, never a message); and the questions with their ids, which the
+    status message's metadata carries (`questions`) and an answer may name (`metadata.question_id`)."""
     said = []
+    questions = []
     for w in waiting:
         if w.kind == "input":
             said.append(w.question)
+            questions.append({"question_id": str(w.question_id), "question": w.question})
         else:
             said.append(f"waiting for an operator to decide approval {w.approval_id} ({w.question}); "
                         "a message cannot answer it")  # fmt: skip
-    return "\n".join(said)
+    return Waits("\n".join(said), questions)
 
 
 class SentBefore(TicketIQError):
@@ -131,7 +135,7 @@ class RunOfMessage(RequestContextBuilder):
         if params is not None:
             text = _text(params.message)
             if task_id:
-                context_id = await self._answer(task_id, params.message.message_id, text, context, context_id)
+                context_id = await self._answer(task_id, params.message, text, context, context_id)
             else:
                 task_id, context_id = await self._start(params.message, text, context, context_id)
         return RequestContext(call_context=context, request=params, task_id=task_id, context_id=context_id, task=task)
@@ -192,21 +196,33 @@ class RunOfMessage(RequestContextBuilder):
         return named
 
     async def _answer(
-        self, task_id: str, message_id: str, text: str, context: ServerCallContext, context_id: str | None
+        self, task_id: str, message: Message, text: str, context: ServerCallContext, context_id: str | None
     ) -> str:
         """Give the task's waiting run this input, bound to the message (I18); the task's context id. The
         same message again (its first send cut before its answer came back) raises `SentBefore` with the
-        task as it is now, whatever the run asked or did since: it never answers the next question."""
+        task as it is now, whatever the run asked or did since: it never answers the next question. A
+        message naming its question (`metadata.question_id`, as the input-required status lists them)
+        answers exactly that one, so a late message meant for an answered question answers no other."""
+        message_id = message.message_id
         task = await self.tasks.get(task_id, context)
         if task is None:
             raise TaskNotFoundError(message=f"no task {task_id}")
         if len(message_id) > MAX_MESSAGE_ID:
             raise _params_error("params.message.messageId", f"at most {MAX_MESSAGE_ID} characters")
+        question_id = _question_named(message)
         caller = caller_of(context)
         try:
-            answered = await self.engine.give_input(task.id, by_message(text, caller.name, message_id), caller.scope)
+            answered = await self.engine.give_input(
+                task.id, by_message(text, caller.name, message_id, question_id), caller.scope
+            )
         except NotFound:
             raise TaskNotFoundError(message=f"no task {task_id}") from None
+        if answered.verdict is Verdict.NO_QUESTION:
+            raise _params_error(QUESTION_FIELD, f"task {task_id} asked no question {question_id}; its "
+                                "input-required status lists the questions it waits for")  # fmt: skip
+        if answered.verdict is Verdict.TAKEN:
+            raise _params_error(QUESTION_FIELD, f"question {question_id} of task {task_id} was answered already "
+                                "by another message; a question is answered once")  # fmt: skip
         if answered.verdict is Verdict.GIVEN:
             return context_id or task.context_id
         if answered.verdict is Verdict.REPEATED:
@@ -226,6 +242,18 @@ class RunOfMessage(RequestContextBuilder):
             "params.message.taskId", f"task {task_id} is not waiting for input ({_state(state)}"
             + (f": {waits}" if waits else "") + "); a message naming a task answers a question its run asked",
         )  # fmt: skip
+
+
+def _question_named(message: Message) -> str | None:
+    """The question an answering message names (`metadata.question_id`), checked; None when it names none."""
+    named = as_json(message.metadata).get("question_id") if message.HasField("metadata") else None
+    if named is None:
+        return None
+    try:
+        return str(uuid.UUID(named))
+    except (TypeError, ValueError, AttributeError):
+        raise _params_error(QUESTION_FIELD, f"{named!r} is no question id: name one the input-required status "
+                            "lists") from None  # fmt: skip
 
 
 def _text(message: Message) -> str:

@@ -48,9 +48,21 @@ ANSWER_ARTIFACT = "answer"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
-# What a run waiting for its client waits for, as the input-required status says it (the questions
-# it asked, the approvals it waits on).
-DescribeWaiting = Callable[[str], Awaitable[str]]
+# A waiting run's questions, each {question_id, question}.
+Questions = list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class Waits:
+    """What a run waiting for its client waits for, as the input-required status says it: in words (the
+    questions it asked, the approvals it waits on), and its questions each with the id an answering
+    message may name in its metadata (`question_id`, I18)."""
+
+    text: str
+    questions: Questions
+
+
+DescribeWaiting = Callable[[str], Awaitable[Waits]]
 
 
 @dataclass(frozen=True)
@@ -172,7 +184,7 @@ class RunTaskStore(TaskStore):
         state = TaskState.Value(row["state"])
         status = TaskStatus(state=state)
         status.timestamp.FromDatetime(row["changed_at"])
-        said = await self._said(run_id, state, row["error"])
+        said, questions = await self._said(run_id, state, row["error"])
         if said:
             # The same words get the same message id: a status read twice is one message of the history.
             message_id = str(uuid.uuid5(uuid.UUID(run_id), f"{row['state']}:{said}"))
@@ -185,15 +197,19 @@ class RunTaskStore(TaskStore):
                     parts=[Part(text=said)],
                 )
             )
+            if questions:
+                status.message.metadata.update({"questions": questions})
         return status
 
-    async def _said(self, run_id: str, state: int, error: str | None) -> str | None:
-        """What the status says besides its state: what the run waits for, or why it ended."""
+    async def _said(self, run_id: str, state: int, error: str | None) -> tuple[str | None, Questions]:
+        """What the status says besides its state: what the run waits for (and the questions it asked), or
+        why it ended."""
         if state == TaskState.TASK_STATE_INPUT_REQUIRED:
-            return await self.waiting(run_id)
+            waits = await self.waiting(run_id)
+            return waits.text, waits.questions
         if state in (TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED):
-            return error  # I7: a run lost too often tells its task why, as any failed run does
-        return None
+            return error, []  # I7: a run lost too often tells its task why, as any failed run does
+        return None, []
 
 
 def _artifacts(row: Row) -> list[Artifact]:
