@@ -5,146 +5,43 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
-from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
+from a2a.client import A2ACardResolver
 from a2a.types.a2a_pb2 import (
-    CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
     Message,
     Part,
     Role,
     SendMessageRequest,
-    StreamResponse,
     SubscribeToTaskRequest,
-    Task,
     TaskState,
 )
 from a2a.utils.errors import (
     InvalidParamsError,
     JSONParseError,
-    TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
 )
 from a2a.utils.proto_utils import validate_proto_required_fields
 
-from tests.support.crash import eventually
-from tests.support.engine import Harness, engine_under_test, read_rows
-from tests.support.http import serving
-from ticketiq.entries.api import create_app
-from ticketiq.storage.task_store import as_json
-
-READ: dict[str, Any] = {"calls": [{"tool": "probe_read", "arguments": {"note": "{jira_key}"}}]}
-WRITE: dict[str, Any] = {"calls": [{"tool": "probe_write", "arguments": {"note": "{jira_key}"}}]}
-ASK: dict[str, Any] = {"calls": [{"tool": "request_input", "arguments": {"question": "Which environment?"}}]}
-STAGING = "Delete the staging database?"
-PRODUCTION = "Delete the production database too?"
-SCRIPTS: dict[str, list[dict[str, Any]]] = {
-    "answerer": [READ, {"text": "answered {jira_key}"}],
-    "writer": [WRITE, {"text": "wrote {jira_key}"}],
-    "asker": [ASK, {"text": "deploying to {result:request_input.input}"}],
-    # Two questions in a row: an answer to the first must never answer the second (I18).
-    "careful": [
-        {"calls": [{"tool": "request_input", "arguments": {"question": STAGING}}]},
-        {"calls": [{"tool": "request_input", "arguments": {"question": PRODUCTION}}]},
-        {"text": "production: {result:request_input.input}"},
-    ],
-    # Both questions in one step: two questions pending at once.
-    "both": [
-        {"calls": [{"tool": "request_input", "arguments": {"question": q}} for q in (STAGING, PRODUCTION)]},
-        {"text": "done: {result:request_input.input}"},
-    ],
-}
-AGENTS = {
-    "answerer": {"tools": ["probe_read"], "description": "Reads a ticket and answers."},
-    "writer": {"tools": ["probe_write"], "description": "Writes to the probe."},
-    "asker": {"tools": [], "description": "Asks which environment first."},
-    "careful": {"tools": [], "description": "Asks before it deletes each database."},
-    "both": {"tools": [], "description": "Asks both questions at once."},
-}
-ACTOR = "ops"
-
-
-@dataclass
-class A2A:
-    h: Harness
-    base: str  # the app's base URL
-    token: str  # ACTOR's, an admin
-
-    @asynccontextmanager
-    async def client(
-        self, token: str | None = None, streaming: bool = False, polling: bool = False
-    ) -> AsyncIterator[Client]:
-        """The sdk's client, made from the agent card as any A2A client makes it."""
-        headers = {"Authorization": f"Bearer {token or self.token}"}
-        async with httpx.AsyncClient(timeout=30, headers=headers) as http:
-            config = ClientConfig(httpx_client=http, streaming=streaming, polling=polling)
-            client = await ClientFactory(config).create_from_url(self.base)
-            async with client:
-                yield client
-
-    async def rpc(self, method: str, params: dict[str, Any], token: str | None = None) -> dict[str, Any]:
-        """One v0.3 JSON-RPC call over plain httpx (no A2A-Version header: a 0.3 client sends none)."""
-        async with httpx.AsyncClient(base_url=self.base, timeout=30) as http:
-            response = await http.post(
-                "/a2a",
-                json={"jsonrpc": "2.0", "id": 7, "method": method, "params": params},
-                headers={"Authorization": f"Bearer {token or self.token}"},
-            )
-        assert response.status_code == 200, response.text
-        body: dict[str, Any] = response.json()
-        return body
-
-
-@asynccontextmanager
-async def a2a(db_url: str, tmp: Path, **kw: Any) -> AsyncIterator[A2A]:
-    async with engine_under_test(db_url, tmp, SCRIPTS, AGENTS, **kw) as h:
-        token = await h.token(ACTOR, "admin")
-        async with serving(create_app(h.settings, h.process)) as base:
-            yield A2A(h, base, token)
-
-
-def message(text: str, message_id: str, agent: str | None = "answerer", task_id: str = "") -> SendMessageRequest:
-    sent = Message(role=Role.ROLE_USER, message_id=message_id, task_id=task_id, parts=[Part(text=text)])
-    if agent is not None:
-        sent.metadata.update({"agent": agent})
-    return SendMessageRequest(message=sent)
-
-
-async def send(client: Client, request: SendMessageRequest) -> Task:
-    """A blocking send: the task once it ended or waits for its client."""
-    answers = [r async for r in client.send_message(request)]
-    assert len(answers) == 1 and answers[0].HasField("task"), answers
-    return answers[0].task
-
-
-def states(events: list[StreamResponse]) -> list[TaskState]:
-    found: list[TaskState] = []
-    for e in events:
-        if e.HasField("task"):
-            found.append(e.task.status.state)
-        elif e.HasField("status_update"):
-            found.append(e.status_update.status.state)
-    return found
-
-
-async def count(db_url: str, table: str) -> int:
-    rows = await read_rows(db_url, f"SELECT count(*) AS n FROM {table}")
-    return int(rows[0]["n"])
-
-
-def text_of(task: Task) -> str:
-    return task.status.message.parts[0].text if task.status.HasField("message") else ""
-
+from tests.support.a2a_rig import (
+    A2A,
+    ACTOR,
+    AGENTS,
+    a2a,
+    count,
+    message,
+    send,
+    states,
+    text_of,
+    v03_message,
+)
+from tests.support.engine import read_rows
 
 # ----- the card ----------------------------------------------------------------------------------------
 
@@ -285,155 +182,6 @@ async def test_a_task_waiting_for_input_goes_on_with_the_message_that_answers_it
     assert given == [{"text": "staging", "given_by": ACTOR}]
 
 
-async def inputs_of(db_url: str, run_id: str) -> list[tuple[str, str, str | None]]:
-    rows = await read_rows(db_url, "SELECT question, status, text FROM inputs WHERE run_id = %s ORDER BY step, idx",
-                           run_id)  # fmt: skip
-    return [(r["question"], r["status"], r["text"]) for r in rows]
-
-
-async def test_an_answer_sent_again_changes_nothing_and_never_answers_the_next_question(
-    db_url: str, tmp_path: Path
-) -> None:
-    # I18. The client's first send of its answer was cut (the process died after the input was
-    # committed, before it replied): it sends the same message again once the run asks its next question.
-    async with a2a(db_url, tmp_path) as s, s.client() as client:
-        asked = await send(client, message("clean up OPS-17", "c-1", agent="careful"))
-        assert text_of(asked) == STAGING
-        yes = message("yes", "c-2", agent=None, task_id=asked.id)
-        second = await send(client, yes)
-        assert (second.status.state, text_of(second)) == (TaskState.TASK_STATE_INPUT_REQUIRED, PRODUCTION)
-        again = await send(client, yes)
-        assert (again.id, again.status.state, text_of(again)) == (asked.id, TaskState.TASK_STATE_INPUT_REQUIRED,
-                                                                  PRODUCTION)  # fmt: skip
-        async with s.client(streaming=True) as streaming:
-            streamed = [e async for e in streaming.send_message(yes)]
-        assert states(streamed) == [TaskState.TASK_STATE_INPUT_REQUIRED]
-        v03 = await s.rpc("message/send", v03_message("yes", "c-2", taskId=asked.id, contextId=asked.context_id))
-        assert v03["result"]["status"]["state"] == "input-required", v03
-        assert await inputs_of(db_url, asked.id) == [(STAGING, "given", "yes"), (PRODUCTION, "pending", None)]
-        done = await send(client, message("no", "c-3", agent=None, task_id=asked.id))
-        assert [p.text for a in done.artifacts for p in a.parts] == ["production: no"]
-        late = await send(client, yes)  # after the task ended: the task as it is, not an error
-        assert (late.status.state, [p.text for a in late.artifacts for p in a.parts]) == (
-            TaskState.TASK_STATE_COMPLETED, ["production: no"])  # fmt: skip
-        with pytest.raises(InvalidParamsError, match=r"params\.message\.messageId"):
-            await send(client, message("no", "c-2", agent=None, task_id=asked.id))  # its id, other text
-    assert await inputs_of(db_url, asked.id) == [(STAGING, "given", "yes"), (PRODUCTION, "given", "no")]
-    given = await read_rows(db_url, "SELECT 1 FROM audit_log WHERE action = 'agent.run.input_given'")
-    assert len(given) == 2
-
-
-def naming(request: SendMessageRequest, question_id: str) -> SendMessageRequest:
-    """The answer, naming the question it answers (its metadata's `question_id`)."""
-    request.message.metadata.update({"question_id": question_id})
-    return request
-
-
-def questions_of(task: Task) -> list[dict[str, Any]]:
-    """The questions an input-required status lists, each with its id."""
-    found: list[dict[str, Any]] = as_json(task.status.message.metadata).get("questions", [])
-    return found
-
-
-async def test_an_answer_naming_its_question_answers_that_one_and_a_late_one_answers_no_other(
-    db_url: str, tmp_path: Path
-) -> None:
-    # I18: an answer may name the question it answers; a late message meant for a question answered
-    # meanwhile (another message, so no repeat) is refused and never taken for the run's next question.
-    async with a2a(db_url, tmp_path) as s, s.client() as client:
-        asked = await send(client, message("clean up OPS-19", "q-1", agent="careful"))
-        [first] = questions_of(asked)
-        assert first["question"] == STAGING
-        second = await send(client, naming(message("yes", "q-2", agent=None, task_id=asked.id), first["question_id"]))
-        [next_question] = questions_of(second)
-        assert (text_of(second), next_question["question"]) == (PRODUCTION, PRODUCTION)
-        with pytest.raises(InvalidParamsError, match=r"params\.message\.metadata\.question_id"):
-            await send(client, naming(message("yes, do it", "q-3", agent=None, task_id=asked.id), first["question_id"]))
-        with pytest.raises(InvalidParamsError, match=r"params\.message\.metadata\.question_id"):
-            await send(client, naming(message("yes", "q-4", agent=None, task_id=asked.id), "not-a-question"))
-        assert await inputs_of(db_url, asked.id) == [(STAGING, "given", "yes"), (PRODUCTION, "pending", None)]
-        done = await send(client, naming(message("no", "q-5", agent=None, task_id=asked.id),
-                                         next_question["question_id"]))  # fmt: skip
-    assert [p.text for a in done.artifacts for p in a.parts] == ["production: no"]
-    assert await inputs_of(db_url, asked.id) == [(STAGING, "given", "yes"), (PRODUCTION, "given", "no")]
-
-
-async def test_two_sends_of_one_answer_at_once_answer_one_question(db_url: str, tmp_path: Path) -> None:
-    # I18: the binding is found atomically. Both sends wait on the questions' row locks (held here) after
-    # their statements began, so neither can see the other's answer but through the lock.
-    async with a2a(db_url, tmp_path) as s, s.client() as client:
-        asked = await send(client, message("clean up OPS-18", "b-1", agent="both"))
-        assert text_of(asked) == f"{STAGING}\n{PRODUCTION}"
-        yes = message("yes", "b-2", agent=None, task_id=asked.id)
-        async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as blocker:
-            async with blocker.transaction():
-                await blocker.execute("SELECT 1 FROM inputs WHERE run_id = %s FOR UPDATE", (asked.id,))
-                sends = [asyncio.create_task(send(client, yes)) for _ in range(2)]
-                await eventually(lambda: waiting_on_locks(db_url, 2), what="both sends waiting on the lock")
-            answers = await asyncio.gather(*sends)
-    assert [a.id for a in answers] == [asked.id, asked.id]
-    assert await inputs_of(db_url, asked.id) == [(STAGING, "given", "yes"), (PRODUCTION, "pending", None)]
-
-
-async def waiting_on_locks(db_url: str, n: int) -> bool:
-    rows = await read_rows(db_url, "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
-                                   "AND wait_event_type = 'Lock' AND query ILIKE '%%inputs%%'")  # fmt: skip
-    return int(rows[0]["n"]) >= n
-
-
-async def test_a_task_waiting_for_an_approval_is_not_answered_by_a_message_and_cancel_stops_it(
-    db_url: str, tmp_path: Path
-) -> None:
-    async with a2a(db_url, tmp_path, approval=["probe_write"]) as s, s.client() as client:
-        held = await send(client, message("write OPS-10", "m-10", agent="writer"))
-        assert held.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-        assert "approval" in text_of(held)
-        with pytest.raises(InvalidParamsError, match=r"params\.message\.taskId: .* not waiting for input"):
-            await send(client, message("yes", "m-11", agent=None, task_id=held.id))
-        canceled = await client.cancel_task(CancelTaskRequest(id=held.id))
-        assert canceled.status.state == TaskState.TASK_STATE_CANCELED
-        assert text_of(canceled) == f"stopped by {ACTOR}"
-        with pytest.raises(TaskNotCancelableError):
-            await client.cancel_task(CancelTaskRequest(id=held.id))
-    assert s.h.probe.writes() == []
-    runs = await read_rows(db_url, "SELECT status, error FROM runs")
-    assert runs == [{"status": "failed", "error": f"stopped by {ACTOR}"}]
-    assert await count(db_url, "inputs") == 0
-
-
-async def test_cancel_task_needs_the_operator_role_as_the_stop_route_does(db_url: str, tmp_path: Path) -> None:
-    # DESIGN.md, "Who may do what": Stop is the operator's, through A2A as through the API.
-    async with a2a(db_url, tmp_path, approval=["probe_write"]) as s:
-        caller, operator = await s.h.token("cal-1", "caller"), await s.h.token("op-1", "operator")
-        async with s.client(caller) as client:
-            held = await send(client, message("write OPS-12", "m-12", agent="writer"))
-            other = await send(client, message("write OPS-13", "m-13", agent="writer"))
-            with pytest.raises(TaskNotCancelableError, match="may not stop runs: that needs the operator role"):
-                await client.cancel_task(CancelTaskRequest(id=held.id))  # its own task
-            still = await client.get_task(GetTaskRequest(id=held.id))
-        refused = await s.rpc("tasks/cancel", {"id": held.id}, token=caller)  # v0.3: the same refusal
-        assert refused["error"]["code"] == -32002, refused
-        assert "needs the operator role" in refused["error"]["message"]
-        async with httpx.AsyncClient(base_url=s.base) as http:
-            stop = await http.post(f"/v1/runs/{held.id}/stop", json={}, headers={"Authorization": f"Bearer {caller}"})
-            assert stop.status_code == 403 and "needs the operator role" in stop.json()["detail"][0]["msg"]
-            assert await read_rows(db_url, "SELECT stopped_by FROM runs WHERE id = %s", held.id) == [
-                {"stopped_by": None}]  # fmt: skip
-            async with s.client(operator) as client:
-                canceled = await client.cancel_task(CancelTaskRequest(id=held.id))
-            stopped = await http.post(f"/v1/runs/{other.id}/stop", json={},
-                                      headers={"Authorization": f"Bearer {operator}"})  # fmt: skip
-    assert still.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-    assert canceled.status.state == TaskState.TASK_STATE_CANCELED and text_of(canceled) == "stopped by op-1"
-    assert stopped.status_code == 202 and stopped.json()["status"] == "failed"
-    runs = await read_rows(db_url, "SELECT id::text, error FROM runs ORDER BY created_at")
-    assert runs == [{"id": held.id, "error": "stopped by op-1"}, {"id": other.id, "error": "stopped by op-1"}]
-    assert s.h.probe.writes() == []
-
-
-# ----- refused: nothing is stored ------------------------------------------------------------------------
-
-
 async def test_without_a_valid_token_the_endpoint_answers_401_and_stores_nothing(db_url: str, tmp_path: Path) -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": v03_message("hi", "x")}
     async with a2a(db_url, tmp_path) as s, httpx.AsyncClient(base_url=s.base) as http:
@@ -542,11 +290,6 @@ async def test_an_unknown_or_forbidden_agent_is_invalid_params_and_stores_nothin
 
 
 # ----- the v0.3 method names --------------------------------------------------------------------------------
-
-
-def v03_message(text: str, message_id: str, **extra: Any) -> dict[str, Any]:
-    return {"message": {"kind": "message", "role": "user", "messageId": message_id,
-                        "parts": [{"kind": "text", "text": text}], **extra}}  # fmt: skip
 
 
 async def sse(s: A2A, method: str, params: dict[str, Any]) -> list[dict[str, Any]]:
