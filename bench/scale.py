@@ -419,7 +419,7 @@ FILL = [
               (ARRAY['api', 'cron', 'teams', 'copilot'])[1 + g %% 4], g %% 10 = 0, md5(g::text),
               CASE WHEN g %% 50 = 0 THEN 'failed' ELSE 'succeeded' END, 'done',
               now() - make_interval(secs => g), now() - make_interval(secs => g), now() - make_interval(secs => g - 1),
-              'key-' || g
+              (ARRAY['api', 'cron', 'teams', 'copilot'])[1 + g %% 4] || E'\\t' || 'ops-bot' || E'\\t' || 'key-' || g
          FROM generate_series(%(lo)s::int, %(hi)s::int) g""",
     """INSERT INTO checkpoints (run_id, attempt, step, state, seal, key_id, sealed_attempt, sealed_losses)
        SELECT md5(g::text)::uuid, 1, 4, '{"step": 4}', 's', 'k', 1, 0
@@ -429,8 +429,9 @@ FILL = [
        SELECT gen_random_uuid(), md5(g::text)::uuid, 1, 0, 'jira_add_comment', '{}', 'approved', 'oncall', now(),
               'b' || g
          FROM generate_series(%(lo)s::int, %(hi)s::int) g WHERE g %% 10 = 0""",
-    """INSERT INTO inputs (id, run_id, step, idx, question, status, text, given_by, given_at)
-       SELECT gen_random_uuid(), md5(g::text)::uuid, 1, 0, 'which env?', 'given', 'prod', 'oncall', now()
+    """INSERT INTO inputs (id, run_id, step, idx, question, status, text, given_by, given_at, answered_by)
+       SELECT gen_random_uuid(), md5(g::text)::uuid, 1, 0, 'which env?', 'given', 'prod', 'oncall', now(),
+              'key:oncall:k' || g
          FROM generate_series(%(lo)s::int, %(hi)s::int) g WHERE g %% 10 = 0""",
     # The cron runs' fires, with their outcomes; the Teams runs' inbox rows.
     """INSERT INTO schedule_fires (schedule_id, fire_at, run_key, run_id, fired_by, outcome, outcome_at)
