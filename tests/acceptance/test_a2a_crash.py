@@ -27,13 +27,13 @@ from a2a.types.a2a_pb2 import (
     Part,
     Role,
     SendMessageRequest,
-    StreamResponse,
     SubscribeToTaskRequest,
     Task,
     TaskState,
 )
 
 from tests.acceptance.test_crash_resume import applied, triage_writes_once
+from tests.support.a2a_rig import send, states
 from tests.support.cluster import App, Cluster
 
 T = TypeVar("T")
@@ -75,12 +75,6 @@ def message(text: str, message_id: str, agent: str | None = None, task: Task | N
     if agent is not None:
         sent.metadata.update({"agent": agent})
     return SendMessageRequest(message=sent)
-
-
-async def send(client: Client, request: SendMessageRequest) -> Task:
-    answers = [r async for r in client.send_message(request)]
-    assert len(answers) == 1 and answers[0].HasField("task"), answers
-    return answers[0].task
 
 
 async def start(cluster: Cluster, app: App, request: SendMessageRequest) -> Task:
@@ -282,16 +276,6 @@ async def test_a_task_waiting_for_input_on_one_process_goes_on_with_a_message_se
 
 
 # ----- 4. following a task on the survivor while its process dies ----------------------------------------
-
-
-def states(events: list[StreamResponse]) -> list[TaskState]:
-    found: list[TaskState] = []
-    for e in events:
-        if e.HasField("task"):
-            found.append(e.task.status.state)
-        elif e.HasField("status_update"):
-            found.append(e.status_update.status.state)
-    return found
 
 
 async def test_a_subscription_on_the_survivor_ends_completed_when_the_tasks_process_died(

@@ -16,14 +16,8 @@ from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError
 
 from tests.support.a2a_rig import ACTOR, PRODUCTION, STAGING, a2a, count, message, send, states, text_of, v03_message
 from tests.support.crash import eventually
-from tests.support.engine import read_rows
+from tests.support.engine import inputs_of, read_rows
 from ticketiq.storage.task_store import as_json
-
-
-async def inputs_of(db_url: str, run_id: str) -> list[tuple[str, str, str | None]]:
-    rows = await read_rows(db_url, "SELECT question, status, text FROM inputs WHERE run_id = %s ORDER BY step, idx",
-                           run_id)  # fmt: skip
-    return [(r["question"], r["status"], r["text"]) for r in rows]
 
 
 async def test_an_answer_sent_again_changes_nothing_and_never_answers_the_next_question(

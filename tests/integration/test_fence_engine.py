@@ -11,6 +11,7 @@ this process does not lead: only the fence can stop the run."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,35 @@ async def driving(h: Harness, agent: str) -> tuple[str, asyncio.Task[Any]]:
     return run_id, h.engine.tasks[run_id]
 
 
+@dataclass(frozen=True)
+class Taken:
+    rows: dict[str, Any]  # the run's rows as the take left them
+    received: int  # requests the vendor had received when the take committed
+
+
+async def lost_to_a_held_take(db_url: str, held: HeldCall, run_id: str, task: asyncio.Task[Any], what: str) -> Taken:
+    """Another process takes the run and holds its take open; the call held at the vendor returns, and
+    the driver's next statement (`what`) must wait on the take; the take commits; the driver stops."""
+    async with held_takeover(db_url, run_id) as takeover:
+        rows = await takeover.take()
+        held.released.set()
+        await takeover.waited_on_by(task, what)
+        await takeover.commit()
+        received = len(held.probe.received)
+    assert await asyncio.wait_for(task, 30) == "lost"
+    return Taken(rows, received)
+
+
+async def lost_to_a_raised_attempt(db_url: str, held: HeldCall, run_id: str, task: asyncio.Task[Any]) -> dict[str, Any]:
+    """Another process's take commits while the call is held at the vendor; the call returns and the
+    driver stops. The run's rows as the take left them."""
+    await taken_over(db_url, run_id)
+    before = await written_now(db_url, run_id)
+    held.released.set()
+    assert await asyncio.wait_for(task, 30) == "lost"
+    return before
+
+
 async def test_a_read_only_step_whose_checkpoint_waits_on_a_takeover_makes_no_more_calls(
     db_url: str, tmp_path: Path
 ) -> None:
@@ -45,14 +75,9 @@ async def test_a_read_only_step_whose_checkpoint_waits_on_a_takeover_makes_no_mo
                                  **QUIET) as h:  # fmt: skip
         run_id, task = await driving(h, "r")
         await held.at_vendor()
-        async with held_takeover(db_url, run_id) as takeover:
-            taken = await takeover.take()
-            held.released.set()
-            await takeover.waited_on_by(task, "step 2's checkpoint")
-            await takeover.commit()
-        assert await asyncio.wait_for(task, 30) == "lost"
+        taken = await lost_to_a_held_take(db_url, held, run_id, task, "step 2's checkpoint")
     assert [r["kind"] for r in held.probe.received] == ["read"]
-    assert await written_now(db_url, run_id) == taken
+    assert await written_now(db_url, run_id) == taken.rows
 
 
 async def test_a_read_only_step_under_a_raised_attempt_makes_no_call(db_url: str, tmp_path: Path) -> None:
@@ -61,10 +86,7 @@ async def test_a_read_only_step_under_a_raised_attempt_makes_no_call(db_url: str
                                  **QUIET) as h:  # fmt: skip
         run_id, task = await driving(h, "r")
         await held.at_vendor()
-        await taken_over(db_url, run_id)
-        before = await written_now(db_url, run_id)
-        held.released.set()
-        assert await asyncio.wait_for(task, 30) == "lost"
+        before = await lost_to_a_raised_attempt(db_url, held, run_id, task)
     assert [r["kind"] for r in held.probe.received] == ["read"]
     assert await written_now(db_url, run_id) == before
 
@@ -79,16 +101,10 @@ async def test_a_zombie_whose_mark_waits_on_a_takeover_sends_no_write(db_url: st
                                  **QUIET) as h:  # fmt: skip
         run_id, task = await driving(h, "z")
         await held.at_vendor()
-        async with held_takeover(db_url, run_id) as takeover:
-            taken = await takeover.take()
-            held.released.set()
-            await takeover.waited_on_by(task, "the write's in-doubt mark")
-            await takeover.commit()
-            received_at_commit = len(held.probe.received)
-        assert await asyncio.wait_for(task, 30) == "lost"
+        taken = await lost_to_a_held_take(db_url, held, run_id, task, "the write's in-doubt mark")
     assert held.probe.writes() == []
-    assert held.probe.received[received_at_commit:] == []  # nothing at all after the takeover committed
-    assert await written_now(db_url, run_id) == taken
+    assert held.probe.received[taken.received :] == []  # nothing at all after the takeover committed
+    assert await written_now(db_url, run_id) == taken.rows
     assert await read_rows(db_url, "SELECT 1 FROM calls WHERE run_id = %s", run_id) == []
 
 
@@ -101,11 +117,8 @@ async def test_a_write_whose_outcome_comes_back_after_a_takeover_records_nothing
                                  **QUIET) as h:  # fmt: skip
         run_id, task = await driving(h, "w")
         await held.at_vendor()
-        await taken_over(db_url, run_id)
-        before = await written_now(db_url, run_id)
+        before = await lost_to_a_raised_attempt(db_url, held, run_id, task)
         assert [c["status"] for c in before["calls"]] == ["in_doubt"]
-        held.released.set()
-        assert await asyncio.wait_for(task, 30) == "lost"
     assert [r["kind"] for r in held.probe.received] == ["write"]
     assert await written_now(db_url, run_id) == before
 
@@ -116,15 +129,10 @@ async def test_a_write_whose_outcome_waits_on_a_takeover_records_nothing(db_url:
                                  **QUIET) as h:  # fmt: skip
         run_id, task = await driving(h, "w")
         await held.at_vendor()
-        async with held_takeover(db_url, run_id) as takeover:
-            taken = await takeover.take()
-            held.released.set()
-            await takeover.waited_on_by(task, "the write's outcome")
-            await takeover.commit()
-        assert await asyncio.wait_for(task, 30) == "lost"
+        taken = await lost_to_a_held_take(db_url, held, run_id, task, "the write's outcome")
     assert [r["kind"] for r in held.probe.received] == ["write"]
-    assert await written_now(db_url, run_id) == taken
-    assert [c["status"] for c in taken["calls"]] == ["in_doubt"]
+    assert await written_now(db_url, run_id) == taken.rows
+    assert [c["status"] for c in taken.rows["calls"]] == ["in_doubt"]
 
 
 async def test_an_approval_filed_while_a_takeover_commits_is_not_filed_and_nothing_is_sent(
@@ -138,12 +146,7 @@ async def test_an_approval_filed_while_a_takeover_commits_is_not_filed_and_nothi
                                  approval=["probe_write"], **QUIET) as h:  # fmt: skip
         run_id, task = await driving(h, "a")
         await held.at_vendor()
-        async with held_takeover(db_url, run_id) as takeover:
-            taken = await takeover.take()
-            held.released.set()
-            await takeover.waited_on_by(task, "the approval's filing")
-            await takeover.commit()
-        assert await asyncio.wait_for(task, 30) == "lost"
+        taken = await lost_to_a_held_take(db_url, held, run_id, task, "the approval's filing")
     assert held.probe.writes() == []
-    assert await written_now(db_url, run_id) == taken
-    assert taken["approvals"] == []
+    assert await written_now(db_url, run_id) == taken.rows
+    assert taken.rows["approvals"] == []

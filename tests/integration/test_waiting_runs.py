@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from tests.support.crash import eventually, kill_driver, lapse
-from tests.support.engine import Harness, engine_under_test, read_rows
+from tests.support.engine import Harness, engine_under_test, inputs_of, read_rows
 from tests.support.http import serving
 from ticketiq.engine import seal
 from ticketiq.entries.api import create_app
@@ -165,12 +165,6 @@ async def waiting_for(client: httpx.AsyncClient, run_id: str, question: str) -> 
             return found
         await asyncio.sleep(0.05)
     raise AssertionError(f"run {run_id} never waited for {question!r}: {run}")
-
-
-async def inputs_of(db_url: str, run_id: str) -> list[tuple[str, str, str | None]]:
-    rows = await read_rows(db_url, "SELECT question, status, text FROM inputs WHERE run_id = %s ORDER BY step, idx",
-                           run_id)  # fmt: skip
-    return [(r["question"], r["status"], r["text"]) for r in rows]
 
 
 async def test_an_input_answers_exactly_the_question_it_names_and_the_same_input_again_changes_nothing(

@@ -216,3 +216,10 @@ async def kill_liveness(db_url: str, holder: str) -> None:
                                           AND l.objid = p.lock_key::oid AND l.objsubid = 2 AND l.granted
          WHERE p.id = %s""", holder)  # fmt: skip
     assert [r["ended"] for r in ended] == [True]
+
+
+async def inputs_of(db_url: str, run_id: str) -> list[tuple[str, str, str | None]]:
+    """The questions a run asked, in order: (question, status, the input given)."""
+    rows = await read_rows(db_url, "SELECT question, status, text FROM inputs WHERE run_id = %s ORDER BY step, idx",
+                           run_id)  # fmt: skip
+    return [(r["question"], r["status"], r["text"]) for r in rows]
