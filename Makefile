@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint types bench bench-recovery bench-waiting kill-trials mutants clean haproxy cluster evidence
+.PHONY: demo test lint types bench bench-recovery bench-waiting kill-trials mutants clean haproxy cluster evidence chromium screenshots
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,14 @@ haproxy:
 	    else echo "haproxy is missing and this is not root (no sudo): install it as root" >&2; exit 1; fi; \
 	    $$SUDO apt-get update && $$SUDO apt-get install -y haproxy; }
 
+# Chromium, the browser of the console's tests (tests/browser/) and screenshots, driven by Playwright through
+# its executable_path (Debian/Ubuntu; sudo when not root).
+chromium:
+	@command -v chromium >/dev/null || test -x /usr/bin/chromium || \
+	  { if [ "$$(id -u)" -eq 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; \
+	    else echo "chromium is missing and this is not root (no sudo): install it as root" >&2; exit 1; fi; \
+	    $$SUDO apt-get update && $$SUDO apt-get install -y chromium; }
+
 cluster: $(STAMP) haproxy
 	$(BIN)/ticketiq cluster --processes 2 --port 8080
 
@@ -34,12 +42,16 @@ types: $(STAMP)
 
 # The whole suite, then a smoke run of the kill trials (3 rounds behind HAProxy) so every CI run
 # exercises the harness; `make kill-trials` runs the full 200.
-test: lint types haproxy
+test: lint types haproxy chromium
 	$(BIN)/python -m pytest -q
 	# The smoke fixes its kill times (a seed whose events land 0.2-4 s in, mostly while runs are in flight):
 	# with 3 rounds a random draw of late kills can leave fewer than half the trials caught, which says
 	# nothing about the engine. The random draws are `make kill-trials` and `make evidence`.
 	LIYAGENT_KILL_TRIALS=3 LIYAGENT_KILL_SEED=407395787 $(BIN)/python -m pytest tests/unit/test_kill_trials.py -q -p no:randomly
+
+# The README's console screenshots (docs/console/*.png), taken by the browser the tests drive.
+screenshots: $(STAMP) chromium
+	$(BIN)/python -m tests.browser.screenshots docs/console
 
 bench: $(STAMP)
 	$(BIN)/python bench/step_overhead.py

@@ -25,8 +25,10 @@ Everything runs for real: an embedded Postgres (its own, in a temporary home), t
 4. The sweep. Each statement the leader's sweep makes (and `take_up`, every process's look for runs
    given to it), timed as a median of `--sweep-calls` round trips, with 0 and with `--finished`
    finished runs in the tables it reads (runs, checkpoints, approvals, inputs, schedule fires, the
-   Teams inbox, ended processes; inserted with generate_series), beside 100 live leases of a live
-   process. A statement whose time grows with the finished runs is flagged.
+   Teams inbox, ended processes; inserted with generate_series: `history.py`), beside 100 live leases
+   of a live process. A statement whose time grows with the finished runs is flagged. Beside them, the
+   run list (`GET /v1/runs`): a page of each filter, and the counts by status, as the app reads them
+   (`run_list_timing.py`); its budget is 50 ms a page at 1,000,000 runs.
 5. The spread. Three processes (a leader and two that do not lead); `--killed-runs` runs are put in
    flight on one of the others (stand-ins with model latency 1 s), which is SIGKILLed; how many runs
    each survivor resumed (their `agent.run.crash_resumed` audit rows) and how long each took.
@@ -40,7 +42,8 @@ Everything runs for real: an embedded Postgres (its own, in a temporary home), t
                      "limit": "which saturates, in words",
                      "busiest_statements": [{"statement": first words, "per_run": calls a run}]}],
      "sweep": [{"finished_runs": 0 | N, "statements": {name: median ms},
-                "seq_scans": {name: [tables its plan reads whole]} (with N only)}],
+                "seq_scans": {name: [tables its plan reads whole]} (with N only),
+                "run_list": {"pages_ms": {case: median ms}, "slowest": case, "seq_scans": {...} (with N)}}],
      "sweep_grows": [names whose time grew],
      "spread": {"killed_runs": K, "taken": {process: runs}, "recovery_s": {process: [seconds]},
                 "losses": [distinct loss counts]},
@@ -71,12 +74,14 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+import run_list_timing
+from history import fill
 from ticketiq.launch import Child, start_serve, start_standins
 from ticketiq.storage import embedded
 from ticketiq.storage.migrate import migrate
 from ticketiq.storage.queries import QUERIES
 
-TERMINAL = ("succeeded", "failed", "interrupted")
+TERMINAL = ("succeeded", "failed", "interrupted", "stopped")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 SEAL_KEYS = "bench:scale-secret"
 IN_FLIGHT = 64  # requests the bench has in flight at once
@@ -411,65 +416,6 @@ async def time_statements(url: str, calls: int) -> dict[str, float]:
     return out
 
 
-FILL = [
-    # Finished runs of every channel, over the last ~12 days, each with its checkpoint.
-    """INSERT INTO runs (id, agent, input, owner, tenant, channel, may_wait, correlation_id, status, answer,
-                         created_at, started_at, finished_at, idempotency_key)
-       SELECT md5(g::text)::uuid, 'reader', 'Read OPS-' || g, 'ops-bot', 'acme',
-              (ARRAY['api', 'cron', 'teams', 'copilot'])[1 + g %% 4], g %% 10 = 0, md5(g::text),
-              CASE WHEN g %% 50 = 0 THEN 'failed' ELSE 'succeeded' END, 'done',
-              now() - make_interval(secs => g), now() - make_interval(secs => g), now() - make_interval(secs => g - 1),
-              (ARRAY['api', 'cron', 'teams', 'copilot'])[1 + g %% 4] || E'\\t' || 'ops-bot' || E'\\t' || 'key-' || g
-         FROM generate_series(%(lo)s::int, %(hi)s::int) g""",
-    """INSERT INTO checkpoints (run_id, attempt, step, state, seal, key_id, sealed_attempt, sealed_losses)
-       SELECT md5(g::text)::uuid, 1, 4, '{"step": 4}', 's', 'k', 1, 0
-         FROM generate_series(%(lo)s::int, %(hi)s::int) g""",
-    # A decided approval for every run that may wait, and an answered question.
-    """INSERT INTO approvals (id, run_id, step, idx, tool, args, status, decided_by, decided_at, binding)
-       SELECT gen_random_uuid(), md5(g::text)::uuid, 1, 0, 'jira_add_comment', '{}', 'approved', 'oncall', now(),
-              'b' || g
-         FROM generate_series(%(lo)s::int, %(hi)s::int) g WHERE g %% 10 = 0""",
-    """INSERT INTO inputs (id, run_id, step, idx, question, status, text, given_by, given_at, answered_by)
-       SELECT gen_random_uuid(), md5(g::text)::uuid, 1, 0, 'which env?', 'given', 'prod', 'oncall', now(),
-              'key:oncall:k' || g
-         FROM generate_series(%(lo)s::int, %(hi)s::int) g WHERE g %% 10 = 0""",
-    # The cron runs' fires, with their outcomes; the Teams runs' inbox rows.
-    """INSERT INTO schedule_fires (schedule_id, fire_at, run_key, run_id, fired_by, outcome, outcome_at)
-       SELECT ('00000000-0000-0000-0000-0000000000' || lpad((g %% 100)::text, 2, '0'))::uuid,
-              now() - make_interval(secs => g), 'cron-' || g, md5(g::text)::uuid, 'bench', 'done', now()
-         FROM generate_series(%(lo)s::int, %(hi)s::int) g WHERE g %% 4 = 1""",
-    """INSERT INTO teams_inbox (activity_id, conversation_id, content_hash, run_key, service_url, from_id, actor,
-                                text, app_url, activity, received_at, run_id)
-       SELECT 'a' || g, 'conv', md5('c' || g), 'teams-' || g, 'http://x', 'u', 'teams:u', 'hi', 'http://x', '{}',
-              now() - make_interval(secs => g), md5(g::text)::uuid
-         FROM generate_series(%(lo)s::int, %(hi)s::int) g WHERE g %% 4 = 2""",
-]
-
-
-async def fill(url: str, finished: int) -> float:
-    """`finished` finished runs and what they leave behind; returns the seconds it took."""
-    started = time.monotonic()
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        await conn.execute(
-            "INSERT INTO schedules (id, agent, cron, timezone, input, next_fire_at, created_by) "
-            "SELECT ('00000000-0000-0000-0000-0000000000' || lpad(g::text, 2, '0'))::uuid, 'reader', '0 * * * *', "
-            "'UTC', 'x', now() + interval '1 hour', 'bench' FROM generate_series(0, 99) g"
-        )
-        await conn.execute(
-            "INSERT INTO processes (id, lock_key, pid, host, started_at, ended_at) SELECT 'ended-' || g, "
-            "nextval('process_lock_keys'), g, 'h', now() - interval '1 hour', now() - interval '30 minutes' "
-            "FROM generate_series(1, 1000) g"
-        )
-        chunk = 100_000
-        for lo in range(1, finished + 1, chunk):
-            hi = min(finished, lo + chunk - 1)
-            for statement in FILL:
-                await conn.execute(statement, {"lo": lo, "hi": hi})
-            print(f"    {hi} finished runs inserted ({time.monotonic() - started:.0f} s)", flush=True)
-        await conn.execute("VACUUM ANALYZE")
-    return time.monotonic() - started
-
-
 async def sweep(server: embedded.EmbeddedServer, finished: int, calls: int) -> list[dict[str, Any]]:
     create_database(server.url(), "scale_sweep")
     url = server.url("scale_sweep")
@@ -477,15 +423,18 @@ async def sweep(server: embedded.EmbeddedServer, finished: int, calls: int) -> l
     try:
         empty = await time_statements(url, calls)
         print(f"    with 0 finished runs: {empty}")
+        lists_empty = run_list_timing.report(await run_list_timing.time_lists(url, calls))
         took = await fill(url, finished)
         full = await time_statements(url, calls)
         print(f"    with {finished} finished runs (inserted in {took:.0f} s): {full}")
         scans = await seq_scans(url)
         print(f"    tables read whole by a plan: {({k: v for k, v in scans.items() if v}) or 'none'}")
+        lists = run_list_timing.report(await run_list_timing.time_lists(url, calls),
+                                       await run_list_timing.seq_scans(url))  # fmt: skip
     finally:
         await owner.close()
-    return [{"finished_runs": 0, "statements": empty},
-            {"finished_runs": finished, "statements": full, "seq_scans": scans}]  # fmt: skip
+    return [{"finished_runs": 0, "statements": empty, "run_list": lists_empty},
+            {"finished_runs": finished, "statements": full, "seq_scans": scans, "run_list": lists}]  # fmt: skip
 
 
 def grows(sweeps: list[dict[str, Any]]) -> list[str]:

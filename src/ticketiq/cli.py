@@ -1,5 +1,5 @@
 """`ticketiq`: serve an app process, run the stand-ins, manage the embedded database and the API's
-tokens, run the demo."""
+tokens, run the demo; over the API, follow runs, jobs and approvals (`--url`, `--token`)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ticketiq.cli_client import Failed
 from ticketiq.errors import Conflict, NotFound, TicketIQError
 from ticketiq.settings import Settings
 
@@ -164,12 +165,23 @@ def _when(at: datetime | None) -> str:
 def jobs_command(settings: Settings, args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from ticketiq.cli_client import Target
     from ticketiq.jobs import watch
 
-    url = args.url or settings.url
+    target = Target.of(args.api_url, args.api_token, settings)
     if args.action == "watch":
-        return asyncio.run(watch.watch(url, settings.token, args.job_id, args.every, Console()))
-    return asyncio.run(watch.listed(url, settings.token, args.status, args.kind, args.limit))
+        return asyncio.run(watch.watch(target, args.job_id, args.every, Console()))
+    return asyncio.run(watch.listed(target, args.status, args.kind, args.limit))
+
+
+def client_command(settings: Settings, args: argparse.Namespace) -> int:
+    """`runs` and `approvals`: over the API (cli_runs.py)."""
+    from rich.console import Console
+
+    from ticketiq import cli_runs
+
+    command = cli_runs.runs_command if args.command == "runs" else cli_runs.approvals_command
+    return command(settings, args, Console())
 
 
 def settings_table(settings: Settings) -> int:
@@ -179,8 +191,34 @@ def settings_table(settings: Settings) -> int:
     return 0
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ticketiq")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _api_options(parser: argparse.ArgumentParser, default: str | None) -> None:
+    """`--url` and `--token` of the commands over the API; given before the command or after it."""
+    parser.add_argument("--url", dest="api_url", metavar="URL", default=default, help="the API (default: TICKETIQ_URL)")
+    parser.add_argument(
+        "--token",
+        dest="api_token",
+        metavar="TOKEN",
+        default=default,
+        help="the bearer token (default: TICKETIQ_TOKEN, which keeps it out of the process list)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ticketiq", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"ticketiq {_version()}")
+    _api_options(parser, None)
+    # The same options after the command; SUPPRESS: absent there, the value before the command stands.
+    api = argparse.ArgumentParser(add_help=False)
+    _api_options(api, argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", required=True)
     p_serve = sub.add_parser("serve", help="run an app process: HTTP API, run executor, lease renewer")
     p_serve.add_argument("--host", default="127.0.0.1")
@@ -216,18 +254,61 @@ def build_parser() -> argparse.ArgumentParser:
     p_cluster.add_argument("--processes", type=int, default=2, help="app processes behind the edge")
     p_cluster.add_argument("--port", type=int, default=8080, help="the edge's port, on 127.0.0.1")
     sub.add_parser("settings", help="print every TICKETIQ_* setting with its default")
-    p_jobs = sub.add_parser("jobs", help="background jobs over the API (TICKETIQ_URL, TICKETIQ_TOKEN)")
+    p_jobs = sub.add_parser("jobs", help="background jobs over the API (--url, --token)")
     job_actions = p_jobs.add_subparsers(dest="action", required=True)
-    p_watch = job_actions.add_parser("watch", help="a job's progress bar until it ends; exit 0 when it succeeded")
+    p_watch = job_actions.add_parser(
+        "watch", parents=[api], help="a job's progress bar until it ends, then its result; exit 0 when it succeeded"
+    )
     p_watch.add_argument("job_id")
-    p_watch.add_argument("--url", default=None, help="the API (default: TICKETIQ_URL)")
     p_watch.add_argument("--every", type=float, default=0.5, help="seconds between looks")
-    p_jlist = job_actions.add_parser("list", help="jobs, newest first")
-    p_jlist.add_argument("--url", default=None, help="the API (default: TICKETIQ_URL)")
+    p_jlist = job_actions.add_parser("list", parents=[api], help="jobs, newest first")
     p_jlist.add_argument("--status", default=None)
     p_jlist.add_argument("--kind", default=None)
     p_jlist.add_argument("--limit", type=int, default=50)
+    _runs_parser(sub, api)
+    _approvals_parser(sub, api)
     return parser
+
+
+def _runs_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], api: argparse.ArgumentParser) -> None:
+    p_runs = sub.add_parser("runs", help="runs over the API (--url, --token): list, show, watch, stop, input")
+    actions = p_runs.add_subparsers(dest="action", required=True)
+    p_list = actions.add_parser("list", parents=[api], help="runs, newest first (a caller sees its own)")
+    p_list.add_argument("--status", action="append", help="queued, running, waiting, ..., stopped; may repeat")
+    p_list.add_argument("--agent")
+    p_list.add_argument("--channel", help="api, a2a, copilot, cron, teams, webhook, ticket_event, workflow")
+    p_list.add_argument("--created-by", dest="created_by", help="the token name that started the runs")
+    p_list.add_argument("--since", help="created at or after this time (ISO 8601)")
+    p_list.add_argument("--until", help="created before this time (ISO 8601)")
+    p_list.add_argument("--search", help="text in the input or the answer")
+    p_list.add_argument("--limit", type=int, default=None, help="at most this many (the API's default: 50)")
+    p_list.add_argument("--cursor", help="the next page: the cursor the previous page gave")
+    p_list.add_argument("--json", action="store_true", help="print the API's JSON")
+    p_show = actions.add_parser("show", parents=[api], help="a run's timeline: attempts, steps, calls, settlement")
+    p_show.add_argument("run_id")
+    p_show.add_argument("--json", action="store_true", help="print the API's JSON")
+    p_watch = actions.add_parser("watch", parents=[api], help="follow a run until it ends; exit 0 when it succeeded")
+    p_watch.add_argument("run_id")
+    actions.add_parser("stop", parents=[api], help="stop a run (operator)").add_argument("run_id")
+    p_input = actions.add_parser("input", parents=[api], help="give a waiting run the input it asked for")
+    p_input.add_argument("run_id")
+    p_input.add_argument("text")
+    p_input.add_argument("--question", help="the question it answers (default: the oldest pending one)")
+
+
+def _approvals_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], api: argparse.ArgumentParser) -> None:
+    p_approvals = sub.add_parser("approvals", help="calls held for a person's decision (operator): list, decide")
+    actions = p_approvals.add_subparsers(dest="action", required=True)
+    p_list = actions.add_parser("list", parents=[api], help="the approvals, pending ones by default")
+    p_list.add_argument("--status", choices=["pending", "approved", "rejected"], default="pending")
+    p_list.add_argument("--limit", type=int, default=100)
+    p_list.add_argument("--json", action="store_true", help="print the API's JSON")
+    p_approve = actions.add_parser("approve", parents=[api], help="approve a held call: it is sent, the run goes on")
+    p_approve.add_argument("approval_id")
+    p_approve.add_argument("--reason", default="")
+    p_reject = actions.add_parser("reject", parents=[api], help="reject a held call: the run goes on without it")
+    p_reject.add_argument("approval_id")
+    p_reject.add_argument("--reason", required=True, help="why, for the audit log and the run")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -258,6 +339,11 @@ def main(argv: list[str] | None = None) -> int:
             return settings_table(settings)
         if args.command == "jobs":
             return jobs_command(settings, args)
+        if args.command in ("runs", "approvals"):
+            return client_command(settings, args)
+    except Failed as exc:  # a right command that did not succeed
+        print(f"ticketiq: {exc}", file=sys.stderr)
+        return 1
     except TicketIQError as exc:
         print(f"ticketiq: {exc}", file=sys.stderr)
         return 2

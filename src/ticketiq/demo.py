@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from ticketiq.cli_client import console_link
 from ticketiq.engine import tokens
 from ticketiq.engine.tokens import Role
 from ticketiq.errors import TicketIQError
@@ -78,6 +79,17 @@ def make_token(url: str, settings: Settings) -> tuple[str, str]:
     return name, token
 
 
+def step_keys(entries: list[dict[str, Any]]) -> set[str]:
+    """The keys the run's calls were sent with, from its transcript."""
+    return {c["key"] for e in entries if e.get("kind") == "model_step" for c in e.get("calls", []) if c.get("key")}
+
+
+def own_writes(writes: list[dict[str, Any]], keys: set[str]) -> list[dict[str, Any]]:
+    """The writes the stand-ins took for this run: by its calls' keys. The stand-ins keep every write in
+    the database, so a second demo on the same home sees the first one's too."""
+    return [w for w in writes if w["effect"] == "applied" and w.get("key") in keys]
+
+
 def follow(base: str, run_id: str, token: str, timeout_s: float = 120.0) -> dict[str, Any]:
     """Print the run's transcript as it grows; return the run once it ended."""
     seen = 0
@@ -92,7 +104,7 @@ def follow(base: str, run_id: str, token: str, timeout_s: float = 120.0) -> dict
                 if line:
                     print(line, flush=True)
             run: dict[str, Any] = client.get(f"/v1/runs/{run_id}").json()
-            if run["status"] in ("succeeded", "failed", "interrupted") and not entries:
+            if run["status"] in ("succeeded", "failed", "interrupted", "stopped") and not entries:
                 return run
             if time.monotonic() > deadline:
                 return run
@@ -124,7 +136,7 @@ def entry_points(base: str, token: str) -> bool:
         waiting = _until(client, asked, ("waiting", "failed"))
         print(f"waiting   run {asked}: {waiting['status']} for input", flush=True)
         # The input names the question it answers (I18), as GET /v1/runs/{id} lists it.
-        question = next((w["question_id"] for w in waiting.get("waiting_for", []) if w["kind"] == "input"), None)
+        question = next((w["question_id"] for w in waiting.get("waiting_for_all", []) if w["kind"] == "input"), None)
         given = client.post(f"/v1/runs/{asked}/input", json={"text": "staging", "question_id": question})
         ended = _until(client, asked, ("succeeded", "failed"))
         print(f"input     {given.status_code}; run {asked}: {ended['status']}: {ended['answer']}", flush=True)
@@ -149,6 +161,9 @@ def run_demo(settings: Settings, keep: bool = False, port: int | None = None) ->
     target = database.resolve(settings)
     children: list[Child] = []
     logs = Path(tempfile.mkdtemp(prefix="ticketiq-demo-"))
+    # Ctrl-C, or SIGTERM (a background job ignores SIGINT), at any moment stops the stand-ins and the app
+    # through the `finally`: a demo ended by a signal leaves no process of its own behind.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         env = {**os.environ, "TICKETIQ_DATABASE_URL": target.url}
         print(f"database  {target.url}  (logs in {logs})", flush=True)
@@ -169,17 +184,21 @@ def run_demo(settings: Settings, keep: bool = False, port: int | None = None) ->
         created.raise_for_status()
         run_id = created.json()["id"]
         run = follow(base, run_id, token)
+        print(f"          {console_link(base, run_id)}", flush=True)
         standin = standins.env["TICKETIQ_MODEL_BASE_URL"].removesuffix("/v1")
         writes: list[dict[str, Any]] = httpx.get(f"{standin}/_standin/writes", timeout=10.0).json()
-        applied = [w for w in writes if w["effect"] == "applied"]
-        print(f"vendor writes the stand-ins took: {len(applied)} ({', '.join(w['vendor'] for w in applied)})")
+        transcript = httpx.get(f"{base}/v1/runs/{run_id}/transcript", params={"limit": 1000}, timeout=10.0,
+                               headers={"Authorization": f"Bearer {token}"}).json()  # fmt: skip
+        applied = own_writes(writes, step_keys(transcript["entries"]))
+        print(f"vendor writes the stand-ins took for run {run_id}: {len(applied)} "
+              f"({', '.join(w['vendor'] for w in applied)})")  # fmt: skip
         entries_ok = entry_points(base, token)
         if keep:
-            print(f"kept running: the app at {base}, the stand-ins at {standin}; Ctrl-C stops them", flush=True)
-            print(f"          export TICKETIQ_TOKEN={token}", flush=True)
-            # Ctrl-C, or SIGTERM (a background job ignores SIGINT), stops them through the `finally`.
-            signal.signal(signal.SIGTERM, _interrupt)
-            with contextlib.suppress(KeyboardInterrupt):
+            with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C or SIGTERM: the end of a kept demo
+                print(f"kept running: the app at {base}, the stand-ins at {standin}; Ctrl-C stops them", flush=True)
+                print("          for the README's examples and the CLI, in another shell:", flush=True)
+                print(f"          export TICKETIQ_URL={base} TICKETIQ_TOKEN={token}", flush=True)
+                print(f"          S={standin}   # the stand-ins", flush=True)
                 while app.alive() and standins.alive():
                     time.sleep(0.5)
     finally:

@@ -86,6 +86,10 @@ defaults
 
 frontend edge
     bind {_address(host, port)}
+    # The scheme the client used, as the edge saw it: a client's own X-Forwarded-Proto is overwritten,
+    # so the app (uvicorn trusts this header from loopback) marks console cookies Secure only over https.
+    http-request set-header X-Forwarded-Proto https if {{ ssl_fc }}
+    http-request set-header X-Forwarded-Proto http if !{{ ssl_fc }}
     default_backend app
 
 backend app

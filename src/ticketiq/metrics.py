@@ -1,17 +1,50 @@
-"""Process metrics for `GET /metrics`, through prometheus-client. Counters are per process; a scraper
-sums them across processes. Each process has a registry of its own, so two engines in one Python
-process (tests, benchmarks) never share a count."""
+"""Process metrics for `GET /metrics`, through prometheus-client. Counters and histograms are per
+process; a scraper sums them across processes. Each process has a registry of its own, so two engines in
+one Python process (tests, benchmarks) never share a count. The gauges of the whole cluster (waiting
+runs, pending approvals, queued jobs) are read from the database at scrape (`Gauges`), by one bounded
+statement: a scrape while the database is down answers without them, never hangs."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 RECOVERY_BUCKETS_S = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 11.0, 15.0, 30.0, 60.0)
+# A step and a model call take from milliseconds (a stand-in, a cache) to minutes (a slow model); a tool
+# call from a millisecond to its request timeout.
+STEP_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+TOOL_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class Gauges:
+    """The cluster's queues, as one statement read them at scrape."""
+
+    runs_waiting: int
+    approvals_pending: int
+    jobs_queued: int
+
+
+class _Gauges(Collector):
+    """The gauges read at this scrape; none when they could not be read (the database is down)."""
+
+    def __init__(self) -> None:
+        self.now: Gauges | None = None
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        if self.now is None:
+            return
+        yield GaugeMetricFamily("ticketiq_runs_waiting", "Runs waiting for a person (input or an approval).",
+                                value=self.now.runs_waiting)  # fmt: skip
+        yield GaugeMetricFamily("ticketiq_approvals_pending", "Calls held for a person's decision.",
+                                value=self.now.approvals_pending)  # fmt: skip
+        yield GaugeMetricFamily("ticketiq_jobs_queued", "Background jobs waiting for a worker.",
+                                value=self.now.jobs_queued)  # fmt: skip
 
 
 class _LeaseLapses(Collector):
@@ -55,6 +88,30 @@ class Metrics:
         )
         self._lapses = _LeaseLapses()
         self.registry.register(self._lapses)
+        self._runs_started = Counter(
+            "ticketiq_runs_started", "Runs this process started (their first attempt).", ["agent", "channel"],
+            registry=self.registry,
+        )  # fmt: skip
+        self._runs_ended = Counter(
+            "ticketiq_runs_ended", "Runs this process ended, by the status they ended in.",
+            ["agent", "channel", "status"], registry=self.registry,
+        )  # fmt: skip
+        self._step = Histogram(
+            "ticketiq_step_seconds", "One model step: the model call and its tool calls (a step held for a "
+            "person is not counted).", ["agent"], buckets=STEP_BUCKETS_S, registry=self.registry,
+        )  # fmt: skip
+        self._model_call = Histogram(
+            "ticketiq_model_call_seconds", "One request to the model.", ["agent"], buckets=STEP_BUCKETS_S,
+            registry=self.registry,
+        )  # fmt: skip
+        self._tool_call = Histogram(
+            "ticketiq_tool_call_seconds", "One tool call, from its request to its answer.", ["tool", "class"],
+            buckets=TOOL_BUCKETS_S, registry=self.registry,
+        )  # fmt: skip
+        self._gauges = _Gauges()
+        self.registry.register(self._gauges)
+        # Each step observes three histograms: their labelled children are looked up once, not per step.
+        self._children: dict[tuple[str, ...], Histogram] = {}
 
     def resumed(self) -> None:
         self._resumed.inc()
@@ -68,7 +125,30 @@ class Metrics:
     def settled(self, kind: str) -> None:
         self._settlements.labels(kind=kind).inc()
 
-    def render(self, lease_lapses: int) -> str:
-        """The Prometheus text exposition; `lease_lapses`: leases the process's keeper found lost."""
+    def run_started(self, agent: str, channel: str) -> None:
+        self._runs_started.labels(agent=agent, channel=channel).inc()
+
+    def run_ended(self, agent: str, channel: str, status: str) -> None:
+        self._runs_ended.labels(agent=agent, channel=channel, status=status).inc()
+
+    def step(self, agent: str, seconds: float) -> None:
+        self._child(self._step, "step", agent).observe(seconds)
+
+    def model_call(self, agent: str, seconds: float) -> None:
+        self._child(self._model_call, "model", agent).observe(seconds)
+
+    def tool_call(self, tool: str, cls: str, seconds: float) -> None:
+        self._child(self._tool_call, "tool", tool, cls).observe(seconds)
+
+    def _child(self, histogram: Histogram, *key: str) -> Histogram:
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = histogram.labels(*key[1:])
+        return child
+
+    def render(self, lease_lapses: int, gauges: Gauges | None = None) -> str:
+        """The Prometheus text exposition; `lease_lapses`: leases the process's keeper found lost;
+        `gauges`: the queues as read at this scrape (None: not read, and not shown)."""
         self._lapses.count = lambda: lease_lapses
+        self._gauges.now = gauges
         return generate_latest(self.registry).decode()

@@ -113,8 +113,13 @@ class Settings:
     )
     public_url: str | None = _setting(
         None,
-        "This service's public base URL, for links it posts (a Teams reply's run link). Unset: the base URL "
-        "the activity came in by.",
+        "This service's public base URL, for links it posts (a Teams reply's link to the run's console page). "
+        "Unset: the base URL the activity came in by.",
+    )
+    console_session_ttl_s: float = _setting(
+        43200.0,
+        "How long a console sign-in lasts (seconds; a shift): then the person pastes a token again. Revoking "
+        "the token ends its sessions at once.",
     )
     graph_url: str = _setting("http://127.0.0.1:9000/graph/v1.0", "Microsoft Graph base URL (reply read-back).")
     graph_token_url: str = _setting(
@@ -168,10 +173,15 @@ class Settings:
     job_max_losses: int = _setting(
         3, "A resumable job whose process died more often than this is failed with the reason, not queued again."
     )
-    url: str = _setting("http://127.0.0.1:8080", "The API `ticketiq jobs watch` and `ticketiq jobs list` talk to.")
+    url: str = _setting(
+        "http://127.0.0.1:8080",
+        "The API the CLI's `runs`, `approvals` and `jobs` commands talk to (`--url` overrides it); the run "
+        "links they print are this plus /console/runs/<id>.",
+    )
     token: str | None = _setting(
         None,
-        "The bearer token `ticketiq jobs watch` and `ticketiq jobs list` send (`ticketiq tokens create`).",
+        "The bearer token the CLI's `runs`, `approvals` and `jobs` commands send (`--token` overrides it; "
+        "`ticketiq tokens create` makes one).",
         secret=True,
     )
 

@@ -116,7 +116,7 @@ def test_a_waiting_run_goes_on_at_the_process_that_gets_its_input_or_its_decisio
     cluster.wait_until(lambda: cluster.run(run_id)["status"] == "waiting", 60, "the run waiting for input")
     assert cluster.rows("SELECT 1 FROM leases WHERE name = %s", f"checkpoint:{run_id}") == []
     shown = httpx.get(f"{second.base}/v1/runs/{run_id}", headers=cluster.auth, timeout=30).json()
-    question = shown["waiting_for"][0]["question_id"]  # the input names the question it answers (I18)
+    question = shown["waiting_for"]["question_id"]  # the input names the question it answers (I18)
     given = httpx.post(f"{second.base}/v1/runs/{run_id}/input", json={"text": "production", "question_id": question},
                        headers=cluster.auth, timeout=30)  # fmt: skip
     assert given.status_code == 202, given.text

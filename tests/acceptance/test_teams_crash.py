@@ -45,7 +45,7 @@ def turn_replied_once(cluster: Cluster, run_id: str, run: dict[str, Any], ticket
     assert len(replies) == 1, (replies, cluster.logs())
     card: dict[str, Any] = replies[0]["body"]["attachments"][0]["content"]
     assert card["body"][0]["text"] == run["answer"]
-    assert card["actions"][0]["url"].endswith(f"/v1/runs/{run_id}")
+    assert card["actions"][0]["url"].endswith(f"/console/runs/{run_id}")
     assert len(applied(cluster, vendor="teams", target=AGENT_THREAD)) == 1
     assert len(applied(cluster, vendor="teams")) == 2  # the two threads: nothing else
     incidents = [w for w in applied(cluster, vendor="incidentio") if ticket in str(w["body"])]

@@ -126,7 +126,7 @@ async def test_a_task_waiting_for_an_approval_is_not_answered_by_a_message_and_c
             await client.cancel_task(CancelTaskRequest(id=held.id))
     assert s.h.probe.writes() == []
     runs = await read_rows(db_url, "SELECT status, error FROM runs")
-    assert runs == [{"status": "failed", "error": f"stopped by {ACTOR}"}]
+    assert runs == [{"status": "stopped", "error": f"stopped by {ACTOR}"}]
     assert await count(db_url, "inputs") == 0
 
 
@@ -154,7 +154,7 @@ async def test_cancel_task_needs_the_operator_role_as_the_stop_route_does(db_url
                                       headers={"Authorization": f"Bearer {operator}"})  # fmt: skip
     assert still.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
     assert canceled.status.state == TaskState.TASK_STATE_CANCELED and text_of(canceled) == "stopped by op-1"
-    assert stopped.status_code == 202 and stopped.json()["status"] == "failed"
+    assert stopped.status_code == 202 and stopped.json()["status"] == "stopped"
     runs = await read_rows(db_url, "SELECT id::text, error FROM runs ORDER BY created_at")
     assert runs == [{"id": held.id, "error": "stopped by op-1"}, {"id": other.id, "error": "stopped by op-1"}]
     assert s.h.probe.writes() == []

@@ -177,13 +177,13 @@ async def test_stop_ends_a_waiting_run_and_a_running_one_at_its_next_step(db_url
         run_id = (await client.post("/v1/runs", json={"agent": "a", "input": "check OPS-14"})).json()["id"]
         await until(client, run_id, "waiting")
         stopped = await client.post(f"/v1/runs/{run_id}/stop", json={})
-        assert stopped.status_code == 202 and stopped.json()["status"] == "failed"
+        assert stopped.status_code == 202 and stopped.json()["status"] == "stopped"
         assert (await client.get(f"/v1/runs/{run_id}")).json()["error"] == f"stopped by {ACTOR}"
     async with api(db_url, tmp_path, actor="ops-2", latency_ms=400) as (client, h):
         run_id = (await client.post("/v1/runs", json={"agent": "a", "input": "check OPS-15"})).json()["id"]
         await client.post(f"/v1/runs/{run_id}/stop")
-        run = await until(client, run_id, "failed")
-    assert "stopped by ops-2" in run["error"]
+        run = await until(client, run_id, "stopped", "failed")
+    assert run["status"] == "stopped" and "stopped by ops-2" in run["error"]
     assert h.probe.writes() == []
     audit = await read_rows(db_url, "SELECT action FROM audit_log WHERE run_id = %s", run_id)
     assert "agent.run.stop_requested" in [a["action"] for a in audit]

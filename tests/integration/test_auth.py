@@ -115,8 +115,12 @@ async def test_every_v1_route_refuses_a_missing_malformed_unknown_or_revoked_tok
         schedule_id = (await s.client.post("/v1/schedules", json=schedule, headers=bearer(admin))).json()["id"]
         requests: dict[tuple[str, str], tuple[str, dict[str, Any] | None]] = {
             ("POST", "/v1/runs"): ("/v1/runs", {"agent": "a", "input": "check OPS-2"}),
+            ("GET", "/v1/runs"): ("/v1/runs", None),
+            ("GET", "/v1/processes"): ("/v1/processes", None),
             ("GET", "/v1/runs/{run_id}"): (f"/v1/runs/{run_id}", None),
             ("GET", "/v1/runs/{run_id}/transcript"): (f"/v1/runs/{run_id}/transcript", None),
+            ("GET", "/v1/runs/{run_id}/timeline"): (f"/v1/runs/{run_id}/timeline", None),
+            ("GET", "/v1/runs/{run_id}/events"): (f"/v1/runs/{run_id}/events", None),
             ("POST", "/v1/runs/{run_id}/stop"): (f"/v1/runs/{run_id}/stop", {}),
             ("POST", "/v1/runs/{run_id}/input"): (f"/v1/runs/{run_id}/input", {"text": "staging"}),
             ("POST", "/v1/copilot/turns"): ("/v1/copilot/turns", {"agent": "a", "ticket": "OPS-3", "question": "q"}),
@@ -219,6 +223,7 @@ async def test_each_role_is_refused_what_it_may_not_do_with_403_and_nothing_writ
             ("POST", f"/v1/approvals/{approval_id}", {"decision": "maybe"}),  # refused before it is validated
             ("POST", f"/v1/runs/{mine}/stop", {}),
             ("GET", "/v1/audit", None),
+            ("GET", "/v1/processes", None),
             ("GET", "/v1/gates", None),
             ("GET", "/v1/schedules", None),
             ("GET", f"/v1/schedules/{mine}/fires", None),  # refused before it is looked up
@@ -312,7 +317,7 @@ async def test_the_actor_of_every_decision_stop_and_gate_change_is_the_tokens_na
                                       headers=bearer(operator))  # fmt: skip
         assert decided.status_code == 200 and decided.json()["decided_by"] == "opal"
         stopped = await s.client.post(f"/v1/runs/{second}/stop", headers=bearer(operator))
-        assert stopped.status_code == 202 and stopped.json()["status"] == "failed"
+        assert stopped.status_code == 202 and stopped.json()["status"] == "stopped"
         gate = await s.client.put("/v1/gates/quarantines/agent/zz", json={"reason": "x"}, headers=bearer(admin))
         released = await s.client.delete("/v1/gates/quarantines/agent/zz", headers=bearer(admin))
         assert gate.status_code == released.status_code == 200

@@ -76,7 +76,7 @@ async def test_a_read_only_step_costs_exactly_one_write_statement(db_url: str, t
         n for q, n in writes.items() if "UPDATE checkpoints" in q and "UPDATE runs" not in q and "+ 1" not in q
     )
     # One checkpoint statement per read-only step, and besides them only the run's acquire and end.
-    assert step_checkpoints == 3
+    assert step_checkpoints == 3, writes
     assert sum(writes.values()) == 3 + 2, writes
     calls = await read_rows(db_url, "SELECT status, outcome FROM calls WHERE run_id = %s", run_id)
     assert [c["status"] for c in calls] == ["done"] * 3  # read outcomes rode on the next statement

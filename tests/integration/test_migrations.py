@@ -25,6 +25,7 @@ EXPECTED_TABLES = {
     "processes",
     "seal_probe",
     "api_tokens",
+    "console_sessions",
     "answers",
     "inputs",
     "a2a_tasks",
@@ -42,6 +43,7 @@ EXPECTED_TABLES = {
     "workflow_steps",
     "classifiers",
     "red_team_answers",
+    "run_attempts",
 }
 
 

@@ -156,7 +156,7 @@ async def test_a_signed_activity_is_acknowledged_at_once_and_its_turn_replies_on
         assert card["contentType"] == "application/vnd.microsoft.card.adaptive"
         assert card["content"]["body"][0]["text"] == run["answer"] and "OPS-801" in run["answer"]
         link = card["content"]["actions"][0]
-        assert link["type"] == "Action.OpenUrl" and link["url"] == f"{s.base}/v1/runs/{run_id}"
+        assert link["type"] == "Action.OpenUrl" and link["url"] == f"{s.base}/console/runs/{run_id}"
         # The reply is a write of the run: marked, recorded, audited with the run's end.
         calls = await read_rows(db_url, "SELECT tool, status, class FROM calls WHERE run_id = %s AND idx = %s",
                                 run_id, REPLY_IDX)  # fmt: skip

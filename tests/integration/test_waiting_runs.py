@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from tests.support.api import until
 from tests.support.crash import eventually, kill_driver, lapse
 from tests.support.engine import Harness, engine_under_test, inputs_of, read_rows
 from tests.support.http import serving
@@ -58,16 +59,6 @@ async def api(db_url: str, tmp: Path, **kw: Any) -> AsyncIterator[tuple[httpx.As
             httpx.AsyncClient(base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"}) as client,
         ):
             yield client, h
-
-
-async def until(client: httpx.AsyncClient, run_id: str, *statuses: str) -> dict[str, Any]:
-    run: dict[str, Any] = {}
-    for _ in range(600):
-        run = (await client.get(f"/v1/runs/{run_id}")).json()
-        if run["status"] in statuses:
-            return run
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"run {run_id} never reached {statuses}: {run}")
 
 
 async def entries(client: httpx.AsyncClient, run_id: str) -> list[dict[str, Any]]:
@@ -143,7 +134,7 @@ async def test_input_is_refused_for_a_run_that_waits_for_none_or_is_another_s(db
         assert "not waiting for input" in refused.json()["detail"][0]["msg"]
         asking = (await client.post("/v1/runs", json={"agent": "asker", "input": "Look at OPS-9"})).json()["id"]
         await until(client, asking, "waiting")
-        question = (await client.get(f"/v1/runs/{asking}")).json()["waiting_for"][0]["question_id"]
+        question = (await client.get(f"/v1/runs/{asking}")).json()["waiting_for"]["question_id"]
         caller = await h.token("someone", "caller")
         other = await client.post(f"/v1/runs/{asking}/input", json={"text": "x", "question_id": question},
                                   headers={"Authorization": f"Bearer {caller}"})  # fmt: skip
@@ -160,8 +151,9 @@ async def waiting_for(client: httpx.AsyncClient, run_id: str, question: str) -> 
     """What the waiting run waits for, once it waits for `question`."""
     for _ in range(600):
         run = (await client.get(f"/v1/runs/{run_id}")).json()
-        if run["status"] == "waiting" and [w.get("question") for w in run["waiting_for"]] == [question]:
-            found: list[dict[str, Any]] = run["waiting_for"]
+        if run["status"] == "waiting" and [w.get("question") for w in run["waiting_for_all"]] == [question]:
+            assert run["waiting_for"] == run["waiting_for_all"][0]  # the oldest, the only one
+            found: list[dict[str, Any]] = run["waiting_for_all"]
             return found
         await asyncio.sleep(0.05)
     raise AssertionError(f"run {run_id} never waited for {question!r}: {run}")
@@ -173,7 +165,7 @@ async def test_an_input_answers_exactly_the_question_it_names_and_the_same_input
     async with api(db_url, tmp_path) as (client, h):
         run_id = (await client.post("/v1/runs", json={"agent": "careful", "input": "Clean up OPS-15"})).json()["id"]
         first = await waiting_for(client, run_id, STAGING)
-        assert first == [{"kind": "input", "question_id": first[0]["question_id"], "question": STAGING}]
+        assert first == [{"kind": "input", "question": STAGING, "question_id": first[0]["question_id"]}]
         staging = first[0]["question_id"]
         url = f"/v1/runs/{run_id}/input"
         unnamed = await client.post(url, json={"text": "yes"})
@@ -200,7 +192,7 @@ async def test_an_input_answers_exactly_the_question_it_names_and_the_same_input
         last = await client.post(url, json={"text": "no", "question_id": production})
         assert last.status_code == 202, last.text
         run = await until(client, run_id, "succeeded")
-        assert run["answer"] == "production: no" and run["waiting_for"] == []
+        assert run["answer"] == "production: no" and (run["waiting_for"], run["waiting_for_all"]) == (None, [])
     assert await inputs_of(db_url, run_id) == [(STAGING, "given", "yes"), (PRODUCTION, "given", "no")]
     given_rows = await read_rows(db_url, "SELECT 1 FROM audit_log WHERE action = 'agent.run.input_given'")
     assert len(given_rows) == 2
@@ -222,7 +214,8 @@ async def test_a_keyed_input_retried_after_its_key_was_lost_never_answers_the_ne
         assert retry.status_code == 202, retry.text
         assert retry.json()["status"] == "waiting"
         assert await inputs_of(db_url, run_id) == [(STAGING, "given", "yes"), (PRODUCTION, "pending", None)]
-        assert [w["question"] for w in (await client.get(f"/v1/runs/{run_id}")).json()["waiting_for"]] == [PRODUCTION]
+        shown = (await client.get(f"/v1/runs/{run_id}")).json()
+        assert [w["question"] for w in shown["waiting_for_all"]] == [PRODUCTION]
 
 
 async def test_a_co_pilot_turn_is_answered_inline_and_its_answer_kept_sealed_and_handed_on_once(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import httpx
 
@@ -17,3 +18,14 @@ async def waiting_approval(client: httpx.AsyncClient, headers: dict[str, str], t
             return str(pending[0]["id"])
         await asyncio.sleep(0.05)
     raise AssertionError(f"run {run_id} filed no approval")
+
+
+async def until(client: httpx.AsyncClient, run_id: str, *statuses: str) -> dict[str, Any]:
+    """The run as `GET /v1/runs/{id}` shows it, once it is in one of `statuses` (within about 30 s)."""
+    run: dict[str, Any] = {}
+    for _ in range(600):
+        run = (await client.get(f"/v1/runs/{run_id}")).json()
+        if run["status"] in statuses:
+            return run
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"run {run_id} never reached {statuses}: {run}")

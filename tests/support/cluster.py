@@ -21,7 +21,7 @@ from psycopg.rows import dict_row
 
 from ticketiq.launch import Child, start_serve, start_standins
 
-TERMINAL = ("succeeded", "failed", "interrupted")
+TERMINAL = ("succeeded", "failed", "interrupted", "stopped")
 
 
 @dataclass

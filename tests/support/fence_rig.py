@@ -33,6 +33,7 @@ _RUN_ROWS = {
     "audit": "SELECT id, action, actor, detail FROM audit_log WHERE run_id = %(id)s ORDER BY id",
     "lease": "SELECT * FROM leases WHERE name = 'checkpoint:' || %(id)s",
     "fires": "SELECT f.* FROM schedule_fires f JOIN runs r ON f.run_key = r.idempotency_key WHERE r.id = %(id)s",
+    "attempts": "SELECT * FROM run_attempts WHERE run_id = %(id)s ORDER BY attempt",
 }
 _JOB_ROWS = {
     "job": "SELECT * FROM jobs WHERE id = %(id)s",

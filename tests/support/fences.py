@@ -30,7 +30,7 @@ FENCE_TABLES = frozenset({"checkpoints", "jobs"})
 # What a run and a job are made of: a statement that writes one of these writes about a run or a job.
 # A schedule fire's outcome is its run's hand-on: schedule_fires is written about a run too.
 RUN_TABLES = frozenset({"runs", "checkpoints", "calls", "approvals", "transcripts", "answers", "inputs",
-                        "schedule_fires"})  # fmt: skip
+                        "schedule_fires", "run_attempts"})  # fmt: skip
 JOB_TABLES = frozenset({"jobs", "workflow_steps", "knowledge", "classifiers", "red_team_answers"})
 # Functions that take a run: they raise its attempt, under the row lock their caller took.
 TAKES = frozenset({"take_run", "give_runs"})

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import uvicorn
+from sse_starlette.sse import AppStatus
 
 
 def free_port() -> int:
@@ -34,6 +35,15 @@ async def serving(app: Any) -> AsyncIterator[str]:
             await asyncio.sleep(0.01)
         yield f"http://127.0.0.1:{port}"
     finally:
+        # uvicorn waits for every open connection before it shuts down, and an event stream (sse-starlette)
+        # ends only once told the server is exiting: by the signal handler uvicorn installed (a real
+        # process's SIGTERM) or, polled, by the `should_exit` of the server that handler belongs to, which
+        # here is the last one started in this process, not necessarily this one. So tell sse-starlette
+        # outright, for the shutdown only: left set, it would end every stream of every later server.
         server.should_exit = True
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(task, timeout=15)
+        AppStatus.should_exit = True
+        try:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(task, timeout=15)
+        finally:
+            AppStatus.should_exit = False

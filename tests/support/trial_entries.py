@@ -162,8 +162,8 @@ def observe(cluster: Cluster, trial: Trial) -> Seen:
 
 
 def finished(seen: Seen) -> bool:
-    """Nothing more will happen to it: its run ended (succeeded with its record's end, or failed), or
+    """Nothing more will happen to it: its run ended (succeeded with its record's end, failed or stopped), or
     its job ended."""
     if isinstance(seen, JobSeen):
         return seen.finished_at is not None
-    return seen.run_status in ("failed", "interrupted") or seen.ended
+    return seen.run_status in ("failed", "interrupted", "stopped") or seen.ended

@@ -202,3 +202,12 @@ def test_the_cluster_stops_when_nothing_can_be_served() -> None:
     assert edge_reason is not None and "edge" in edge_reason
     standins_reason = stop_reason(2, None, Exited("standins", 8, 1))
     assert standins_reason is not None and "stand-ins" in standins_reason
+
+
+def test_the_edge_sets_x_forwarded_proto_itself_over_what_a_client_sent(config: dict[str, list[list[str]]]) -> None:
+    # The console marks its cookie Secure by the scheme; a client must not be able to choose it.
+    sets = [d for d in config["frontend edge"] if d[:3] == ["http-request", "set-header", "X-Forwarded-Proto"]]
+    assert sets == [
+        ["http-request", "set-header", "X-Forwarded-Proto", "https", "if", "{", "ssl_fc", "}"],
+        ["http-request", "set-header", "X-Forwarded-Proto", "http", "if", "!{", "ssl_fc", "}"],
+    ]

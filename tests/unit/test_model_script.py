@@ -50,7 +50,9 @@ def calls(reply: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def test_the_shipped_scripts_load_and_end_in_text(scripted: ScriptedModel) -> None:
-    assert sorted(scripted.scripts) == ["asker", "consultant", "delegator", "librarian", "reader", "triage", "writer"]
+    assert sorted(scripted.scripts) == [
+        "asker", "closer", "consultant", "delegator", "librarian", "reader", "triage", "writer",
+    ]  # fmt: skip
     triage = scripted.scripts["triage"]
     assert [[c.tool for c in s.calls] for s in triage.steps] == [
         ["jira_get_issue"],

@@ -117,6 +117,7 @@ def test_what_the_hand_on_says_of_the_reply(result: Any, posted: bool, reason: s
         ("failed", "TICKETIQ_CRASH_RESUME_ENTRIES is false", None, None,
          (TurnStatus.FAILED, "TICKETIQ_CRASH_RESUME_ENTRIES is false")),
         ("interrupted", None, None, None, (TurnStatus.FAILED, "the run interrupted")),
+        ("stopped", "stopped by ops", None, None, (TurnStatus.FAILED, "stopped by ops")),
     ],
 )  # fmt: skip
 def test_a_rows_status_is_read_from_its_run_never_stored(

@@ -8,6 +8,11 @@ concurrently up to `call_concurrency`; a TaskGroup stops the others when one fin
 On resume every call is routed by `resume.plan` and carried out here, through every gate as it stands
 now (I6, I15): a write resent, or sent after a read-back found nothing, passes the approval gate again.
 Each call reports what happened to it, for the `agent.run.crash_resumed` audit (I8).
+
+Times (the run's timeline): when a request went out and when its answer came back are taken here, on
+this process's wall clock (`time.time()`, epoch seconds), and ride in the statement written next: a
+read's and a refusal's in the finished rows of the next checkpoint, a write's in its outcome statement.
+The in-doubt mark's time is the database's own (`calls.marked_at`).
 """
 
 from __future__ import annotations
@@ -146,9 +151,11 @@ class CallMaker:
         if problem:
             return self.finish(work, call, {"error": f"arguments rejected: {problem}"}, "refused")
         if not call.tool_class.changes:
+            sent_at, began = time.time(), time.perf_counter()
             outcome = await tool.executor(self.context(tool, call, key or call.step_key or fresh_key()))
+            self.deps.metrics.tool_call(call.tool, call.tool_class.value, time.perf_counter() - began)
             result = self.clean(outcome.for_model(), call, work.entries)
-            self.finish(work, call, result, "read", ok=outcome.ok)
+            self.finish(work, call, result, "read", ok=outcome.ok, sent_at=sent_at)
             return happened
         # A Stop or a quarantine may have landed since the step's gates were read: writes look afresh.
         now = run_gate(await self.run.gate_facts(fresh=True))
@@ -175,8 +182,11 @@ class CallMaker:
         work.asks.append({"id": given.id if given else str(uuid.uuid4()), "idx": call.idx, "question": question})
         return Happened.INPUT_ASKED
 
-    def finish(self, work: StepWork, call: PlannedCall, result: Any, how: str, ok: bool = False) -> Happened:
-        """A read or a refusal: its row and note land with the next statement, not one of their own."""
+    def finish(
+        self, work: StepWork, call: PlannedCall, result: Any, how: str, ok: bool = False, sent_at: float | None = None
+    ) -> Happened:
+        """A read or a refusal: its row and note land with the next statement, not one of their own, with
+        its times (this process's wall clock: `sent_at` when a read went out, and now, when it ended)."""
         step = self.run.state.step
         work.results[call.idx] = result
         work.finished.append(
@@ -191,6 +201,8 @@ class CallMaker:
                 "gate": "allow" if how == "read" else "refuse",
                 "outcome": {"result": result},
                 "how": how,
+                "sent_at": sent_at,
+                "outcome_at": time.time(),
             }
         )
         work.entries.append(notes.call_result(step, call, None, ok or how == "read", result, how))
@@ -214,13 +226,16 @@ class CallMaker:
             "entries": [mark], "budget": settings.write_budget_s, "request_timeout": settings.http_timeout_s,
         })  # fmt: skip
         self.deps.faults.hit("after_mark")
+        sent_at, began = time.time(), time.perf_counter()  # this process's clocks: the timeline's, the metric's
         outcome = await tool.executor(self.context(tool, call, sent_key, window))
+        outcome_at = time.time()
+        self.deps.metrics.tool_call(call.tool, call.tool_class.value, time.perf_counter() - began)
         self.deps.faults.hit("after_send")
         notes_of_text: list[dict[str, Any]] = []
         result = self.clean(outcome.for_model(), call, notes_of_text)
         if outcome.uncertain:
             result = {"error": result.get("error") if isinstance(result, dict) else None, "outcome": UNCERTAIN}
-        await self.record(call, result, "done", how, sent_key, outcome.ok, notes_of_text)
+        await self.record(call, result, "done", how, sent_key, outcome.ok, notes_of_text, (sent_at, outcome_at))
         return result
 
     def clean(self, value: Any, call: PlannedCall, entries: list[dict[str, Any]]) -> Any:
@@ -240,9 +255,13 @@ class CallMaker:
         key: str | None,
         ok: bool,
         extra: list[dict[str, Any]] | None = None,
+        times: tuple[float, float] | None = None,
     ) -> None:
         """I2: the outcome, fenced by the attempt only: no lease deadline check, so an answer that came
-        back after the deadline is kept unless the run was taken over (then the statement is refused)."""
+        back after the deadline is kept unless the run was taken over (then the statement is refused).
+        `times`: when the request went out and its answer came back (this process's wall clock); without,
+        a settlement that sent nothing, ended now."""
+        sent_at, outcome_at = times if times is not None else (None, time.time())
         entries = [
             *(extra or []),
             notes.call_result(self.step, call, key, ok, result, how),
@@ -250,7 +269,7 @@ class CallMaker:
         ]
         await self.handle.record_outcome({
             "step": self.step, "idx": call.idx, "status": status, "outcome": {"result": result},
-            "settlement": how, "entries": entries,
+            "settlement": how, "entries": entries, "sent_at": sent_at, "outcome_at": outcome_at,
         })  # fmt: skip
 
     def context(

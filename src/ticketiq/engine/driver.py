@@ -5,6 +5,10 @@ then make the calls (`calls.CallMaker`). Every statement goes through the run ha
 by the attempt and stops the run at once when it matches nothing (I3). A run that goes on from a
 checkpointed step (after a takeover, a decision, or decisions made before it could suspend) routes
 the calls the step left by `resume.plan` and carries the plan out here.
+
+Times for the run's timeline are taken here, where things happen, and ride in the statements the step
+writes anyway: when the model call began (this process's wall clock, `time.time()`) and how long it took
+(`time.perf_counter()`) go in the step's `model_step` note, sealed in its checkpoint.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import orjson
 from ticketiq.engine import entry_runs, notes, resume, seal
 from ticketiq.engine.calls import CallMaker, StepWork
 from ticketiq.engine.context import EngineDeps
-from ticketiq.engine.gates import GateDecision, GateFacts, Verdict, call_gate, input_gate, run_gate
+from ticketiq.engine.gates import GateDecision, GateFacts, Verdict, call_gate, ending, input_gate, run_gate
 from ticketiq.engine.leases import HeldLease
 from ticketiq.engine.settlement import Happened, ToolNow
 from ticketiq.engine.state import PlannedCall, RunState
@@ -77,6 +81,7 @@ class RunDriver:
         # property: it is read many times a step).
         self.state = RunState(agent="", correlation_id="")
         self._unflushed_since: float | None = None
+        self._opened = False  # this attempt wrote its first checkpoint
         self._facts: GateFacts | None = None
         self._facts_generation: int | None = None
 
@@ -104,6 +109,7 @@ class RunDriver:
         except SealInvalid as exc:
             self.lease.releasing = True
             await self.handle.fail(str(exc), "agent.run.checkpoint_rejected", self.deps.holder)
+            self._count_end("failed")
             return "failed"
         state = self.state
         limit = self.deps.settings.max_losses
@@ -117,9 +123,11 @@ class RunDriver:
             return await self._end("failed", error=f"agent {state.agent} is no longer defined")
         # I6: containment, Stop, channel and run-as (the owner may still run it) pass again.
         facts = await self.gate_facts(fresh=True)
+        if self.attempt == 1:  # the run's first take: it starts now
+            self.deps.metrics.run_started(state.agent, facts.channel)
         blocked = run_gate(facts)
         if not blocked.allowed:
-            return await self._end("failed", error=f"refused by the {blocked.gate} gate: {blocked.reason}")
+            return await self._end(ending(blocked), error=f"refused by the {blocked.gate} gate: {blocked.reason}")
         if self.claimed_at is not None:
             # I13: an entry run that may not wait is resumed only while TICKETIQ_CRASH_RESUME_ENTRIES says so.
             why = entry_runs.not_resumed(facts.channel, facts.may_wait, self.deps.settings.crash_resume_entries)
@@ -148,10 +156,14 @@ class RunDriver:
         model = agent.model or self.deps.settings.model
         while True:
             self.lease.check()
+            began, started_at = time.perf_counter(), time.time()  # this process's clocks: metric, timeline
             try:
                 reply = await self.deps.model.complete(model=model, messages=state.messages, tools=tools)
             except ModelError as exc:
                 return await self._end("failed", error=f"model step {state.step + 1} failed: {exc}")
+            model_s = time.perf_counter() - began
+            self.deps.metrics.model_call(state.agent, model_s)
+            timing = notes.Timing(self.attempt, started_at, model_s)
             message, altered = storable(reply.message)  # I16: model text is made storable first
             text = storable(reply.text)[0] if altered else reply.text  # the text is the message's
             state.prompt_tokens += reply.prompt_tokens
@@ -161,7 +173,10 @@ class RunDriver:
                 state.answer = storable(text or "")[0]
                 state.calls = []
                 self.deps.faults.hit("before_answer")
-                extra = [notes.text_altered(state.step + 1, "the model's answer")] if altered else []
+                tokens = reply.prompt_tokens + reply.completion_tokens
+                extra = [notes.model_answer(state.step + 1, tokens, timing)]
+                extra += [notes.text_altered(state.step + 1, "the model's answer")] if altered else []
+                self.deps.metrics.step(state.agent, model_s)
                 if entry_runs.hands_on(facts.channel):
                     return await self._answer(state.answer, extra)
                 return await self._end("succeeded", answer=state.answer, extra=extra)
@@ -172,10 +187,10 @@ class RunDriver:
             facts = await self.gate_facts()
             blocked = run_gate(facts)
             if not blocked.allowed:
-                return await self._end("failed", error=f"refused by the {blocked.gate} gate: {blocked.reason}")
+                return await self._end(ending(blocked), error=f"refused by the {blocked.gate} gate: {blocked.reason}")
             decisions = [self.decide(facts, c) for c in state.calls]
             tokens = reply.prompt_tokens + reply.completion_tokens
-            entries = [notes.model_step(state.step, state.calls, text, tokens)]
+            entries = [notes.model_step(state.step, state.calls, text, tokens, timing)]
             if altered:
                 entries.append(notes.text_altered(state.step, "the model's step"))
             entries += [notes.gate(state.step, c, d) for c, d in zip(state.calls, decisions, strict=True)]
@@ -187,6 +202,7 @@ class RunDriver:
             self.deps.faults.hit("after_checkpoint")
             work = await self.calls.make(list(zip(state.calls, decisions, strict=True)))
             if not work.waiting:
+                self.deps.metrics.step(state.agent, time.perf_counter() - began)
                 self._absorb(work)  # the common step: nothing held for a person
             elif await self._go_on(work):
                 return "waiting"
@@ -325,10 +341,13 @@ class RunDriver:
         """I1: the sealed checkpoint in ONE statement before any call of the step is made."""
         state = self.state
         self._stage([*entries, notes.statement("checkpoint", step=state.step, calls=len(state.calls))])
-        taken = self._take_unflushed() if flush or self._due() else None
+        # The attempt's first checkpoint flushes, and records when the attempt went on (run_attempts).
+        opening = not self._opened
+        taken = self._take_unflushed() if flush or opening or self._due() else None
         sealed = self._sealed()
         self.lease.check()  # I3: a process that stalled past its deadline writes nothing more
-        await self.handle.write_checkpoint(sealed, taken)
+        await self.handle.write_checkpoint(sealed, taken, opening=opening)
+        self._opened = True
         self.seal_head = sealed.seal
 
     async def _end(
@@ -338,6 +357,8 @@ class RunDriver:
         error: str | None = None,
         extra: list[dict[str, Any]] | None = None,
     ) -> str:
+        if self._facts is None:
+            await self.gate_facts()  # the run's channel, for the count of runs ended
         entries = list(extra or [])
         answer, error = storable(answer)[0], storable(error)[0]  # I16: a vendor's error text included
         if answer is not None:
@@ -353,7 +374,12 @@ class RunDriver:
         self.lease.releasing = True  # the statement deletes the lease
         await self.handle.end(sealed, taken, status, kept, error, self.deps.holder)
         self.seal_head = sealed.seal
+        self._count_end(status)
         return status
+
+    def _count_end(self, status: str) -> None:
+        channel = self._facts.channel if self._facts is not None else "unknown"
+        self.deps.metrics.run_ended(self.state.agent or "unknown", channel, status)
 
     def _kept(self, answer: str) -> SealedAnswer:
         mac, key_id = seal.seal_answer(self.deps.keys, self.run_id, answer)
@@ -384,11 +410,13 @@ class RunDriver:
         except SealInvalid as exc:
             self.lease.releasing = True
             await self.handle.fail(str(exc), "agent.run.checkpoint_rejected", self.deps.holder)
+            self._count_end("failed")
             return "failed"
         if kept.answer != self.state.answer:
             self.lease.releasing = True
             await self.handle.fail("the kept answer is not the answer the checkpoint holds",
                                    "agent.run.checkpoint_rejected", self.deps.holder)  # fmt: skip
+            self._count_end("failed")
             return "failed"
         if self.deps.hand_ons.get((await self.gate_facts()).channel) is not None:
             # I17: the hand-on may write rows (a Teams reply's call): under a checkpoint this attempt sealed.
@@ -410,6 +438,7 @@ class RunDriver:
         entries = [notes.entry("handed_on", channel=facts.channel, resumed=resumed),
                    notes.statement("run_succeeded", step=self.state.step)]  # fmt: skip
         await self.handle.hand_on(answer, entries, self.deps.holder, detail)
+        self._count_end("succeeded")
         return "succeeded"
 
     async def _suspend(self, work: StepWork) -> bool:
@@ -441,6 +470,7 @@ class RunDriver:
         except (Fenced, StorageError) as again:
             log.error("run %s attempt %s: could not fail the run: %s", self.run_id, self.attempt, again)
             return "lost"
+        self._count_end("failed")
         return "failed"
 
     async def _audit_resumed(self, left: list[resume.LeftCall], work: StepWork, handing_on: bool = False) -> None:

@@ -17,19 +17,26 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 from ticketiq.agents.catalog import Agent
-from ticketiq.engine import run_keys, seal
+from ticketiq.engine import run_keys, run_list, seal, timeline
 from ticketiq.engine.context import EngineDeps
 from ticketiq.engine.driver import RunDriver
 from ticketiq.engine.questions import Answer, Answered, Verdict, judge
 from ticketiq.engine.run_events import RECHECK_S, RunEvents
 from ticketiq.engine.run_keys import Expected
+from ticketiq.engine.run_list import RunPage, RunQuery
 from ticketiq.engine.state import RunState
+from ticketiq.engine.timeline_feed import follow
 from ticketiq.errors import Conflict, NotFound, RequestError, TicketIQError
+from ticketiq.metrics import Gauges
+from ticketiq.storage.process_store import ProcessStore
 from ticketiq.storage.rows import (
     Approval,
+    AskedApproval,
     AuditRow,
     Checkpoint,
     Created,
@@ -38,16 +45,19 @@ from ticketiq.storage.rows import (
     TranscriptRow,
     Waiting,
 )
+from ticketiq.storage.run_list_store import RunListStore
 from ticketiq.storage.run_store import Given
+from ticketiq.storage.timeline_store import TimelineStore
 
 log = logging.getLogger(__name__)
 
-TERMINAL = frozenset({"succeeded", "failed", "interrupted"})
+TERMINAL = frozenset({"succeeded", "failed", "interrupted", "stopped"})
 # Takes that took a run from a process that lost it (I5): its driver resumes it as a takeover.
 CLAIMED = frozenset({"dead", "lapsed"})
 # How long a run started during a reincarnation waits to be admitted before it is left queued (the
 # sweep takes queued runs no process started).
 ADMISSION_WAIT_S = 5.0
+ENDED_SHOWN = 20  # processes that ended, in `processes()`
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,7 @@ class Engine:
         self.admitted.set()
         # Wakes followers of a run when its status changes (set by the process; None: they poll).
         self.events: RunEvents | None = None
+        self.timeline_store = TimelineStore(deps.db)
 
     # ----- what entry points ask ------------------------------------------------------------------
 
@@ -129,14 +140,21 @@ class Engine:
 
     async def request_stop(self, run_id: str, by: str) -> RunStatus:
         """A waiting or queued run ends at once; a running one at its next gate check."""
-        if not await self.store.request_stop(run_id, by):
+        stopped = await self.store.request_stop(run_id, by)
+        if stopped is None:
             raise NotFound("path.run_id", f"no run {run_id}")
         status = await self.store.status(run_id)
         assert status is not None
+        if stopped.ended_now:  # no driver ended it, so no driver counts it
+            self.deps.metrics.run_ended(stopped.agent, stopped.channel, status.status)
         return status
 
     async def approvals(self, status: str | None, limit: int) -> list[Approval]:
         return await self.store.approvals(status, limit)
+
+    async def asked_approvals(self, status: str | None, limit: int) -> list[AskedApproval]:
+        """As `approvals`, each with its run's agent and the token that started the run, in one read."""
+        return await self.store.asked_approvals(status, limit)
 
     async def decide_approval(self, approval_id: str, approve: bool, by: str, reason: str | None) -> Approval:
         """Decide a request and wake its run (I15): a waiting run is taken at once; one still running
@@ -193,6 +211,45 @@ class Engine:
                     await asyncio.sleep(min(left, RECHECK_S))
                 now = await self.store.status(run_id)
             return now
+
+    async def list_runs(self, query: RunQuery, scope: str | None) -> RunPage:
+        """A page of runs, newest first (`run_list.py`); `scope` reads one token's runs only (None: all)."""
+        rows = await RunListStore(self.deps.db).page(run_list.params(query, scope))
+        return run_list.page(rows, query)
+
+    async def run_counts(self, scope: str | None) -> dict[str, int]:
+        """Runs by status, every status named (0 when none), scoped as `list_runs`: every run still going
+        (queued, running, waiting, answered), and of the runs that ended, those made in the last day."""
+        counted = await RunListStore(self.deps.db).counts(scope)
+        return {status: counted.get(status, 0) for status in run_list.STATUSES}
+
+    async def processes(self) -> dict[str, Any]:
+        """The live app processes, with what each holds, and the last that ended, with how."""
+        store = ProcessStore(self.deps.db)
+        return {"processes": [dict(row) for row in await store.live()],
+                "ended": [dict(row) for row in await store.ended(ENDED_SHOWN)]}  # fmt: skip
+
+    async def shown_run(self, run_id: str, scope: str | None) -> dict[str, Any] | None:
+        """The run as `GET /v1/runs/{id}` answers it, with what it waits for (I18); `scope` as `get_run`."""
+        run = await self.get_run(run_id, scope)
+        if run is None:
+            return None
+        waits = timeline.waited(await self.waiting_for(run_id)) if run.status == "waiting" else []
+        return timeline.run_view(run, waits)
+
+    async def timeline(self, run_id: str, scope: str | None) -> dict[str, Any] | None:
+        """The run's timeline (`engine/timeline.py`): {run, attempts, steps}; `scope` as `get_run`."""
+        run = await self.shown_run(run_id, scope)
+        return None if run is None else timeline.assemble(run, await self.timeline_store.read(run_id))
+
+    def timeline_events(self, run_id: str, scope: str | None) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """(event, data) as the run's timeline changes, ending with `end` once the run ended
+        (`engine/timeline_feed.py`)."""
+        return follow(self, run_id, scope, TERMINAL)
+
+    async def gauges(self) -> Gauges:
+        """The cluster's queues for `GET /metrics` (waiting runs, pending approvals, queued jobs)."""
+        return await self.timeline_store.gauges()
 
     async def audit_log(self, run_id: str | None, action: str | None, after: int, limit: int) -> list[AuditRow]:
         return await self.store.audit_log(run_id, action, after, limit)

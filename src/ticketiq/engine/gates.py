@@ -12,8 +12,8 @@ from enum import StrEnum
 from ticketiq.storage.inspector_store import InspectorFacts
 from ticketiq.storage.rows import GateFacts
 
-__all__ = ["GateDecision", "GateFacts", "InspectorFacts", "Verdict", "call_gate", "input_gate", "inspector_gate",
-           "run_gate"]  # fmt: skip
+__all__ = ["GateDecision", "GateFacts", "InspectorFacts", "Verdict", "call_gate", "ending", "input_gate",
+           "inspector_gate", "run_gate"]  # fmt: skip
 
 
 class Verdict(StrEnum):
@@ -54,6 +54,11 @@ def run_gate(facts: GateFacts) -> GateDecision:
     if not facts.owner_may_run:
         return GateDecision(Verdict.REFUSE, "run_as", f"owner {facts.owner} may no longer run agents")
     return GateDecision(Verdict.ALLOW, "run")
+
+
+def ending(refused: GateDecision) -> str:
+    """How a run a run gate refused ends: `stopped` by a Stop, a status of its own; `failed` otherwise."""
+    return "stopped" if refused.gate == "stop" else "failed"
 
 
 def call_gate(facts: GateFacts, tool: str, offered: frozenset[str], approved: bool = False) -> GateDecision:

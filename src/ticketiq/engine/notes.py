@@ -3,7 +3,7 @@ describe (so an entry saying "checkpoint written" lands only if the checkpoint d
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -13,18 +13,42 @@ from ticketiq.engine.state import PlannedCall
 _MAX_RESULT_CHARS = 2000
 
 
+class Timing(NamedTuple):
+    """A model step's times, for the run's timeline: the attempt that asked, when the model call began
+    (epoch seconds of the asking process's wall clock) and how long it took (its monotonic clock)."""
+
+    attempt: int
+    started_at: float
+    model_s: float
+
+
 def entry(kind: str, **body: Any) -> dict[str, Any]:
     return {"kind": kind, "body": body}
 
 
-def model_step(step: int, calls: list[PlannedCall], text: str | None, tokens: int) -> dict[str, Any]:
+def _timed(timing: Timing | None) -> dict[str, Any]:
+    if timing is None:
+        return {}
+    return {"attempt": timing.attempt, "started_at": round(timing.started_at, 6),
+            "model_ms": round(timing.model_s * 1000.0, 3)}  # fmt: skip
+
+
+def model_step(
+    step: int, calls: list[PlannedCall], text: str | None, tokens: int, timing: Timing | None = None
+) -> dict[str, Any]:
     return entry(
         "model_step",
         step=step,
         text=text,
         tokens=tokens,
         calls=[{"id": c.id, "tool": c.tool, "class": c.tool_class.value, "key": c.step_key} for c in calls],
+        **_timed(timing),
     )
+
+
+def model_answer(step: int, tokens: int, timing: Timing) -> dict[str, Any]:
+    """The model's last step, which answered in text (the answer is its own entry)."""
+    return entry("model_answer", step=step, tokens=tokens, **_timed(timing))
 
 
 def gate(step: int, call: PlannedCall, decision: GateDecision) -> dict[str, Any]:

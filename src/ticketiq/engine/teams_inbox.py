@@ -99,7 +99,7 @@ def turn_status(
     """A row's status and, when it failed, why: from its run and what the run's hand-on said."""
     if run_status is None:
         return (TurnStatus.FAILED, reason) if reason else (TurnStatus.RECEIVED, None)
-    if run_status in ("failed", "interrupted"):
+    if run_status in ("failed", "interrupted", "stopped"):
         return TurnStatus.FAILED, run_error or f"the run {run_status}"
     if run_status != "succeeded":
         return TurnStatus.RUNNING, None

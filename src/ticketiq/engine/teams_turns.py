@@ -165,7 +165,7 @@ async def hand_on(driver: RunDriver, answer: str) -> dict[str, Any]:
     if target is None:
         return {"reply": {"posted": False, "reason": "no Teams inbox row holds this run: there is no one to reply to"}}
     base = driver.deps.settings.public_url or target.app_url
-    call = reply_call(driver.state, target, answer, f"{base.rstrip('/')}/v1/runs/{driver.run_id}")
+    call = reply_call(driver.state, target, answer, f"{base.rstrip('/')}/console/runs/{driver.run_id}")
     readable = target.team_id is not None and teams.graph_thread(target.conversation_id, target.activity_id) is not None
 
     def tool_now(name: str) -> tuple[ToolNow, ToolClass | None]:

@@ -20,7 +20,7 @@ from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from ticketiq import stall
+from ticketiq import console, stall
 from ticketiq.engine import run_keys, tokens
 from ticketiq.engine.engine import Engine
 from ticketiq.engine.idempotency import request_hash
@@ -34,10 +34,12 @@ from ticketiq.entries import (
     hooks,
     inspector,
     jobs,
+    runs_list,
     schedules,
     teams,
     text_guard,
     ticket_events,
+    timeline,
     workflows,
 )
 from ticketiq.entries.auth import requires
@@ -45,7 +47,7 @@ from ticketiq.entries.idempotency import IdempotencyKey, once
 from ticketiq.errors import Conflict, Forbidden, NotFound, RequestError, StorageError
 from ticketiq.process import AppProcess
 from ticketiq.settings import Settings
-from ticketiq.storage.rows import Approval, RunRecord, TranscriptRow, Waiting
+from ticketiq.storage.rows import Approval, TranscriptRow
 from ticketiq.storage.token_store import TokenStore
 
 log = logging.getLogger(__name__)
@@ -71,7 +73,7 @@ class InputRequest(BaseModel):
     text: str = Field(min_length=1, max_length=100_000)
     question_id: uuid.UUID | None = Field(
         default=None,
-        description="The question this input answers, as `GET /v1/runs/{id}` lists it in `waiting_for` (I18). "
+        description="The question this input answers, as `GET /v1/runs/{id}` lists it in `waiting_for_all` (I18). "
         "Without it, send an Idempotency-Key: the input then answers the oldest pending question, bound to the key.",
     )
 
@@ -123,7 +125,7 @@ def create_app(settings: Settings, process: AppProcess | None = None, *, watch_s
     # The last added runs first: a request without a valid token is refused before its body is read;
     # then one holding text Postgres cannot store (I16), before any route sees it.
     app.add_middleware(text_guard.StorableText)
-    app.add_middleware(auth.BearerAuth, store=lambda scope: scope["app"].state.tokens)
+    app.add_middleware(auth.BearerAuth, store=lambda scope: scope["app"].state.tokens, session=console.principal_of)
 
     def proc(request: Request) -> AppProcess:
         p: AppProcess = request.app.state.process
@@ -178,12 +180,9 @@ def create_app(settings: Settings, process: AppProcess | None = None, *, watch_s
     async def get_run(
         run_id: uuid.UUID, request: Request, reader: Annotated[Principal, Depends(requires(Permission.READ_OWN_RUNS))]
     ) -> dict[str, Any] | JSONResponse:
-        run = await engine(request).get_run(str(run_id), tokens.run_scope(reader))
-        if run is None:
-            return field_error(404, "path.run_id", f"no run {run_id}")
-        # What a waiting run waits for, each question with the id an input names (I18).
-        waits = await engine(request).waiting_for(run.id) if run.status == "waiting" else []
-        return {**_run(run), "waiting_for": [_waiting(w) for w in waits]}
+        # With what a waiting run waits for, oldest first, each question with the id an input names (I18).
+        shown = await engine(request).shown_run(str(run_id), tokens.run_scope(reader))
+        return field_error(404, "path.run_id", f"no run {run_id}") if shown is None else shown
 
     @app.get("/v1/runs/{run_id}/transcript", response_model=None)
     async def transcript(
@@ -285,9 +284,16 @@ def create_app(settings: Settings, process: AppProcess | None = None, *, watch_s
     @app.get("/metrics")
     async def metrics(request: Request) -> PlainTextResponse:
         p = proc(request)
-        return PlainTextResponse(
-            p.engine.deps.metrics.render(lease_lapses=p.keeper.lapses), media_type="text/plain; version=0.0.4"
-        )
+        gauges = None
+        try:
+            # The queues are read at scrape, bounded like /readyz: a database that does not answer leaves
+            # them out of this scrape, never hangs it.
+            async with asyncio.timeout(READY_WITHIN_S):
+                gauges = await p.engine.gauges()
+        except (StorageError, TimeoutError) as exc:
+            log.warning("metrics: the queues could not be read: %s", str(exc) or "no answer within a second")
+        text = p.engine.deps.metrics.render(lease_lapses=p.keeper.lapses, gauges=gauges)
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
     @app.get("/healthz")
     async def healthz() -> dict[str, bool]:
@@ -314,37 +320,11 @@ def create_app(settings: Settings, process: AppProcess | None = None, *, watch_s
     inspector.add_routes(app, engine)
     jobs.add_routes(app, engine)
     workflows.add_routes(app, engine)
+    runs_list.add_routes(app, engine)
+    timeline.add_routes(app, engine)
     a2a.add_routes(app)
+    console.add_routes(app, engine)
     return app
-
-
-def _run(run: RunRecord) -> dict[str, Any]:
-    return {
-        "id": run.id,
-        "agent": run.agent,
-        "status": run.status,
-        "answer": run.answer,
-        "error": run.error,
-        "steps": run.step,
-        "attempt": run.attempt,
-        "losses": run.losses,
-        "owner": run.owner,
-        "channel": run.channel,
-        "may_wait": run.may_wait,
-        "parent_run_id": run.parent_run_id,
-        "created_by": run.created_by,
-        "stop_requested_at": run.stop_requested_at,
-        "created_at": run.created_at,
-        "started_at": run.started_at,
-        "finished_at": run.finished_at,
-        "checkpoint_at": run.checkpoint_at,
-    }
-
-
-def _waiting(waiting: Waiting) -> dict[str, Any]:
-    if waiting.kind == "input":
-        return {"kind": "input", "question_id": waiting.question_id, "question": waiting.question}
-    return {"kind": waiting.kind, "approval_id": waiting.approval_id, "question": waiting.question}
 
 
 def _refuse_input(answered: Answered, answer: Answer, run_id: str) -> None:

@@ -18,6 +18,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import Headers
+from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -43,6 +44,12 @@ OPEN_PATHS = frozenset({
 SIGNED_PATHS = ("/v1/hooks/{name}", "/v1/ticket-events", "/v1/teams/messages")  # the last: a Bot Framework JWT
 _SIGNED = re.compile("|".join(re.sub(r"\\{\w+\\}", "[^/]+", re.escape(t)) for t in SIGNED_PATHS))
 HOW = "send `Authorization: Bearer <token>`; `ticketiq tokens create` makes one"
+# The console's pages check its own sign-in session (`console/sessions.py`). Its session also authenticates
+# the reads of runs its script makes (the list refresh, a run's events): GET and HEAD only, so a cookie
+# can never change anything through the API.
+CONSOLE = "/console"
+_SESSION_READS = re.compile(r"/v1/runs(/[^/]+(/[a-z]+)?)?")
+SESSION_METHODS = frozenset({"GET", "HEAD"})
 
 # Documents the scheme in the OpenAPI; the check itself is `BearerAuth`'s.
 BEARER = HTTPBearer(auto_error=False, scheme_name="bearer", description="A token from `ticketiq tokens create`.")
@@ -58,12 +65,18 @@ class BearerAuth:
     """Pure ASGI middleware: a request to any path but the open ones is refused 401 unless it carries
     an unrevoked token, else it goes on with its `Principal` in `request.state.principal`."""
 
-    def __init__(self, app: ASGIApp, store: Callable[[Scope], TokenStore]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        store: Callable[[Scope], TokenStore],
+        session: Callable[[HTTPConnection], Awaitable[Principal | None]] | None = None,
+    ) -> None:
         self.app = app
         self.store = store
+        self.session = session  # the console's: whom a sign-in session acts as
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or is_open(_route_path(scope)):
+        if scope["type"] != "http" or is_open(_route_path(scope)) or is_console(_route_path(scope)):
             await self.app(scope, receive, send)
             return
         found = await self._authenticate(scope)
@@ -77,12 +90,16 @@ class BearerAuth:
     async def _authenticate(self, scope: Scope) -> Principal | JSONResponse:
         """The principal the request acts as, or the response that refuses it."""
         token = tokens.bearer(Headers(scope=scope).get("authorization"))
-        if token is None:
+        if token is None and (self.session is None or not session_may_read(scope["method"], _route_path(scope))):
             return _refused(401, f"no bearer token: {HOW}", 'Bearer realm="ticketiq"')
         invalid = 'Bearer realm="ticketiq", error="invalid_token"'
-        if not tokens.well_formed(token):
+        if token is not None and not tokens.well_formed(token):
             return _refused(401, f"the bearer token is malformed: {HOW}", invalid)
         try:
+            if token is None:
+                assert self.session is not None
+                lent = await self.session(HTTPConnection(scope))
+                return lent or _refused(401, f"no bearer token: {HOW}", 'Bearer realm="ticketiq"')
             found = await self.store(scope).credential(tokens.token_hash(token))
         except StorageError as exc:
             # Not the exception's text: a driver message could quote a parameter, here the hash.
@@ -100,6 +117,16 @@ class BearerAuth:
 def is_open(path: str) -> bool:
     """Whether a path is answered without a bearer token: an open path, or a signed entry point's."""
     return path in OPEN_PATHS or _SIGNED.fullmatch(path) is not None
+
+
+def is_console(path: str) -> bool:
+    """A console page: let through to the console's own sign-in check."""
+    return path == CONSOLE or path.startswith(CONSOLE + "/")
+
+
+def session_may_read(method: str, path: str) -> bool:
+    """Whether a console session may authenticate this request: a read of runs, nothing else."""
+    return method in SESSION_METHODS and _SESSION_READS.fullmatch(path) is not None
 
 
 def _route_path(scope: Scope) -> str:

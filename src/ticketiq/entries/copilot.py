@@ -40,7 +40,7 @@ class TurnRequest(BaseModel):
 
 class TurnAnswered(BaseModel):
     run_id: str
-    status: str = Field(description="succeeded or failed; 202 answers say running (or queued, answered).")
+    status: str = Field(description="succeeded, failed or stopped; 202 answers say running (or queued, answered).")
     answer: str | None = None
     error: str | None = None
     run: str = Field(description="Where the run, and its answer once there, can be read.")

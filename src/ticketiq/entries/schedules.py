@@ -59,7 +59,7 @@ class FireShown(BaseModel):
     fire_at: datetime
     fired_at: datetime
     run_id: str | None
-    status: str = Field(description="firing, the run's status (queued, running, answered, succeeded, failed), "
+    status: str = Field(description="firing, the run's status (queued, running, answered, succeeded, failed, stopped), "
                         "or skipped (missed, TICKETIQ_CRON_MISSED=skip).")  # fmt: skip
     outcome: str | None = Field(description="The answer the run handed on, recorded once.")
     outcome_at: datetime | None

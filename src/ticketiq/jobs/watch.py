@@ -1,9 +1,10 @@
 """`ticketiq jobs watch <id>` and `ticketiq jobs list`: a job's progress over the HTTP API.
 
-`watch` polls `GET /v1/jobs/{id}` at TICKETIQ_URL with the bearer token TICKETIQ_TOKEN and shows a
-progress bar (done of total, unit) with the job's status, attempts and losses until the job ends: exit
-0 when it succeeded, 1 when it ended otherwise. A missing or refused token, an unknown job or an API
-that cannot be reached is one line on stderr and exit 2 (a TicketIQError, as every CLI refusal).
+`watch` polls `GET /v1/jobs/{id}` at `--url` (default TICKETIQ_URL) with the bearer token `--token`
+(default TICKETIQ_TOKEN) and shows a progress bar (done of total, unit) with the job's status, attempts
+and losses until the job ends, then a summary of its result (each value, large ones by their size):
+exit 0 when it succeeded, 1 when it ended otherwise. A missing or refused token, an unknown job, a
+malformed id is one line on stderr and exit 2; an API that cannot be reached, exit 1 (`cli_client`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,13 @@ import httpx
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ticketiq.errors import ConfigError, NotFound, RequestError, TicketIQError
+from ticketiq.cli_client import MAKE_ONE, Target, refusal, unreachable
+from ticketiq.errors import ConfigError, RequestError
 
 ENDED = frozenset({"succeeded", "failed", "cancelled", "interrupted"})
+# A result value longer than this as JSON is summarised by its size (a classifier's whole model, a
+# workflow's step outputs): the summary is for a person; GET /v1/jobs/{id} has it whole.
+SHOWN_CHARS = 80
 
 
 def exit_code(status: str) -> int:
@@ -40,49 +45,62 @@ def summary(job: dict[str, Any]) -> str:
     if job.get("error"):
         line += f"\nerror: {job['error']}"
     if job.get("result") is not None:
-        line += f"\nresult: {json.dumps(job['result'], sort_keys=True)}"
+        line += f"\nresult: {result_summary(job['result'])}"
+        if any(len(_json(v)) > SHOWN_CHARS for v in _values(job["result"])):
+            line += f"\n(the whole result: GET /v1/jobs/{job['id']})"
     return line
 
 
-def _client(url: str, token: str | None) -> httpx.AsyncClient:
-    if not token:
-        raise ConfigError("TICKETIQ_TOKEN is not set: export a token an operator holds (`ticketiq tokens create`)")
-    return httpx.AsyncClient(base_url=url.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=30)
+def result_summary(result: Any) -> str:
+    """A job's result as `key=value, ...`: small values as JSON, a large one by what it is and its size."""
+    if not isinstance(result, dict):
+        return _shown(result)
+    return ", ".join(f"{key}={_shown(result[key])}" for key in sorted(result)) or "{}"
 
 
-async def _get(client: httpx.AsyncClient, path: str, params: dict[str, Any] | None = None) -> Any:
+def _values(result: Any) -> list[Any]:
+    return list(result.values()) if isinstance(result, dict) else [result]
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def _shown(value: Any) -> str:
+    text = _json(value)
+    if len(text) <= SHOWN_CHARS:
+        return text
+    size = f"{len(text.encode()) / 1024:.1f} KiB"
+    if isinstance(value, dict):
+        return f"(an object of {len(value)} fields, {size})"
+    if isinstance(value, list):
+        return f"({len(value)} items, {size})"
+    return f"{text[: SHOWN_CHARS - 20]}... ({size})"
+
+
+def _client(target: Target) -> httpx.AsyncClient:
+    if not target.token:
+        raise ConfigError(f"TICKETIQ_TOKEN is not set and no --token was given: {MAKE_ONE}")
+    return httpx.AsyncClient(base_url=target.url, headers={"Authorization": f"Bearer {target.token}"}, timeout=30)
+
+
+async def _get(client: httpx.AsyncClient, target: Target, path: str, params: dict[str, Any] | None = None) -> Any:
     try:
         response = await client.get(path, params=params)
     except httpx.HTTPError as exc:
-        raise TicketIQError(f"cannot reach the API at {client.base_url} ({exc}); is TICKETIQ_URL right?") from exc
-    if response.status_code in (401, 403):
-        raise ConfigError(f"the API refused TICKETIQ_TOKEN ({response.status_code}): {_detail(response)}")
-    if response.status_code == 404:
-        raise NotFound("job_id", _detail(response))
-    if response.status_code == 422:
-        raise TicketIQError(f"the API refused the request: {_detail(response)}")
+        raise unreachable(exc, target) from exc
     if response.status_code != 200:
-        raise TicketIQError(f"the API answered {response.status_code}: {response.text[:200]}")
+        raise refusal(response, target)
     return response.json()
 
 
-def _detail(response: httpx.Response) -> str:
-    try:
-        detail = response.json()["detail"]
-    except (ValueError, KeyError, TypeError):
-        return response.text[:200]
-    if isinstance(detail, list) and detail and isinstance(detail[0], dict):
-        return str(detail[0].get("msg", detail))
-    return str(detail)
-
-
-async def watch(url: str, token: str | None, job_id: str, poll_s: float, console: Console) -> int:
+async def watch(target: Target, job_id: str, poll_s: float, console: Console) -> int:
     try:
         uuid.UUID(job_id)
     except ValueError:
         raise RequestError("job_id", f"{job_id!r} is not a job id (a UUID, as POST /v1/jobs answered)") from None
-    async with _client(url, token) as client:
-        job = await _get(client, f"/v1/jobs/{job_id}")
+    async with _client(target) as client:
+        job = await _get(client, target, f"/v1/jobs/{job_id}")
         columns = (
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[unit]}"),
             TextColumn("{task.fields[state]}"), TimeElapsedColumn(),
@@ -96,15 +114,15 @@ async def watch(url: str, token: str | None, job_id: str, poll_s: float, console
                 if job["status"] in ENDED:
                     break
                 await asyncio.sleep(poll_s)
-                job = await _get(client, f"/v1/jobs/{job_id}")
+                job = await _get(client, target, f"/v1/jobs/{job_id}")
         console.print(summary(job), highlight=False, markup=False, soft_wrap=True)
         return exit_code(str(job["status"]))
 
 
-async def listed(url: str, token: str | None, status: str | None, kind: str | None, limit: int) -> int:
+async def listed(target: Target, status: str | None, kind: str | None, limit: int) -> int:
     params = {k: v for k, v in {"status": status, "kind": kind, "limit": limit}.items() if v is not None}
-    async with _client(url, token) as client:
-        found = await _get(client, "/v1/jobs", params)
+    async with _client(target) as client:
+        found = await _get(client, target, "/v1/jobs", params)
     rows = [("ID", "KIND", "STATUS", "PROGRESS", "ATTEMPTS", "LOSSES", "CREATED")]
     for job in found["jobs"]:
         total = "?" if job["progress"]["total"] is None else str(job["progress"]["total"])

@@ -48,7 +48,7 @@ from ticketiq.tools.schema import validate
 if TYPE_CHECKING:
     from ticketiq.engine.engine import Engine
 
-TERMINAL_RUN = frozenset({"succeeded", "failed", "interrupted"})
+TERMINAL_RUN = frozenset({"succeeded", "failed", "interrupted", "stopped"})  # engine.TERMINAL
 # While an agent step's run goes on, the job looks this often whether a person cancelled it.
 RUN_LOOK_S = 2.0
 UNKNOWN = "outcome unknown, not sent again"

@@ -82,6 +82,7 @@ class RunRecord:
     losses: int
     checkpoint_at: datetime
     created_by: str | None = None  # the API token that started it (a child: its parent's)
+    updated_at: datetime | None = None  # its row's last change or its last checkpoint, the later
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,15 @@ class Approval:
 
     def shown(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class AskedApproval:
+    """A request with who asked for it: its run's agent, on behalf of the token that started the run."""
+
+    approval: Approval
+    agent: str
+    asked_by: str | None  # None: a run started before tokens existed (migration 004)
 
 
 @dataclass(frozen=True)
@@ -204,3 +214,7 @@ class Waiting:
     question: str
     approval_id: str | None = None
     question_id: str | None = None  # an input's: what `POST /v1/runs/{id}/input` names
+    tool: str | None = None  # an approval's: the call held
+    asked_at: datetime | None = None
+    step: int = 0
+    idx: int = 0

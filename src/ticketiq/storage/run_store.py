@@ -17,6 +17,7 @@ from ticketiq.errors import Fenced
 from ticketiq.storage.database import Database, Row
 from ticketiq.storage.rows import (
     Approval,
+    AskedApproval,
     AuditRow,
     CallRecord,
     Checkpoint,
@@ -62,6 +63,16 @@ class Flush:
 
     finished: list[dict[str, Any]] = field(default_factory=list)
     entries: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class StopRequested:
+    """A Stop taken: the run's agent and channel, and whether it ended the run at once (one no process
+    drove); otherwise its driver ends it at its next gate check."""
+
+    agent: str
+    channel: str
+    ended_now: bool
 
 
 @dataclass(frozen=True)
@@ -219,17 +230,22 @@ class RunStore:
 
     # ----- what people do ---------------------------------------------------------------------------
 
-    async def request_stop(self, run_id: str, by: str) -> bool:
+    async def request_stop(self, run_id: str, by: str) -> StopRequested | None:
         """Flag the run stopped (its driver sees it at its next gate check); a run no process drives
-        (queued or waiting) ends at once. False when there is no such run."""
-        if await self.db.fetch_one("runs.request_stop", {"run_id": run_id, "by": by}) is None:
-            return False
-        await self.db.execute("runs.stop_idle", {"run_id": run_id, "by": by})
-        return True
+        (queued or waiting) ends at once. None when there is no such run."""
+        row = await self.db.fetch_one("runs.request_stop", {"run_id": run_id, "by": by})
+        if row is None:
+            return None
+        ended = await self.db.execute("runs.stop_idle", {"run_id": run_id, "by": by})
+        return StopRequested(str(row["agent"]), str(row["channel"]), ended_now=ended == 1)
 
     async def approvals(self, status: str | None, limit: int) -> list[Approval]:
         rows = await self.db.fetch_all("approvals.list", {"status": status, "limit": limit})
         return [row_as(Approval, r) for r in rows]
+
+    async def asked_approvals(self, status: str | None, limit: int) -> list[AskedApproval]:
+        rows = await self.db.fetch_all("approvals.list_asked", {"status": status, "limit": limit})
+        return [AskedApproval(row_as(Approval, r), str(r["agent"]), r["created_by"]) for r in rows]
 
     async def approval(self, approval_id: str) -> Approval | None:
         row = await self.db.fetch_one("approvals.get", {"id": approval_id})
@@ -297,13 +313,14 @@ class RunHandle:
 
     # ----- checkpoints (I1) and the run's end --------------------------------------------------------
 
-    async def write_checkpoint(self, sealed: Sealed, flush: Flush | None) -> None:
+    async def write_checkpoint(self, sealed: Sealed, flush: Flush | None, opening: bool = False) -> None:
         """I1: the sealed checkpoint in ONE statement; with `flush`, the rows riding on it too. Without,
-        a plain UPDATE of the checkpoint row: what a read-only step costs."""
+        a plain UPDATE of the checkpoint row: what a read-only step costs. `opening` (with `flush`): the
+        attempt's first checkpoint, whose time its attempt's row records."""
         if flush is None:
             await self._fenced_count("runs.write_checkpoint_only", "writing the checkpoint", self._sealed(sealed))
             return
-        params = {**self._sealed(sealed), "finished": flush.finished, "entries": flush.entries}
+        params = {**self._sealed(sealed), "finished": flush.finished, "entries": flush.entries, "opening": opening}
         await self._fenced("runs.write_checkpoint", "writing the checkpoint", params)
 
     async def end(
@@ -389,8 +406,10 @@ class RunHandle:
 
     async def record_outcome(self, params: dict[str, Any]) -> None:
         """I2: a call's outcome, fenced by the attempt only: an answer that came back after the lease
-        deadline is still known and kept unless the run was taken over."""
-        await self._fenced("calls.record_outcome", "recording a call's outcome", params)
+        deadline is still known and kept unless the run was taken over. `sent_at` and `outcome_at`: epoch
+        seconds of this process's wall clock (None: not known)."""
+        await self._fenced("calls.record_outcome", "recording a call's outcome",
+                           {"sent_at": None, "outcome_at": None, **params})  # fmt: skip
 
     async def reopen_uncertain(self, step: int, idx: int, uncertain: str) -> None:
         """I9, I14: a write this attempt sent whose outcome was left open, put back in doubt to be settled

@@ -66,3 +66,12 @@ SELECT id, run_id, step, idx, tool, args, step_key, binding, status, decided_by,
 SELECT id, run_id, step, idx, tool, args, step_key, binding, status, decided_by, reason, created_at, decided_at
   FROM approvals WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
  ORDER BY created_at LIMIT %(limit)s
+
+-- name: list_asked
+-- The list with who asked: each request's run's agent and the token that started the run, in the same
+-- read (the console's approvals queue; one statement however many runs the page shows).
+SELECT a.id, a.run_id, a.step, a.idx, a.tool, a.args, a.step_key, a.binding, a.status, a.decided_by, a.reason,
+       a.created_at, a.decided_at, r.agent, r.created_by
+  FROM approvals a JOIN runs r ON r.id = a.run_id
+ WHERE (%(status)s::text IS NULL OR a.status = %(status)s::text)
+ ORDER BY a.created_at LIMIT %(limit)s

@@ -3,14 +3,15 @@
 
 -- name: mark_in_doubt
 -- Inserts the call's row in doubt (or marks it again when a resume resends it with the same key). The
--- class written at the first mark stays (I10).
+-- class written at the first mark stays (I10). `marked_at` is the database clock at the mark; marked
+-- again, the times of the earlier send are cleared (the send that follows records its own).
 WITH fence AS (
     SELECT run_id FROM checkpoints WHERE run_id = %(run_id)s AND attempt = %(attempt)s FOR SHARE
 ), mark AS (
     INSERT INTO calls (run_id, step, idx, attempt, provider_call_id, tool, class, step_key, sent_key, args,
-                       gate, status, in_flight_until)
+                       gate, status, marked_at, in_flight_until)
     SELECT fence.run_id, %(step)s, %(idx)s, %(attempt)s, %(provider_call_id)s, %(tool)s, %(class)s,
-           %(step_key)s, %(sent_key)s, %(args)s, 'allow', 'in_doubt',
+           %(step_key)s, %(sent_key)s, %(args)s, 'allow', 'in_doubt', now(),
            -- I14: the latest moment this write can be in flight, on the database clock.
            LEAST(now() + make_interval(secs => %(budget)s),
                  (SELECT l.expires_at FROM leases l WHERE l.name = 'checkpoint:' || %(run_id)s::text)
@@ -18,7 +19,8 @@ WITH fence AS (
       FROM fence
     ON CONFLICT (run_id, step, idx) DO UPDATE
        SET status = 'in_doubt', attempt = EXCLUDED.attempt, sent_key = EXCLUDED.sent_key,
-           in_flight_until = EXCLUDED.in_flight_until, updated_at = now()
+           in_flight_until = EXCLUDED.in_flight_until, updated_at = now(), marked_at = now(),
+           sent_at = NULL, outcome_at = NULL
      WHERE calls.status IN ('pending', 'in_doubt')
     RETURNING run_id
 ), note AS (
@@ -28,11 +30,15 @@ WITH fence AS (
 SELECT run_id FROM mark
 
 -- name: record_outcome
+-- `sent_at` and `outcome_at`: epoch seconds of the wall clock of this process, taken when the request
+-- went out and when its answer came back (a settlement sends nothing: the send's time, if known, stays).
 WITH fence AS (
     SELECT run_id FROM checkpoints WHERE run_id = %(run_id)s AND attempt = %(attempt)s FOR SHARE
 ), done AS (
     UPDATE calls c
-       SET status = %(status)s, outcome = %(outcome)s, settlement = %(settlement)s, updated_at = now()
+       SET status = %(status)s, outcome = %(outcome)s, settlement = %(settlement)s, updated_at = now(),
+           sent_at = coalesce(to_timestamp(%(sent_at)s::float8), c.sent_at),
+           outcome_at = to_timestamp(%(outcome_at)s::float8)
       FROM fence
      WHERE c.run_id = fence.run_id AND c.step = %(step)s AND c.idx = %(idx)s
     RETURNING c.run_id

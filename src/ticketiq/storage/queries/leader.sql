@@ -21,7 +21,7 @@ SELECT 1 AS alive
 
 -- name: end_process
 WITH ended AS (
-    UPDATE processes SET ended_at = now() WHERE id = %(id)s AND ended_at IS NULL RETURNING id
+    UPDATE processes SET ended_at = now(), ended_how = 'stopped' WHERE id = %(id)s AND ended_at IS NULL RETURNING id
 )
 SELECT pg_notify('ticketiq_processes', %(id)s) FROM ended
 
@@ -66,7 +66,7 @@ SELECT extract(epoch FROM min(expires_at) - now())::float8 AS in_s FROM leases W
 -- (I3) keeps this safe if one was alive after all. (A process that stopped cleanly handed its runs
 -- back; a lease it still holds waits for its TTL.)
 WITH dead AS (
-    UPDATE processes SET ended_at = now()
+    UPDATE processes SET ended_at = now(), ended_how = CASE WHEN stalled_at IS NULL THEN 'died' ELSE 'stalled' END
      WHERE ended_at IS NULL AND id <> %(holder)s AND NOT process_alive(id)
     RETURNING id
 ), orphaned AS (
@@ -102,16 +102,20 @@ SELECT r.id FROM runs r
 -- name: hand_back
 -- A process stopping cleanly hands back the runs it drove: under the attempt it held each by (I3),
 -- their leases go and they are queued again; the sweep gives them to another process under a new
--- attempt without counting a loss.
+-- attempt without counting a loss. Each attempt handed back ends `handed_back` (run_attempts).
 WITH mine AS (
-    SELECT c.run_id FROM checkpoints c
+    SELECT c.run_id, c.attempt FROM checkpoints c
       JOIN jsonb_to_recordset(%(held)s) AS h (run_id uuid, attempt int)
         ON h.run_id = c.run_id AND h.attempt = c.attempt
        FOR UPDATE OF c
 ), released AS (
     DELETE FROM leases l USING mine
      WHERE l.name = 'checkpoint:' || mine.run_id::text AND l.holder = %(holder)s
-    RETURNING mine.run_id
+    RETURNING mine.run_id, mine.attempt
+), attempt_ended AS (
+    UPDATE run_attempts a SET ended_at = now(), ended = 'handed_back'
+      FROM released
+     WHERE a.run_id = released.run_id AND a.attempt = released.attempt AND a.ended IS NULL
 )
 UPDATE runs SET status = 'queued'
   FROM released
@@ -140,13 +144,18 @@ WITH draining AS (
      WHERE l.holder = %(holder)s AND l.handed_why IS NOT NULL
        FOR UPDATE
 ), mine AS (
-    SELECT c.run_id FROM checkpoints c
+    SELECT c.run_id, c.attempt FROM checkpoints c
       JOIN given ON c.run_id = substr(given.name, 12)::uuid AND c.attempt = given.attempt
        FOR UPDATE OF c
 ), released AS (
     DELETE FROM leases l USING mine
      WHERE l.name = 'checkpoint:' || mine.run_id::text AND l.holder = %(holder)s
-    RETURNING mine.run_id
+    RETURNING mine.run_id, mine.attempt
+), attempt_ended AS (
+    -- Given and never taken up: the attempt ends `handed_back` (run_attempts).
+    UPDATE run_attempts a SET ended_at = now(), ended = 'handed_back'
+      FROM released
+     WHERE a.run_id = released.run_id AND a.attempt = released.attempt AND a.ended IS NULL
 )
 UPDATE runs SET status = 'queued'
   FROM released

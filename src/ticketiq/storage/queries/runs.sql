@@ -41,7 +41,8 @@ SELECT id, status, answer, error FROM runs WHERE delegation_key = %(key)s
 SELECT r.id, r.agent, r.input, r.owner, r.tenant, r.channel, r.may_wait, r.correlation_id, r.parent_run_id,
        r.status, r.answer, r.error, r.stop_requested_at, r.stopped_by, r.created_by,
        r.created_at, r.started_at, r.finished_at,
-       c.attempt, c.step, c.losses, c.written_at AS checkpoint_at
+       c.attempt, c.step, c.losses, c.written_at AS checkpoint_at,
+       greatest(coalesce(r.updated_at, r.finished_at, r.started_at, r.created_at), c.written_at) AS updated_at
   FROM runs r JOIN checkpoints c ON c.run_id = r.id
  WHERE r.id = %(run_id)s
 
@@ -87,6 +88,12 @@ WITH checkpoint AS (
                            %(losses)s) AS run_id
 ), finished AS (
     SELECT land_finished(checkpoint.run_id, %(attempt)s, %(finished)s) FROM checkpoint
+), opened AS (
+    -- `opening`: the attempt's first checkpoint (after a takeover, its reseal), when the run went on
+    -- (run_attempts); on every other checkpoint this is skipped before it reads a row.
+    UPDATE run_attempts a SET first_at = now()
+      FROM checkpoint
+     WHERE %(opening)s AND a.run_id = checkpoint.run_id AND a.attempt = %(attempt)s AND a.first_at IS NULL
 ), notes AS (
     INSERT INTO transcripts (run_id, kind, body)
     SELECT checkpoint.run_id, 'entries', jsonb_build_object('entries', %(entries)s::jsonb) FROM checkpoint
@@ -104,10 +111,14 @@ WITH checkpoint AS (
 ), run AS (
     UPDATE runs
        SET status = %(status)s, answer = %(answer)s, error = %(error)s,
-           finished_at = CASE WHEN %(status)s IN ('succeeded', 'failed', 'interrupted') THEN now() END
+           finished_at = CASE WHEN %(status)s IN ('succeeded', 'failed', 'interrupted', 'stopped') THEN now() END
       FROM checkpoint WHERE runs.id = checkpoint.run_id
 ), lease AS (
     DELETE FROM leases USING checkpoint WHERE leases.name = 'checkpoint:' || checkpoint.run_id::text
+), attempt_ended AS (
+    UPDATE run_attempts a SET ended_at = now(), ended = 'finished', first_at = coalesce(a.first_at, now())
+      FROM checkpoint
+     WHERE a.run_id = checkpoint.run_id AND a.attempt = %(attempt)s
 ), kept AS (
     -- I12: the final answer, sealed, kept in the statement that ends the run.
     INSERT INTO answers (run_id, answer, seal, key_id, kept_until, handed_on_at)
@@ -169,6 +180,10 @@ WITH fence AS (
     UPDATE answers SET handed_on_at = now() FROM fence WHERE answers.run_id = fence.run_id
 ), lease AS (
     DELETE FROM leases USING fence WHERE leases.name = 'checkpoint:' || fence.run_id::text
+), attempt_ended AS (
+    UPDATE run_attempts a SET ended_at = now(), ended = 'finished', first_at = coalesce(a.first_at, now())
+      FROM fence
+     WHERE a.run_id = fence.run_id AND a.attempt = %(attempt)s
 ), notes AS (
     INSERT INTO transcripts (run_id, kind, body)
     SELECT fence.run_id, 'entries', jsonb_build_object('entries', %(entries)s::jsonb) FROM fence
@@ -198,10 +213,14 @@ WITH fence AS (
 ), run AS (
     UPDATE runs SET status = 'failed', error = %(error)s, finished_at = now()
       FROM fence
-     WHERE runs.id = fence.run_id AND runs.status NOT IN ('succeeded', 'failed', 'interrupted')
+     WHERE runs.id = fence.run_id AND runs.status NOT IN ('succeeded', 'failed', 'interrupted', 'stopped')
     RETURNING id
 ), lease AS (
     DELETE FROM leases USING run WHERE leases.name = 'checkpoint:' || run.id::text
+), attempt_ended AS (
+    UPDATE run_attempts a SET ended_at = now(), ended = 'finished', first_at = coalesce(a.first_at, now())
+      FROM run
+     WHERE a.run_id = run.id AND a.attempt = %(attempt)s
 ), notes AS (
     INSERT INTO transcripts (run_id, kind, body)
     SELECT run.id, 'error', jsonb_build_object('reason', %(error)s::text) FROM run
@@ -215,12 +234,12 @@ SELECT fence.run_id FROM fence
 WITH run AS (
     UPDATE runs SET stop_requested_at = coalesce(stop_requested_at, now()), stopped_by = coalesce(stopped_by, %(by)s)
      WHERE id = %(run_id)s
-    RETURNING id, status
+    RETURNING id, status, agent, channel
 ), audit AS (
     INSERT INTO audit_log (action, run_id, actor, detail)
     SELECT 'agent.run.stop_requested', run.id, %(by)s, '{}'::jsonb FROM run
 )
-SELECT id, status FROM run
+SELECT id, status, agent, channel FROM run
 
 -- name: lock
 -- The first statement of a suspend: the run's row is locked and the attempt checked, so the suspend
@@ -261,6 +280,10 @@ WITH checkpoint AS (
     RETURNING runs.id
 ), lease AS (
     DELETE FROM leases USING run WHERE leases.name = 'checkpoint:' || run.id::text
+), attempt_ended AS (
+    UPDATE run_attempts a SET ended_at = now(), ended = 'waiting', first_at = coalesce(a.first_at, now())
+      FROM run
+     WHERE a.run_id = run.id AND a.attempt = %(attempt)s
 ), notes AS (
     INSERT INTO transcripts (run_id, kind, body)
     SELECT checkpoint.run_id, 'entries', jsonb_build_object(
@@ -286,9 +309,9 @@ SELECT r.agent, r.tenant, r.owner, r.channel, r.may_wait, r.stopped_by,
  WHERE r.id = %(run_id)s
 
 -- name: stop_idle
--- A Stop on a run no process drives (queued or waiting for approval) ends it at once.
+-- A Stop on a run no process drives (queued or waiting for approval) ends it at once, `stopped`.
 WITH run AS (
-    UPDATE runs SET status = 'failed', error = 'stopped by ' || %(by)s, finished_at = now()
+    UPDATE runs SET status = 'stopped', error = 'stopped by ' || %(by)s, finished_at = now()
      WHERE id = %(run_id)s AND status IN ('queued', 'waiting')
     RETURNING id
 ), notes AS (
@@ -304,6 +327,11 @@ SELECT 1 AS ok
 -- An audit row about a run, fenced like every statement a process makes about it (I3).
 WITH fence AS (
     SELECT run_id FROM checkpoints WHERE run_id = %(run_id)s AND attempt = %(attempt)s FOR SHARE
+), opened AS (
+    -- An attempt's first statement may be its audit (a takeover at step 0): when the run went on.
+    UPDATE run_attempts a SET first_at = now()
+      FROM fence
+     WHERE a.run_id = fence.run_id AND a.attempt = %(attempt)s AND a.first_at IS NULL
 )
 INSERT INTO audit_log (action, run_id, actor, detail)
 SELECT %(action)s, fence.run_id, %(actor)s, %(detail)s FROM fence
@@ -379,12 +407,13 @@ SELECT asked.id, asked.question, asked.status, asked.text, asked.answered_by, as
 
 -- name: waiting_for
 -- What a waiting run waits for: its pending questions (each with its id, which an input names), then its
--- pending approvals, each in the order the run asked.
-SELECT kind, question, question_id, approval_id FROM (
-    SELECT 1 AS part, step, idx, 'input' AS kind, question, id AS question_id, NULL::uuid AS approval_id
+-- pending approvals, each in the order the run asked; with when each was asked (`run_list.oldest_first`).
+SELECT kind, question, question_id, approval_id, tool, asked_at, step, idx FROM (
+    SELECT 1 AS part, step, idx, 'input' AS kind, question, id AS question_id, NULL::uuid AS approval_id,
+           NULL::text AS tool, asked_at
       FROM inputs WHERE run_id = %(run_id)s AND status = 'pending'
     UNION ALL
-    SELECT 2, step, idx, 'approval', 'approve ' || tool || '?', NULL::uuid, id
+    SELECT 2, step, idx, 'approval', 'approve ' || tool || '?', NULL::uuid, id, tool, created_at
       FROM approvals WHERE run_id = %(run_id)s AND status = 'pending'
 ) waits
  ORDER BY part, step, idx

@@ -1,0 +1,197 @@
+"""`ticketiq runs list|show|watch|stop|input` and `ticketiq approvals list|approve|reject`: runs and
+approvals over the HTTP API, at `--url` (default TICKETIQ_URL) with `--token` (default TICKETIQ_TOKEN).
+
+Every run id printed comes with its console page, `<url>/console/runs/<id>`. `runs watch` follows the
+run's events (GET /v1/runs/{id}/events) until it ends and exits 0 when it succeeded, 1 otherwise; a
+stream cut before the end (the process serving it died, the edge dropped it) is followed again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import uuid
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from ticketiq import cli_render as render
+from ticketiq.cli_client import Api, Failed, Target, checked_id, console_link
+from ticketiq.settings import Settings
+
+# A watch whose stream keeps being cut looks this many times (0.5 s, 1 s, ... up to 5 s apart: about a
+# minute) before it gives up: long enough for a takeover behind the edge, short enough to say so.
+FOLLOW_AGAIN = 15
+
+
+def _run_id(value: str) -> str:
+    return checked_id(value, "run_id", "a run id", "POST /v1/runs")
+
+
+def _approval_id(value: str) -> str:
+    return checked_id(value, "approval_id", "an approval id", "GET /v1/approvals")
+
+
+def _say(console: Console, text: str) -> None:
+    """One message of ours holding values from outside: printed as text, never as markup or controls."""
+    console.print(render.safe(text), markup=False, highlight=False, soft_wrap=True)
+
+
+def _print_json(body: Any) -> None:
+    print(json.dumps(body, indent=2, ensure_ascii=False))
+
+
+def runs_command(settings: Settings, args: argparse.Namespace, console: Console) -> int:
+    target = Target.of(args.api_url, args.api_token, settings)
+    action = {"list": runs_list, "show": runs_show, "watch": runs_watch, "stop": runs_stop, "input": runs_input}
+    return action[args.action](target, args, console)
+
+
+def approvals_command(settings: Settings, args: argparse.Namespace, console: Console) -> int:
+    target = Target.of(args.api_url, args.api_token, settings)
+    if args.action == "list":
+        return approvals_list(target, args, console)
+    return decide(target, args, console)
+
+
+def runs_list(target: Target, args: argparse.Namespace, console: Console) -> int:
+    params: list[tuple[str, Any]] = [("status", s) for s in args.status or []]
+    given = {"agent": args.agent, "channel": args.channel, "created_by": args.created_by, "since": args.since,
+             "until": args.until, "q": args.search, "limit": args.limit, "cursor": args.cursor}  # fmt: skip
+    params += [(k, v) for k, v in given.items() if v is not None]
+    with Api(target) as api:
+        page = api.get("/v1/runs", params)
+    if args.json:
+        _print_json(page)
+        return 0
+    console.print(render.runs_table(page["runs"], target.url, console.width))
+    if page.get("next_cursor"):
+        console.print(Text(f"more: the same command with --cursor {page['next_cursor']}", "dim"))
+    if page["runs"]:
+        console.print(render.link_footer(target.url))
+    else:
+        console.print("no runs match", highlight=False)
+    return 0
+
+
+def runs_show(target: Target, args: argparse.Namespace, console: Console) -> int:
+    run_id = _run_id(args.run_id)
+    with Api(target) as api:
+        timeline = api.get(f"/v1/runs/{run_id}/timeline")
+    if args.json:
+        _print_json(timeline)
+        return 0
+    origin = render.origin_of(timeline)
+    console.print(render.run_grid(timeline["run"], target.url))
+    if origin is not None:
+        console.print(Text(f"times below: from the first attempt's start, {render.when(origin.isoformat())}",
+                                  "dim"))  # fmt: skip
+    console.print(render.attempts_table(timeline.get("attempts") or [], origin))
+    console.print(render.steps_table(timeline.get("steps") or [], origin))
+    console.print(render.calls_table(timeline.get("steps") or [], origin))
+    return 0
+
+
+def runs_watch(target: Target, args: argparse.Namespace, console: Console) -> int:
+    run_id = _run_id(args.run_id)
+    lines = render.EventLines()
+
+    def say(text: str) -> None:
+        _say(console, text)
+
+    say(f"following run {run_id}: {console_link(target.url, run_id)}")
+    with Api(target) as api:
+        cuts = 0
+        while True:
+            try:
+                with api.events(f"/v1/runs/{run_id}/events") as events:
+                    for event, data in events:
+                        cuts = 0
+                        shown = lines.line(event, data)
+                        if shown is not None:
+                            say(shown)
+                        if event == "end":
+                            return _ended(str(data.get("status")), run_id, target, say)
+            except Failed:
+                if cuts == 0 and not lines.shown:
+                    raise  # never reached: say so now, naming the URL
+            # Cut before the end: the run may have ended meanwhile, else follow it again.
+            cuts += 1
+            status = _status_now(api, run_id)
+            if status in render.ENDED:
+                say(f"end      run {run_id} {status}")
+                return _ended(status, run_id, target, say)
+            if cuts > FOLLOW_AGAIN:
+                raise Failed(f"the events of run {run_id} were cut {cuts} times; the run is {status or 'unknown'}: "
+                             f"`ticketiq runs watch {run_id}` follows it again")  # fmt: skip
+            say(f"(the event stream was cut; following again, run {status or 'unknown'})")
+            time.sleep(min(0.5 * cuts, 5.0))
+
+
+def _status_now(api: Api, run_id: str) -> str | None:
+    try:
+        return str(api.get(f"/v1/runs/{run_id}")["status"])
+    except Failed:
+        return None  # the API is between processes: the next look tells
+
+
+def _ended(status: str, run_id: str, target: Target, say: Any) -> int:
+    say(f"run {run_id}: {status}  {console_link(target.url, run_id)}")
+    return 0 if status == "succeeded" else 1
+
+
+def runs_stop(target: Target, args: argparse.Namespace, console: Console) -> int:
+    run_id = _run_id(args.run_id)
+    with Api(target) as api:
+        stopped = api.post(f"/v1/runs/{run_id}/stop", {})
+    _say(console, f"stop requested for run {run_id}; its status now: {stopped.get('status')} (a running run stops at "
+         f"its next gate check)\n{console_link(target.url, run_id)}")  # fmt: skip
+    return 0
+
+
+def runs_input(target: Target, args: argparse.Namespace, console: Console) -> int:
+    """The input a waiting run asked for: for the question named (`--question`), else for its oldest
+    pending question, bound to an Idempotency-Key made here (so the same request sent again answers
+    no other question)."""
+    run_id = _run_id(args.run_id)
+    body: dict[str, Any] = {"text": args.text}
+    key = None
+    if args.question:
+        body["question_id"] = checked_id(args.question, "question_id", "a question id", f"GET /v1/runs/{run_id}")
+    else:
+        key = f"cli-input-{uuid.uuid4()}"
+    with Api(target) as api:
+        given = api.post(f"/v1/runs/{run_id}/input", body, key=key)
+    _say(console, f"input given to run {run_id} for question {given.get('question_id')}; the run is "
+         f"{given.get('status')} now\n{console_link(target.url, run_id)}")  # fmt: skip
+    return 0
+
+
+def approvals_list(target: Target, args: argparse.Namespace, console: Console) -> int:
+    with Api(target) as api:
+        found = api.get("/v1/approvals", {"status": args.status, "limit": args.limit})
+    if args.json:
+        _print_json(found)
+        return 0
+    console.print(render.approvals_table(found["approvals"], target.url, console.width))
+    if found["approvals"]:
+        console.print(render.link_footer(target.url))
+    else:
+        console.print(f"no {args.status} approvals", highlight=False)
+    return 0
+
+
+def decide(target: Target, args: argparse.Namespace, console: Console) -> int:
+    """Approve or reject one held call; the waiting run goes on. The Idempotency-Key made here lets a
+    retry of this very request find the decision it made."""
+    approval_id = _approval_id(args.approval_id)
+    decision = "approve" if args.action == "approve" else "reject"
+    with Api(target) as api:
+        decided = api.post(f"/v1/approvals/{approval_id}", {"decision": decision, "reason": args.reason or ""},
+                           key=f"cli-decide-{uuid.uuid4()}")  # fmt: skip
+    run_id = str(decided.get("run_id"))
+    _say(console, f"{decided.get('status')}: {decided.get('tool')} of run {run_id} (approval {approval_id}, decided "
+         f"by {decided.get('decided_by')}); the run goes on\n{console_link(target.url, run_id)}")  # fmt: skip
+    return 0

@@ -1,0 +1,152 @@
+"""The console's operator pages: approvals, jobs (cancel, restart), workflow runs with their steps,
+schedules and their fires, the Teams inbox, the processes. Each reads through what the API's routes use
+and needs the permission the API's route needs."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from fastapi import FastAPI, Request
+from starlette.responses import Response
+
+from ticketiq.console import web
+from ticketiq.console.sessions import Session
+from ticketiq.console.web import FormRefused, Signed
+from ticketiq.engine import tokens
+from ticketiq.engine.engine import Engine
+from ticketiq.engine.scheduler import Scheduler
+from ticketiq.engine.teams_turns import TeamsTurns
+from ticketiq.engine.tokens import Permission
+from ticketiq.entries.jobs import unit_of
+from ticketiq.errors import RequestError
+from ticketiq.jobs import workflow_runs
+from ticketiq.jobs.queue import JobQueue
+from ticketiq.jobs.workflow import KIND as WORKFLOW
+
+LIST_LIMIT = 100
+FIRES_SHOWN = 10
+# A caller sees its own workflow runs among this many of the newest (the job list is not scoped by token).
+WORKFLOW_WINDOW = 500
+
+
+def _denied(request: Request, session: Session, permission: Permission) -> Response | None:
+    refusal = tokens.refusal(session.principal, permission)
+    return None if refusal is None else web.refused(request, session, 403, refusal, "session")
+
+
+def _notice(request: Request) -> str | None:
+    return web.NOTICES.get(request.query_params.get("done", ""))
+
+
+def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
+    def queue(request: Request) -> JobQueue:
+        q: JobQueue = request.app.state.process.jobs.queue
+        return q
+
+    @app.get("/console/approvals", include_in_schema=False)
+    async def approvals(request: Request, session: Signed) -> Response:
+        denied = _denied(request, session, Permission.DECIDE_APPROVALS)
+        if denied is not None:
+            return denied
+        status = request.query_params.get("status", "pending")
+        if status not in ("pending", "approved", "rejected"):
+            return web.refused(request, session, 422, "status is pending, approved or rejected", "query.status")
+        # Who asked: the run's agent, on behalf of the token that started it (read with the requests).
+        found = await engine(request).asked_approvals(status, LIST_LIMIT)
+        shown = [{**a.approval.shown(), "agent": a.agent, "asked_by": a.asked_by} for a in found]
+        return web.render(request, "approvals.html", 200, session, approvals=shown, status=status,
+                          notice=_notice(request))  # fmt: skip
+
+    @app.get("/console/jobs", include_in_schema=False)
+    async def jobs(request: Request, session: Signed) -> Response:
+        denied = _denied(request, session, Permission.READ_JOBS)
+        if denied is not None:
+            return denied
+        found = await queue(request).listed(None, None, LIST_LIMIT)
+        shown = [{**asdict(j), "unit": unit_of(j.kind)} for j in found]
+        return web.render(request, "jobs.html", 200, session, jobs=shown, notice=_notice(request))
+
+    @app.post("/console/jobs/{job_id}/{action}", include_in_schema=False)
+    async def job_action(job_id: str, action: str, request: Request, session: Signed) -> Response:
+        try:
+            await web.checked_form(request, session.csrf)
+        except FormRefused as refused:
+            return web.refused(request, session, refused.status, refused.message, refused.field)
+        denied = _denied(request, session, Permission.RUN_JOBS)
+        if denied is not None:
+            return denied
+        try:
+            checked = str(uuid.UUID(job_id))
+        except ValueError:
+            return web.refused(request, session, 404, f"no job {job_id}", "path.job_id")
+        try:
+            if action == "cancel":
+                await queue(request).cancel(checked, session.principal.name)
+                return web.after_post("/console/jobs", "cancelled")
+            if action == "restart":
+                await queue(request).restart(checked, session.principal.name)
+                return web.after_post("/console/jobs", "restarted")
+        except RequestError as refused:
+            return web.refused(request, session, refused.status, refused.message, refused.field)
+        return web.refused(request, session, 404, f"no action {action} on jobs", "path.action")
+
+    @app.get("/console/workflows", include_in_schema=False)
+    async def workflows(request: Request, session: Signed) -> Response:
+        scope = tokens.run_scope(session.principal)
+        found = await queue(request).listed(None, WORKFLOW.name, LIST_LIMIT if scope is None else WORKFLOW_WINDOW)
+        mine = [j for j in found if scope is None or j.created_by == scope][:LIST_LIMIT]
+        flows = engine(request).deps.catalog.workflows
+        return web.render(request, "workflows.html", 200, session, runs=mine,
+                          declared=[flows[n] for n in sorted(flows)])  # fmt: skip
+
+    @app.get("/console/workflows/{job_id}", include_in_schema=False)
+    async def workflow(job_id: str, request: Request, session: Signed) -> Response:
+        eng = engine(request)
+        try:
+            checked = str(uuid.UUID(job_id))
+            job = await queue(request).get(checked)
+            name = job.params.get("workflow")
+            if job.kind != WORKFLOW.name or not isinstance(name, str):
+                raise RequestError("path.job_id", f"no workflow run {job_id}")
+            # Scoped as GET /v1/workflows/{name}/runs/{id}: a caller reads its own runs only.
+            found = await workflow_runs.read(eng, name, checked, session.principal)
+        except ValueError:
+            return web.refused(request, session, 404, f"no workflow run {job_id}", "path.job_id")
+        except RequestError as refused:
+            status = 404 if refused.status in (403, 404) else refused.status
+            return web.refused(request, session, status, f"no workflow run {job_id}", "path.job_id")
+        return web.render(request, "workflow.html", 200, session, run=found.shown())
+
+    @app.get("/console/schedules", include_in_schema=False)
+    async def schedules(request: Request, session: Signed) -> Response:
+        denied = _denied(request, session, Permission.READ_SCHEDULES)
+        if denied is not None:
+            return denied
+        scheduler = Scheduler(engine(request))
+        listed = await scheduler.listed()
+        fires = await asyncio.gather(*(scheduler.fires(s.id, FIRES_SHOWN) for s in listed))
+        shown: list[dict[str, Any]] = [{"schedule": s, "fires": f} for s, f in zip(listed, fires, strict=True)]
+        return web.render(request, "schedules.html", 200, session, schedules=shown)
+
+    @app.get("/console/teams", include_in_schema=False)
+    async def teams(request: Request, session: Signed) -> Response:
+        denied = _denied(request, session, Permission.READ_EVERY_RUN)
+        if denied is not None:
+            return denied
+        raw = request.query_params.get("before")
+        before = int(raw) if raw and raw.isdigit() and 0 < int(raw) < 2**62 else None
+        entries = await TeamsTurns(engine(request)).entries(before, LIST_LIMIT)
+        older = entries[-1].id if len(entries) == LIST_LIMIT else None
+        return web.render(request, "teams.html", 200, session, entries=entries, before=older)
+
+    @app.get("/console/processes", include_in_schema=False)
+    async def processes(request: Request, session: Signed) -> Response:
+        denied = _denied(request, session, Permission.READ_EVERY_RUN)
+        if denied is not None:
+            return denied
+        found = await engine(request).processes()
+        return web.render(request, "processes.html", 200, session, live=found["processes"], ended=found["ended"])

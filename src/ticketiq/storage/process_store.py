@@ -1,0 +1,17 @@
+"""The app processes as an operator sees them (`queries/processes.sql`, GET /v1/processes): the live
+ones with what each holds, and the last that ended, with how."""
+
+from __future__ import annotations
+
+from ticketiq.storage.database import Database, Row
+
+
+class ProcessStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def live(self) -> list[Row]:
+        return await self.db.fetch_all("processes.live")
+
+    async def ended(self, limit: int) -> list[Row]:
+        return await self.db.fetch_all("processes.ended", {"limit": limit})

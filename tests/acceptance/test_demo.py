@@ -1,0 +1,92 @@
+"""`ticketiq demo`, twice over one database, as a newcomer runs it: each counts only its own run's
+writes, and `--keep` prints settings the README's examples and the CLI work with as printed."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+DEMO = [sys.executable, "-m", "ticketiq.cli", "demo"]
+WRITES = "vendor writes the stand-ins took for run "
+
+
+@contextlib.contextmanager
+def demo(env: dict[str, str], *args: str) -> Iterator[subprocess.Popen[str]]:
+    """`ticketiq demo` in a process group of its own. However the test ends, it is stopped as a person
+    stops it (SIGTERM: it stops its app and stand-ins), and only if it lingers is its group killed,
+    so no app process or stand-in outlives the test."""
+    proc = subprocess.Popen([*DEMO, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            start_new_session=True)  # fmt: skip
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(60)
+        _end_group(proc.pid)  # the group is the demo's own: what it started and left behind, if anything
+        proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _end_group(group: int) -> None:
+    deadline = time.monotonic() + 30
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, sig)
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(group, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.2)
+
+
+def test_a_second_demo_counts_its_own_writes_and_keep_prints_what_the_examples_need(
+    db_url: str, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("TICKETIQ_URL", "TICKETIQ_TOKEN")}
+    env |= {"TICKETIQ_DATABASE_URL": db_url, "TICKETIQ_HOME": str(tmp_path / "home"),
+            "TICKETIQ_SEAL_KEYS": "acc:acceptance-secret"}  # fmt: skip
+    with demo(env) as first:
+        printed, _ = first.communicate(timeout=300)
+    assert first.returncode == 0, printed[-3000:]
+    [counted] = [line for line in printed.splitlines() if line.startswith(WRITES)]
+    assert counted.endswith(": 3 (incidentio, jira, teams)"), counted
+
+    # The second, kept running: the stand-ins hold the first one's writes too, in the same database.
+    with demo(env, "--keep") as kept:
+        assert kept.stdout is not None
+        lines: list[str] = []
+        while not lines or not lines[-1].strip().startswith("S="):
+            line = kept.stdout.readline()
+            assert line, "".join(lines[-40:])  # the demo ended before it printed the settings
+            lines.append(line)
+        [counted] = [line for line in lines if line.startswith(WRITES)]
+        assert counted.rstrip().endswith(": 3 (incidentio, jira, teams)"), counted
+        run_id = counted[len(WRITES) :].split(":")[0]
+        [exports] = [line.split(None, 1)[1] for line in lines if line.strip().startswith("export TICKETIQ_URL=")]
+        pasted = dict(word.split("=", 1) for word in shlex.split(exports))
+        standins = lines[-1].split()[0].removeprefix("S=")
+        assert f"{pasted['TICKETIQ_URL']}/console/runs/{run_id}" in "".join(lines)
+        # As printed, they are what the CLI and the README's examples use.
+        listed = subprocess.run(
+            [sys.executable, "-m", "ticketiq.cli", "runs", "show", run_id, "--json"],
+            env={**env, **pasted}, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert listed.returncode == 0, listed.stderr
+        assert httpx.get(f"{standins}/_standin/writes", params={"vendor": "teams"}).status_code == 200
+        kept.send_signal(signal.SIGTERM)
+        rest, _ = kept.communicate(timeout=120)
+    assert kept.returncode == 0, rest
+    assert rest.rstrip().endswith(f"run {run_id}: succeeded")
