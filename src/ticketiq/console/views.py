@@ -246,14 +246,14 @@ class LedgerRow:
 
 
 def ledger(steps: Sequence[Mapping[str, Any]]) -> dict[int, list[LedgerRow]]:
-    """Every write (each call that is not a read) under the attempt that made it (a held call sent after a
-    takeover is the taker's), else the attempt of its step, in step order."""
+    """Every write (each call that is not a read) by the attempt that made its step, in step order (a write
+    a takeover settled shows under the attempt that first marked it, with the settlement's attempt)."""
     by_attempt: dict[int, list[LedgerRow]] = {}
     for step in steps:
         for call in step.get("calls") or ():
             if str(call.get("class")) in READ_CLASSES:
                 continue
-            attempt = int(call.get("attempt") or step.get("attempt") or 0)
+            attempt = int(step.get("attempt") or 0)
             began = call.get("marked_at") or call.get("sent_at")
             by_attempt.setdefault(attempt, []).append(LedgerRow(
                 attempt, int(step.get("step") or 0), int(call.get("idx") or 0), str(call.get("tool")),
