@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint types bench bench-recovery bench-waiting kill-trials mutants clean haproxy cluster evidence chromium screenshots
+.PHONY: demo test lint types schema bench bench-recovery bench-waiting kill-trials mutants clean haproxy cluster evidence chromium screenshots
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,11 @@ lint: $(STAMP)
 
 types: $(STAMP)
 	$(BIN)/mypy
+
+# The declared schema, src/ticketiq/storage/schema.sql, written again from the migrations (on an embedded
+# Postgres in a temporary home); tests/integration/test_schema.py fails while the two disagree.
+schema: $(STAMP)
+	$(BIN)/python -m ticketiq.storage.schema --write
 
 # The whole suite, then a smoke run of the kill trials (3 rounds behind HAProxy) so every CI run
 # exercises the harness; `make kill-trials` runs the full 200.

@@ -93,6 +93,11 @@ def _bin(name: str) -> Path:
     return Path(_wheel()[0].POSTGRES_BIN_PATH) / name
 
 
+def client(name: str) -> Path:
+    """A client program of the wheel's Postgres (pg_dump writes the declared schema)."""
+    return _bin(name)
+
+
 def _system_user() -> str | None:
     """Postgres refuses to run as root: as root, run it as a dedicated unprivileged user."""
     if os.geteuid() != 0:
