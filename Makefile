@@ -73,8 +73,9 @@ evidence: $(STAMP) haproxy
 kill-trials: $(STAMP) haproxy
 	LIYAGENT_KILL_TRIALS=$${LIYAGENT_KILL_TRIALS:-200} $(BIN)/python -m pytest tests/unit/test_kill_trials.py -q
 
-# Every fence of the SQL broken in turn (attempt conjunct dropped, `OR true`, row lock dropped) in a copy
-# of src/, against the tests that guard it; exits 1 if a mutant survives. Not part of `make test`.
+# Every fence of the SQL broken in turn (attempt conjunct dropped, `OR true`, row lock dropped, the job
+# fence's `running` dropped) in a copy of src/, against the tests that guard it; exits 1 if a mutant
+# survives. Not part of `make test`.
 mutants: $(STAMP)
 	$(BIN)/python -m tests.mutants
 

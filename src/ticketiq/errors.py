@@ -24,13 +24,27 @@ class StorageError(TicketIQError):
 
 
 class Fenced(TicketIQError):
-    """A statement about a run matched no row: the run was taken over. Stop it now, send nothing more."""
+    """A statement one attempt made about what it holds matched no row (I3): a run (this class) or a job
+    (`JobLost`) was taken over, or handed back or swept meanwhile. Stop it now, send nothing more.
 
-    def __init__(self, run_id: str, attempt: int, what: str) -> None:
-        super().__init__(f"run {run_id} attempt {attempt} was fenced off while {what}; stopping it")
-        self.run_id = run_id
+    `of` says what was fenced off ("run", "job"), `held_id` its id: one family for runs and jobs, so a
+    fence is caught as one thing wherever it comes from."""
+
+    of = "run"
+
+    def __init__(self, held_id: str, attempt: int, what: str) -> None:
+        super().__init__(f"{self.of} {held_id} attempt {attempt} was fenced off while {what}; stopping it")
+        self.held_id = held_id
         self.attempt = attempt
         self.what = what
+
+
+class JobLost(Fenced):
+    """A statement about the job matched no row under this attempt: it was taken over, handed back or
+    swept. Stop at once, send nothing more. (A person's cancel is no fence: the attempt still holds the
+    job and writes its end, `cancelled`; see `jobs.kinds.JobCancelled`.)"""
+
+    of = "job"
 
 
 class LeaseLost(TicketIQError):

@@ -36,6 +36,7 @@ from ticketiq.storage.database import ConnectionLimits, Database
 from ticketiq.storage.gate_store import GateStore
 from ticketiq.storage.migrate import migrate
 from ticketiq.storage.run_store import RunStore
+from ticketiq.storage.seal_store import SealProbeStore
 from ticketiq.storage.server_watch import ServerWatch
 from ticketiq.tools.base import Tool
 from ticketiq.tools.registry import build_registry
@@ -232,10 +233,10 @@ async def check_key_probe(db: Database, keys: seal.SealKeys) -> None:
     """I17: refuse to start unless these keys verify the cluster's key probe. The first process of a
     cluster writes it; a process that signs with a new key it verified the probe with moves it there."""
     key_id, made = seal.probe(keys)
-    await db.execute("seal.offer_probe", {"key_id": key_id, "seal": made})
-    row = await db.fetch_one("seal.probe")
-    assert row is not None
-    seal.check_probe(keys, str(row["key_id"]), str(row["seal"]))
-    if row["key_id"] != key_id:
-        await db.execute("seal.move_probe", {"key_id": key_id, "seal": made, "was": row["key_id"]})
-        log.warning("the cluster now signs with seal key %s (was %s)", key_id, row["key_id"])
+    probes = SealProbeStore(db)
+    await probes.offer(key_id, made)
+    found_key_id, found_seal = await probes.probe()
+    seal.check_probe(keys, found_key_id, found_seal)
+    if found_key_id != key_id:
+        await probes.move(key_id, made, found_key_id)
+        log.warning("the cluster now signs with seal key %s (was %s)", key_id, found_key_id)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.support.fence_rig import held_takeover, running_job, taken_over, written_now
-from ticketiq.jobs.kinds import JobLost
+from ticketiq.errors import JobLost
 from ticketiq.storage.database import Database
 from ticketiq.storage.job_store import JobHandle, JobStore
 
@@ -37,24 +37,16 @@ WRITES: dict[str, Callable[[JobHandle], Awaitable[Any]]] = {
     "jobs.finish": lambda h: h.finish("succeeded", {"issues": 1}, None),
     "jobs.hand_back": hand_back,
     "jobs.unclaim": unclaim,
-    "knowledge.sync_page": lambda h: h.fenced("knowledge.sync_page", {
-        "source": "jira", "project": "OPS", "issues": [ISSUE], "state": {"cursor": "page-2"}, "done": 1, "total": 2,
-    }),
-    "fine_tune.mark_in_doubt": lambda h: h.fenced("fine_tune.mark_in_doubt", {
-        "state": {"at": "upload"}, "what": "upload", "budget": 30.0, "request_timeout": 10.0,
-    }),
-    "classifiers.record": lambda h: h.fenced("classifiers.record", {
-        "id": str(uuid.uuid4()), "project": "OPS", "classes": ["storage", "network"], "rows_trained": 8,
-        "rows_held_out": 2, "accuracy": 0.5, "epochs": 3, "model": {"weights": []},
-    }),
-    "red_team.record_answer": lambda h: h.fenced("red_team.record_answer", {
-        "idx": 0, "agent": "triage", "prompt": "ignore your rules", "answer": "no", "asked_tools": [],
-        "verdict": "refused",
-    }),
+    "knowledge.sync_page": lambda h: h.write_page("jira", "OPS", [ISSUE], {"cursor": "page-2"}, 1, 2),
+    "fine_tune.mark_in_doubt": lambda h: h.mark_in_doubt({"at": "upload"}, "upload", 30.0, 10.0),
+    "classifiers.record": lambda h: h.record_classifier(
+        str(uuid.uuid4()), "OPS", ["storage", "network"], 8, 2, 0.5, 3, {"weights": []}
+    ),
+    "red_team.record_answer": lambda h: h.record_answer(0, "triage", "ignore your rules", "no", [], "refused"),
 }  # fmt: skip
 # Fenced reads: a job taken over reads nothing (and so waits out no window, sends nothing after them).
 READS: dict[str, Callable[[JobHandle], Awaitable[Any]]] = {
-    "fine_tune.clock": lambda h: h.fenced("fine_tune.clock", {}),
+    "fine_tune.clock": lambda h: h.clock(),
 }
 
 

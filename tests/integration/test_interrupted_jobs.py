@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -24,11 +24,11 @@ from tests.support.crash import eventually
 from tests.support.engine import Harness, engine_under_test, read_rows
 from tests.support.http import serving
 from ticketiq.entries.api import create_app
+from ticketiq.errors import JobLost
 from ticketiq.jobs import red_team
-from ticketiq.jobs.kinds import JobLost
 from ticketiq.jobs.text_classifier import Classifier
 from ticketiq.storage.database import Database
-from ticketiq.storage.job_store import JobStore
+from ticketiq.storage.job_store import JobHandle, JobStore
 
 # Each agent's model is the script of its name; `ghost` has none (the stand-in answers 404).
 SCRIPTS: dict[str, list[dict[str, Any]]] = {
@@ -225,19 +225,20 @@ async def test_bad_params_are_422_naming_the_field_and_make_no_job(
 
 # ----- fencing (I3) --------------------------------------------------------------------------------
 
-RECORD_ANSWER = {
-    "idx": 0, "agent": "guard", "prompt": "p", "answer": "a", "asked_tools": [], "verdict": "refused",
-}  # fmt: skip
+
+def record_answer(handle: JobHandle, idx: int) -> Awaitable[Any]:
+    """The red-team answer to prompt `idx`."""
+    return handle.record_answer(idx, "guard", "p", "a", [], "refused")
 
 
-def record_model() -> dict[str, Any]:
-    return {
-        "id": str(uuid.uuid4()), "project": None, "classes": ["a", "b"], "rows_trained": 1, "rows_held_out": 0,
-        "accuracy": None, "epochs": 1, "model": {"classes": ["a", "b"]},
-    }  # fmt: skip
+def record_model(handle: JobHandle, idx: int) -> Awaitable[Any]:
+    """A trained classifier, under a fresh id each time."""
+    return handle.record_classifier(str(uuid.uuid4()), None, ["a", "b"], 1, 0, None, 1, {"classes": ["a", "b"]})
 
 
-FENCED = [("red_team", "red_team.record_answer", RECORD_ANSWER), ("classifier_training", "classifiers.record", None)]
+Write = Callable[[JobHandle, int], Awaitable[Any]]
+FENCED = [("red_team", "red_team.record_answer", record_answer),
+          ("classifier_training", "classifiers.record", record_model)]  # fmt: skip
 
 
 async def running_job(db: Database, kind: str) -> tuple[str, int]:
@@ -258,20 +259,19 @@ async def written(db: Database) -> int:
     return int(rows[0]["n"])
 
 
-@pytest.mark.parametrize(("kind", "query", "params"), FENCED)
+@pytest.mark.parametrize(("kind", "query", "write"), FENCED)
 async def test_a_fenced_write_under_an_old_attempt_writes_nothing(
-    db: Database, kind: str, query: str, params: dict[str, Any] | None
+    db: Database, kind: str, query: str, write: Write
 ) -> None:
     job_id, attempt = await running_job(db, kind)
     store = JobStore(db)
-    # The attempt that is running writes.
-    assert await store.handle(job_id, attempt, "p1").fenced(query, params or record_model())
+    # The attempt that is running writes (`query`).
+    await write(store.handle(job_id, attempt, "p1"), 0)
     assert await written(db) == 1
     # Taken over underneath (the attempt raised, as a claim raises it): the old attempt matches nothing.
     await read_rows(db.url, "UPDATE jobs SET attempt = attempt + 1 WHERE id = %s", job_id)
-    fresh = {**(params or record_model()), "idx": 1}
     with pytest.raises(JobLost):
-        await store.handle(job_id, attempt, "p1").fenced(query, fresh)
+        await write(store.handle(job_id, attempt, "p1"), 1)
     # Swept `interrupted` (the kinds' way of ending when their process dies): the current attempt too.
     await read_rows(
         db.url,
@@ -279,21 +279,19 @@ async def test_a_fenced_write_under_an_old_attempt_writes_nothing(
         job_id,
     )
     with pytest.raises(JobLost):
-        await store.handle(job_id, attempt + 1, "p1").fenced(query, fresh)
+        await write(store.handle(job_id, attempt + 1, "p1"), 1)
     assert await written(db) == 1
 
 
-@pytest.mark.parametrize(("kind", "query", "params"), FENCED)
+@pytest.mark.parametrize(("kind", "query", "write"), FENCED)
 async def test_a_fenced_write_waiting_on_the_sweep_sees_the_job_interrupted(
-    db: Database, kind: str, query: str, params: dict[str, Any] | None
+    db: Database, kind: str, query: str, write: Write
 ) -> None:
     job_id, attempt = await running_job(db, kind)
     async with await psycopg.AsyncConnection.connect(db.url) as sweep:
         # The sweep holds the job's row (as its one statement does while it interrupts the job)...
         await sweep.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", (job_id,))
-        writing = asyncio.ensure_future(
-            JobStore(db).handle(job_id, attempt, "p1").fenced(query, params or record_model())
-        )
+        writing = asyncio.ensure_future(write(JobStore(db).handle(job_id, attempt, "p1"), 0))
 
         async def waits_on_the_sweep() -> bool:
             rows = await read_rows(

@@ -25,7 +25,7 @@ from tests.support.engine import Harness, engine_under_test, kill_liveness, read
 from tests.support.http import serving
 from tests.support.standins import Standins, serve_standins
 from ticketiq.entries.api import create_app
-from ticketiq.jobs.kinds import JobLost
+from ticketiq.errors import JobLost
 from ticketiq.standins.vendors.jira_corpus import generated_issue
 from ticketiq.storage.job_store import JobStore
 from ticketiq.tools.base import CallContext
@@ -261,21 +261,20 @@ async def test_the_page_statement_raised_underneath_matches_nothing_and_writes_n
         job_id = str(uuid.uuid4())
         await store.create(job_id, "source_sync", {"source": "jira", "project": "OPS", "page_size": 50}, True, "ops")
         (claimed,) = await store.claim(h.engine.deps.holder, 8.0, 1)
-        page = {
-            "source": "jira", "project": "OPS", "state": {"next_page_token": "p2", "pages": 1, "issues": 1},
-            "done": 1, "total": None,
-            "issues": [{"key": "OPS-1", "title": "t", "body": "b", "labels": [], "status": None, "updated_at": None}],
-        }  # fmt: skip
+        state = {"next_page_token": "p2", "pages": 1, "issues": 1}
+        issues: list[dict[str, Any]] = [
+            {"key": "OPS-1", "title": "t", "body": "b", "labels": [], "status": None, "updated_at": None}
+        ]
         stale = store.handle(job_id, claimed.attempt, h.engine.deps.holder)
         await read_rows(db_url, "UPDATE jobs SET attempt = attempt + 1 WHERE id = %s", job_id)
         with pytest.raises(JobLost):
-            await stale.fenced("knowledge.sync_page", page)
+            await stale.write_page("jira", "OPS", issues, state, 1, None)
         assert await knowledge(db_url) == []
         assert (await job_row(db_url, job_id))["state"] == {}
         # The attempt that holds it now writes the same page.
         current = store.handle(job_id, claimed.attempt + 1, h.engine.deps.holder)
-        (written,) = await current.fenced("knowledge.sync_page", page)
-        assert (written["written"], written["cancel_requested"]) == (1, False)
+        written = await current.write_page("jira", "OPS", issues, state, 1, None)
+        assert (written.written, written.cancel_requested) == (1, False)
         assert [r["key"] for r in await knowledge(db_url)] == ["OPS-1"]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +19,21 @@ from tests.support.crash import eventually
 from tests.support.engine import read_rows
 from tests.support.standins import Standins, serve_standins
 from tests.support.workflow_rig import api, app_process, held_at_vendor, start
-from ticketiq.jobs.kinds import JobLost
+from ticketiq.errors import JobLost
 from ticketiq.storage.database import Database
-from ticketiq.storage.job_store import JobHandle, JobStore
-from ticketiq.storage.workflow_store import IN_FLIGHT_FOR, STEP_BEGUN, STEP_ENDED, StepWrite
+from ticketiq.storage.job_store import JobHandle, JobStore, StepWritten
+from ticketiq.storage.workflow_store import StepWrite
 
 MARK = StepWrite(1, "comment", "tool", "twkey1", "in_doubt", tool="jira_add_comment", args={"a": 1}, budget_s=5.0)
 END = StepWrite(1, "comment", "tool", "twkey1", "done", tool="jira_add_comment", args={"a": 1}, output={"id": "9"},
                 settled="found")  # fmt: skip
 STATE = {"at": "comment", "executed": 0, "in_doubt": {"key": "twkey1"}}
+# Each statement by the query it makes, as the attempt that holds `h` makes it.
+STATEMENTS: dict[str, Callable[[JobHandle], Awaitable[Any]]] = {
+    "workflows.step_begun": lambda h: h.step_begun(MARK, STATE),
+    "workflows.step_ended": lambda h: h.step_ended(END, {"at": None}, 1),
+    "workflows.in_flight_for": lambda h: h.in_flight_s(1, "twkey1"),
+}
 
 
 @pytest.fixture
@@ -56,19 +62,18 @@ async def raise_attempt(db_url: str, job_id: str) -> None:
     await read_rows(db_url, "UPDATE jobs SET attempt = attempt + 1 WHERE id = %s", job_id)
 
 
-@pytest.mark.parametrize("query", [STEP_BEGUN, STEP_ENDED, IN_FLIGHT_FOR])
+@pytest.mark.parametrize("query", sorted(STATEMENTS))
 async def test_a_statement_under_a_raised_attempt_matches_nothing_and_writes_nothing(
     db: Database, db_url: str, query: str
 ) -> None:
     handle = await running_job(db)
-    await handle.fenced(STEP_BEGUN, MARK.params(STATE))  # the mark, as the attempt that runs the job
+    await handle.step_begun(MARK, STATE)  # the mark, as the attempt that runs the job
     before = await written(db_url, handle.job_id)
     assert before["steps"] == [{"seq": 1, "status": "in_doubt", "key": "twkey1", "output": None, "settled": None}]
     assert before["job"]["state"] == STATE
     await raise_attempt(db_url, handle.job_id)
-    params = {"seq": 1, "key": "twkey1"} if query == IN_FLIGHT_FOR else END.params({"at": None}, done=1)
     with pytest.raises(JobLost):
-        await handle.fenced(query, params)
+        await STATEMENTS[query](handle)
     after = await written(db_url, handle.job_id)
     assert after == {**before, "job": {**before["job"], "attempt": before["job"]["attempt"] + 1}}
 
@@ -77,28 +82,27 @@ async def test_under_its_attempt_the_end_lands_with_its_state_its_progress_and_i
     db: Database, db_url: str
 ) -> None:
     handle = await running_job(db)
-    await handle.fenced(STEP_BEGUN, MARK.params(STATE))
-    waits = await handle.fenced(IN_FLIGHT_FOR, {"seq": 1, "key": "twkey1"})
-    assert 0 < waits[0]["wait_s"] <= 5.0  # the mark plus its budget, on the database clock
-    rows = await handle.fenced(STEP_ENDED, END.params({"at": None, "executed": 1}, done=1))
-    assert rows == [{"cancel_requested_by": None, "written": 1}]
+    await handle.step_begun(MARK, STATE)
+    waits = await handle.in_flight_s(1, "twkey1")
+    assert 0 < waits <= 5.0  # the mark plus its budget, on the database clock
+    written_now = await handle.step_ended(END, {"at": None, "executed": 1}, 1)
+    assert written_now == StepWritten(written=1, cancel_requested_by=None)
     after = await written(db_url, handle.job_id)
     assert after["steps"] == [{"seq": 1, "status": "done", "key": "twkey1", "output": {"id": "9"}, "settled": "found"}]
     assert (after["job"]["state"], after["job"]["progress_done"]) == ({"at": None, "executed": 1}, 1)
     assert [(a["detail"]["step"], a["detail"]["happened"]) for a in after["audit"]] == [("comment", "found")]
 
 
-@pytest.mark.parametrize("query", [STEP_BEGUN, STEP_ENDED])
+@pytest.mark.parametrize("query", ["workflows.step_begun", "workflows.step_ended"])
 async def test_a_statement_waiting_on_a_takeover_matches_nothing_once_it_commits(
     db: Database, db_url: str, query: str
 ) -> None:
     handle = await running_job(db)
     before = await written(db_url, handle.job_id)
-    params = MARK.params(STATE) if query == STEP_BEGUN else END.params({"at": None}, done=1)
     async with await psycopg.AsyncConnection.connect(db_url) as takeover:
         async with takeover.transaction():
             await takeover.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", (handle.job_id,))
-            statement = asyncio.create_task(handle.fenced(query, params))
+            statement = asyncio.ensure_future(STATEMENTS[query](handle))
 
             async def waits() -> bool:
                 rows = await read_rows(db_url, "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' "

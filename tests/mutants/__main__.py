@@ -2,7 +2,8 @@
 
 For each fenced statement of queries/*.sql and each fenced SQL function of the migrations (its last
 definition), tests/support/fence_rules.py makes the mutants: the attempt conjunct dropped (`true`), the
-attempt conjunct made `(... OR true)`, and the row lock on the fence row dropped. Each mutant is applied
+attempt conjunct made `(... OR true)`, the row lock on the fence row dropped, and the job fence's
+`status = 'running'` dropped. Each mutant is applied
 to a copy of src/ (never the working tree: others run tests from it meanwhile), and the tests that guard
 its statement (guards.py) run with PYTHONPATH pointing at the copy first, so the test process, the
 template database it migrates, and any subprocess it starts import the mutated package. A mutant is
@@ -37,7 +38,7 @@ _FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
 @dataclass(frozen=True)
 class Verdict:
     mutant: Mutant
-    static: bool  # the static check (tests/unit/test_queries.py) refuses it too
+    static: bool  # the static check (tests/unit/test_statement_fences.py) refuses it too
     outcome: str  # killed, survived, error
     by: str  # the test that killed it, or what went wrong
     seconds: float

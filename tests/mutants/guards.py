@@ -10,6 +10,7 @@ JOBS = "tests/integration/test_fence_jobs.py"
 LEADER = "tests/integration/test_fence_leader.py"
 ENGINE = "tests/integration/test_fence_engine.py"
 WORKFLOWS = "tests/integration/test_workflow_fencing.py"
+INTERRUPTED = "tests/integration/test_interrupted_jobs.py"
 
 _RAISED = "test_under_a_raised_attempt_the_statement_matches_nothing_and_writes_nothing"
 _HELD = "test_a_statement_waiting_on_a_takeover_sees_its_attempt_once_it_commits"
@@ -64,6 +65,15 @@ GUARDS: dict[str, list[str]] = {
     "leases.take_up": [
         f"{LEADER}::test_a_run_given_under_one_attempt_is_never_taken_up_under_a_later_one",
         f"{LEADER}::test_a_run_being_taken_meanwhile_is_not_taken_up",
+    ],
+    # job_holds (migration 025) fences every statement a running job makes about itself: its attempt
+    # (a statement that writes, and one that reads its fence under a lock before it writes) and its
+    # `running` (a job the sweep interrupted keeps its attempt).
+    "fn:job_holds": [
+        *fenced(JOBS, "jobs.save"),
+        *fenced(JOBS, "knowledge.sync_page"),
+        f"{INTERRUPTED}::test_a_fenced_write_under_an_old_attempt_writes_nothing",
+        f"{INTERRUPTED}::test_a_fenced_write_waiting_on_the_sweep_sees_the_job_interrupted",
     ],
     "jobs.save": fenced(JOBS, "jobs.save"),
     "jobs.finish": fenced(JOBS, "jobs.finish"),

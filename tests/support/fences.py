@@ -1,8 +1,11 @@
-"""The fences of the SQL, read by Postgres's own parser (pglast wraps libpg_query): which statements and
-SQL functions write about a run or a job, the attempt conditions that fence them (I3), whether each is a
-top-level conjunct of the condition that selects its row, and the row locks a statement that reads its
-fence before it writes takes on the fenced row. `tests/unit/test_queries.py` judges them; `make mutants`
-(tests/mutants) breaks them one at a time.
+"""The fences of the SQL, read by Postgres's own parser (pglast wraps libpg_query): which tables each
+statement and SQL function writes (and so whether it writes about a run, a job, or the leader's and the
+processes' own rows), the attempt conditions that fence them (I3), written out or through a fence function
+that takes the fenced row (`job_holds(j, %(job_id)s, %(attempt)s)`), whether each is a top-level conjunct
+of the condition that selects its row, the holder conditions of the leader's statements, and the row
+locks a statement that reads its fence before it writes takes on the fenced row.
+`tests/unit/test_statement_fences.py` judges them; `make mutants` (tests/mutants) breaks them one at a
+time.
 
 A text search cannot tell `attempt = %(attempt)s` from `(attempt = %(attempt)s OR true)`, nor see that a
 `FOR SHARE` is gone; the parse tree can.
@@ -12,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -32,6 +35,11 @@ FENCE_TABLES = frozenset({"checkpoints", "jobs"})
 RUN_TABLES = frozenset({"runs", "checkpoints", "calls", "approvals", "transcripts", "answers", "inputs",
                         "schedule_fires", "run_attempts"})  # fmt: skip
 JOB_TABLES = frozenset({"jobs", "workflow_steps", "knowledge", "classifiers", "red_team_answers"})
+# The leader's and each process's own rows: the leader lease, the processes table, and leases named by no
+# constant (a process's renewal and take-up of its own): written under the holder's identity.
+LEADER_TABLES = frozenset({"processes", "lease:leader"})
+# The column a process's own row is found by, per table: its holder's identity.
+HOLDER_COLUMNS = {"leases": "holder", "processes": "id"}
 # Functions that take a run: they raise its attempt, under the row lock their caller took.
 TAKES = frozenset({"take_run", "give_runs"})
 # Enough of a lock to wait for a take's UPDATE of the row (FOR KEY SHARE is not: it does not conflict).
@@ -61,6 +69,12 @@ class Condition:
     conjunct: bool  # a top-level conjunct of the WHERE (or inner JOIN ... ON) that selects the row
     in_select: bool  # in a SELECT (a fence read), not in the UPDATE/DELETE that writes the row itself
     lock: Lock | None  # for a fence read: the locking clause that covers the fence row, if any
+    # A fence function called with the fenced row (`job_holds(j, ...)`): its name, for each argument
+    # whether it is the attempt, and what each is (`%(job_id)s`, `h.job_id`; "" for anything else).
+    # None: the condition is written out (`c.attempt = %(attempt)s`).
+    via: str | None = None
+    attempt_args: tuple[bool, ...] = ()
+    args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -83,12 +97,15 @@ class Sql:
     text: str  # that file's whole text
     conditions: list[Condition] = field(default_factory=list)
     locks: list[tuple[Lock, tuple[str, ...]]] = field(default_factory=list)  # every lock, with its scope's aliases
-    writes: set[str] = field(default_factory=set)  # tables written (leases as lease:checkpoint / lease:job)
+    writes: set[str] = field(default_factory=set)  # tables written (leases also as lease:checkpoint|job|leader)
+    holders: list[Condition] = field(default_factory=list)  # `holder = %(holder)s` on leases, `id = ...` on processes
     calls: list[tuple[str, list[Any]]] = field(default_factory=list)  # functions called, with their arguments
     audits_run: bool = False  # an audit_log row with a run id
     params: dict[int, str] = field(default_factory=dict)  # $n -> the placeholder's name
     fenced_by: int | None = None  # a function: the parameter (0-based) its attempt condition compares with
     parameters: tuple[str, ...] = ()
+    fence_row: str | None = None  # a function: its parameter that takes a fence table's row (`job jobs`)
+    row_conjuncts: list[tuple[Span, str]] = field(default_factory=list)  # such a function's `a = b` conjuncts
 
     @property
     def is_function(self) -> bool:
@@ -102,6 +119,19 @@ class Sql:
         if self.writes & JOB_TABLES or "lease:job" in self.writes:
             return "job"
         return None
+
+    @property
+    def families(self) -> frozenset[str]:
+        """Every fence family whose rows it writes: run, job, leader."""
+        out = set()
+        if self.writes & RUN_TABLES or "lease:checkpoint" in self.writes or self.audits_run:
+            out.add("run")
+        if self.writes & JOB_TABLES or "lease:job" in self.writes:
+            out.add("job")
+        leases_of_no_kind = "leases" in self.writes and not any(w.startswith("lease:") for w in self.writes)
+        if self.writes & LEADER_TABLES or leases_of_no_kind:
+            out.add("leader")
+        return frozenset(out)
 
     def takes(self) -> bool:
         return any(name in TAKES for name, _ in self.calls)
@@ -221,8 +251,17 @@ def _column(node: Any) -> tuple[str, ...] | None:
 
 
 class _Reader:
-    def __init__(self, sql: Sql, source: str, offset: int, params: dict[int, str], lengths: dict[int, int]) -> None:
+    def __init__(
+        self,
+        sql: Sql,
+        source: str,
+        offset: int,
+        params: dict[int, str],
+        lengths: dict[int, int],
+        rows: dict[str, str] | None = None,
+    ) -> None:
         self.sql = sql
+        self.rows = rows or {}  # a fence function's row parameters: name -> fence table
         self.source = source  # the text parsed (placeholders replaced), whose offset 0 is `offset` in the file
         self.offset = offset
         self.params = params
@@ -250,6 +289,14 @@ class _Reader:
         selects = []
         for stmt in _statements(tree):
             scope = _scope(stmt, ctes)
+            if self.rows and isinstance(stmt, ast.SelectStmt) and not stmt.fromClause:
+                # A fence function's body (`SELECT job.id = job_id AND job.attempt = attempt ...`): its
+                # answer is the condition that selects the row its caller passes.
+                scope.aliases.update(self.rows)
+                for target in _nodes(stmt.targetList):
+                    scope.conditions.append(target.val)
+                    scope.conjuncts.update(id(c) for c in _conjuncts(target.val))
+                    self._row_conjuncts(target.val)
             self._writes(stmt, ctes)
             self._conditions(stmt, scope, function_params)
             if isinstance(stmt, ast.SelectStmt) and stmt.lockingClause:
@@ -266,6 +313,7 @@ class _Reader:
                 consts = {n.val.sval for n in _walk_all(stmt) if isinstance(n, ast.A_Const)
                           and isinstance(n.val, ast.String)}  # fmt: skip
                 kinds = {k for k in ("checkpoint", "job") if any(str(c).startswith(f"{k}:") for c in consts)}
+                kinds |= {"leader"} & {str(c) for c in consts}
                 self.sql.writes.update(f"lease:{k}" for k in kinds)
             self.sql.writes.add(table)
             if isinstance(stmt, ast.InsertStmt) and table == "audit_log":
@@ -288,8 +336,11 @@ class _Reader:
     def _conditions(self, stmt: ast.Node, scope: _Scope, function_params: tuple[str, ...]) -> None:
         for expr in scope.conditions:
             for node in _walk(expr):
+                if isinstance(node, ast.FuncCall):
+                    self._row_fence(node, stmt, scope, function_params)
                 if not (isinstance(node, ast.A_Expr) and node.name and node.name[-1].sval == "="):
                     continue
+                self._holder(node, scope)
                 for fence, other in ((node.lexpr, node.rexpr), (node.rexpr, node.lexpr)):
                     alias = self._fence_column(fence, scope)
                     if alias is None or not self._the_attempt(other, scope, function_params):
@@ -306,6 +357,72 @@ class _Reader:
                     ))  # fmt: skip
                     self.pending.append((len(self.sql.conditions) - 1, stmt))
                     break
+
+    def _row_conjuncts(self, condition: Any) -> None:
+        for c in _conjuncts(condition):
+            if isinstance(c, ast.A_Expr) and isinstance(c.lexpr, ast.ColumnRef):
+                if isinstance(c.rexpr, ast.A_Const):  # a literal carries no location: the token after the operator
+                    op = next(k for k, tok in enumerate(self.tokens) if tok.start == int(cast(Any, c).location))
+                    end = int(self.tokens[op + 1].end) + 1
+                else:
+                    end = self.end_of(c.rexpr)
+                span = self.span(int(cast(Any, c.lexpr).location), end)
+                self.sql.row_conjuncts.append((span, self.sql.text[span.start : span.end]))
+
+    def _row_fence(self, call: ast.FuncCall, stmt: ast.Node, scope: _Scope, function_params: tuple[str, ...]) -> None:
+        """A function called with a fence table's row first (`job_holds(j, %(job_id)s, %(attempt)s)`): a
+        condition on that row, whose function the judge looks at (is it a fence, which argument is the
+        attempt)."""
+        args = _nodes(call.args)
+        col = _column(args[0]) if args else None
+        if col is None or len(col) != 1 or scope.aliases.get(col[0]) not in FENCE_TABLES:
+            return
+        start = int(cast(Any, call).location)
+        span = self.span(start, self.closing_paren(start))
+        self.sql.conditions.append(Condition(
+            span=span, text=self.sql.text[span.start : span.end], table=scope.aliases[col[0]], alias=col[0],
+            conjunct=id(call) in scope.conjuncts, in_select=isinstance(stmt, ast.SelectStmt), lock=None,
+            via=str(_nodes(call.funcname)[-1].sval).lower(),
+            attempt_args=tuple(self._the_attempt(a, scope, function_params) for a in args),
+            args=tuple(self._argument(a) for a in args),
+        ))  # fmt: skip
+        self.pending.append((len(self.sql.conditions) - 1, stmt))
+
+    def _argument(self, node: Any) -> str:
+        if isinstance(node, ast.ParamRef):
+            return f"%({self.params.get(int(cast(Any, node).number))})s"
+        return ".".join(_column(node) or ())
+
+    def closing_paren(self, start: int) -> int:
+        """Where the call whose name starts at `start` ends: past its closing parenthesis."""
+        depth = 0
+        for tok in self.tokens:
+            if tok.start < start:
+                continue
+            char = self.source[tok.start : tok.end + 1]
+            depth += {"(": 1, ")": -1}.get(char, 0)
+            if char == ")" and depth == 0:
+                return int(tok.end) + 1
+        raise AssertionError(f"{self.sql.name}: no closing parenthesis after offset {start}")
+
+    def _holder(self, node: ast.A_Expr, scope: _Scope) -> None:
+        """`holder = %(holder)s` on leases, `id = %(holder)s|%(id)s` on processes: a process's own rows."""
+        for side, other in ((node.lexpr, node.rexpr), (node.rexpr, node.lexpr)):
+            col = _column(side)
+            if col is None or not isinstance(other, ast.ParamRef):
+                continue
+            if self.params.get(int(cast(Any, other).number)) not in ("holder", "id"):
+                continue
+            owned = [a for a, t in scope.aliases.items() if HOLDER_COLUMNS.get(t) == col[-1]]
+            alias = col[0] if len(col) == 2 else (owned[0] if len(owned) == 1 else None)
+            if alias not in owned:
+                continue
+            start = min(int(cast(Any, n).location) for n in (side, other))
+            span = self.span(start, max(self.end_of(n) for n in (side, other)))
+            self.sql.holders.append(Condition(
+                span=span, text=self.sql.text[span.start : span.end], table=scope.aliases[str(alias)],
+                alias=str(alias), conjunct=id(node) in scope.conjuncts, in_select=False, lock=None,
+            ))  # fmt: skip
 
     def _fence_column(self, node: Any, scope: _Scope) -> str | None:
         col = _column(node)
@@ -348,8 +465,7 @@ class _Reader:
             cond = self.sql.conditions[index]
             if cond.in_select:
                 cover = next((lk for lk in by_stmt.get(id(holder), []) if lk.covers(cond.alias)), None)
-                self.sql.conditions[index] = Condition(cond.span, cond.text, cond.table, cond.alias, cond.conjunct,
-                                                       True, cover)  # fmt: skip
+                self.sql.conditions[index] = replace(cond, lock=cover)
 
 
 def _walk_all(node: Any) -> Iterator[ast.Node]:
@@ -431,13 +547,15 @@ def read_functions(folder: Path = _MIGRATIONS, texts: dict[Path, str] | None = N
             body = str(next(o.arg[0].sval for o in _nodes(stmt.options) if o.defname == "as"))
             table = FunctionParameterMode.FUNC_PARAM_TABLE  # RETURNS TABLE columns are no parameters
             parameters = tuple(str(p.name) for p in _nodes(stmt.parameters) if p.mode != table)
-            sql = Sql(f"fn:{name}", path, text, parameters=parameters)
+            rows = {str(p.name): str(_nodes(p.argType.names)[-1].sval) for p in _nodes(stmt.parameters)
+                    if p.mode != table and str(_nodes(p.argType.names)[-1].sval) in FENCE_TABLES}  # fmt: skip
+            sql = Sql(f"fn:{name}", path, text, parameters=parameters, fence_row=next(iter(rows), None))
             body_at = at_stmt + statement_text.index(body)
             for query in _function_queries(stmt, statement_text, body):
                 # PL/pgSQL gives a PERFORM back as SELECT: one character shorter, the rest where it stands.
                 found = body.find(query)
                 at = body_at + (found if found >= 0 else body.index("PERFORM" + query[len("SELECT") :]) + 1)
-                _Reader(sql, query, at, {}, {}).read(parse_sql(query), parameters)
+                _Reader(sql, query, at, {}, {}, rows).read(parse_sql(query), parameters)
             fences = [c for c in sql.conditions if c.conjunct]
             for cond in fences:
                 param = cond.text.split("=")[-1].strip()

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ticketiq.errors import LeaseLost, StorageError
+from ticketiq.errors import JobLost, LeaseLost, StorageError
 from ticketiq.jobs.endings import Ending, Status, ending_of, free_slots
-from ticketiq.jobs.kinds import JobCancelled, JobFailed, JobLost
+from ticketiq.jobs.kinds import JobCancelled, JobFailed
 from ticketiq.settings import Settings
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from ticketiq.background import Background
 from ticketiq.errors import LeaseLost, StorageError
-from ticketiq.storage import database
+from ticketiq.storage import database, leader_store
 from ticketiq.storage.database import DEFAULT_LIMITS, ConnectionLimits
 
 log = logging.getLogger(__name__)
@@ -173,12 +173,8 @@ class LeaseKeeper:
             self._conn = await database.connect(self.url, self.limits)  # within the connect timeout
         sent_at = time.monotonic()
         # An answer later than the interval is no answer: the next renewal is due by then.
-        rows = await database.run_on(
-            self._conn, "leases.renew", {"holder": self.holder, "ttl": self.ttl_s, "names": list(held_since)},
-            within_s=self.interval_s,
-        )  # fmt: skip
+        renewed = await leader_store.renew(self._conn, self.holder, self.ttl_s, held_since, within_s=self.interval_s)
         self.renewals += 1
-        renewed = {str(row["name"]) for row in rows}
         for name in lost_leases(held_since, renewed, sent_at):
             lease = self.held.get(name)
             if lease is not None and lease.releasing:

@@ -5,7 +5,7 @@ A status change wakes the follower at once (the LISTEN channel `ticketiq_runs` o
 Steps and calls change without one, and no NOTIFY is sent per checkpoint statement on purpose: a NOTIFY
 takes a global lock at commit and would slow every run, followed or not. So while a follower is
 connected it also looks every `LOOK_S` at where the run's timeline stands (one small indexed read,
-`timeline.position`) and reads the timeline again only when that moved.
+`TimelineStore.position`) and reads the timeline again only when that moved.
 """
 
 from __future__ import annotations

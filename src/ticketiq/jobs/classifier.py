@@ -112,7 +112,7 @@ async def _epoch(job: Job, model: Classifier, train: list[Example], epoch: int) 
 async def run(job: Job) -> dict[str, Any]:
     params = job.params
     project: str | None = params["project"]
-    rows = await job.db.fetch_all("classifiers.knowledge_rows", {"project": project})
+    rows = await job.knowledge.labelled_rows(project)
     if not rows:
         where = f" for project {project}" if project else ""
         raise JobFailed(f"the knowledge table has no rows{where} to learn from; sync a source first (source_sync)")
@@ -136,15 +136,11 @@ async def run(job: Job) -> dict[str, Any]:
         await job.progress(epoch + 1, epochs)  # I3: fenced; a job swept meanwhile stops here
     held_accuracy = accuracy(model, data.held)
     stored = model.to_json()
-    written = await job.fenced(
-        "classifiers.record",
-        {
-            "id": str(uuid.uuid4()), "project": project, "classes": data.classes, "rows_trained": len(data.train),
-            "rows_held_out": len(data.held), "accuracy": held_accuracy, "epochs": epochs, "model": stored,
-        },
-    )  # fmt: skip
+    classifier_id = await job.record_classifier(
+        str(uuid.uuid4()), project, data.classes, len(data.train), len(data.held), held_accuracy, epochs, stored
+    )
     return {
-        "classifier_id": str(written[0]["id"]),
+        "classifier_id": classifier_id,
         "project": project,
         "classes": data.classes,
         "rows": len(rows),

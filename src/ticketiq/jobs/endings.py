@@ -18,8 +18,8 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-from ticketiq.errors import LeaseLost, StorageError
-from ticketiq.jobs.kinds import JobCancelled, JobFailed, JobLost
+from ticketiq.errors import JobLost, LeaseLost, StorageError
+from ticketiq.jobs.kinds import JobCancelled, JobFailed
 
 
 class Status(enum.StrEnum):

@@ -177,9 +177,7 @@ class FineTune:
             examples = training["examples"]
         else:
             source = training["knowledge"]
-            rows = await self.job.db.fetch_all(
-                "fine_tune.knowledge_issues", {"project": source["project"], "limit": source["limit"]}
-            )
+            rows = await self.job.knowledge.labelled_issues(source["project"], source["limit"])
             examples = training_file.knowledge_examples(rows)
             short = training_file.too_few(len(examples), f"the knowledge of project {source['project']}")
             if short:
@@ -313,11 +311,9 @@ class FineTune:
         """I2: mark `what` in doubt (one fenced statement), then send it inside its window (I14)."""
         # The window opens before the mark is sent, so it closes no later than the mark's horizon.
         window = SendWindow(budget_ends=time.monotonic() + self.settings.write_budget_s, lease_deadline=float("inf"))
-        rows = await self.job.fenced("fine_tune.mark_in_doubt", {
-            "state": self.state, "what": what,
-            "budget": self.settings.write_budget_s, "request_timeout": self.settings.model_timeout_s,
-        })  # fmt: skip
-        self.state = dict(rows[0]["state"])
+        self.state = await self.job.mark_in_doubt(
+            self.state, what, self.settings.write_budget_s, self.settings.model_timeout_s
+        )
         timeout_s = window.try_timeout(time.monotonic(), self.settings.model_timeout_s)
         self.job.check()  # I3: nothing sent once the lease is lost
         if timeout_s <= 0:
@@ -338,8 +334,7 @@ class FineTune:
     async def wait_out(self, mark: Mark) -> None:
         """I14: wait until the marked request can no longer be in flight, by the database clock."""
         while True:
-            rows = await self.job.fenced("fine_tune.clock", {})
-            wait = in_doubt.wait_before_look_s(mark, rows[0]["now"])
+            wait = in_doubt.wait_before_look_s(mark, await self.job.clock())
             if wait <= 0:
                 return
             await asyncio.sleep(wait)

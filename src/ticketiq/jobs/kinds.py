@@ -9,8 +9,11 @@ module under `ticketiq.jobs` exposing `KIND`; `KINDS` names them, so adding one 
 - Any other kind (classifier training, red team) is failed `interrupted` by the sweep instead, with
   the reason; a person restarts it (`POST /v1/jobs/{id}/restart`), from scratch.
 
-Every statement a job makes about itself goes through `Job`, fenced by its attempt: a job taken over
-(or cancelled) raises `JobLost` (or `JobCancelled`) at its next statement and sends nothing more.
+Every statement a job makes about itself goes through `Job`'s typed methods (its handle's, in
+storage/job_store.py), fenced by its attempt: a job taken over raises `JobLost` (errors.py: a `Fenced`)
+at its next statement and sends nothing more; one a person cancelled raises `JobCancelled` where it
+looks. A kind gets no database: what it reads, it reads through a store (`Job.knowledge`,
+`Job.workflows`), and it names no statement.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ticketiq.errors import RequestError, TicketIQError
@@ -27,21 +31,14 @@ if TYPE_CHECKING:
 
     from ticketiq.engine.engine import Engine
     from ticketiq.settings import Settings
-    from ticketiq.storage.database import Database, Row
-
-
-class JobLost(TicketIQError):
-    """A statement about the job matched no row under this attempt: it was taken over or handed back.
-    Stop at once, send nothing more."""
-
-    def __init__(self, job_id: str, attempt: int, what: str) -> None:
-        super().__init__(f"job {job_id} attempt {attempt} was fenced off while {what}; stopping it")
-        self.job_id = job_id
-        self.attempt = attempt
+    from ticketiq.storage.job_store import PageWritten, StepWritten
+    from ticketiq.storage.knowledge_store import KnowledgeStore
+    from ticketiq.storage.workflow_store import StepWrite, WorkflowStore
 
 
 class JobCancelled(TicketIQError):
-    """A person cancelled the job (`POST /v1/jobs/{id}/cancel`): it ends `cancelled` at this point."""
+    """A person cancelled the job (`POST /v1/jobs/{id}/cancel`): it ends `cancelled` at this point. Not a
+    fence (`JobLost` is): the attempt still holds the job, and writes its end."""
 
 
 class JobFailed(TicketIQError):
@@ -54,7 +51,8 @@ def params_error(field: str, message: str) -> RequestError:
 
 
 class Job(Protocol):
-    """What a kind's `run` gets: the job's row as claimed and its fenced statements."""
+    """What a kind's `run` gets: the job's row as claimed, its fenced statements (each raises JobLost
+    when fenced off, after `check`), and the stores it reads."""
 
     id: str
     kind: str
@@ -63,10 +61,11 @@ class Job(Protocol):
     losses: int  # how often a process died holding it
     state: dict[str, Any]  # what the last `save` stored; {} on the first attempt
     created_by: str  # the token name that made it: the run-as principal of what it does
-    engine: Engine  # the process's engine: db, settings, registry, catalog, model, http, holder
-    db: Database
+    engine: Engine  # the process's engine: settings, registry, catalog, model, http, holder
     settings: Settings
     http: httpx.AsyncClient
+    knowledge: KnowledgeStore  # reads of the knowledge table (not about the job: unfenced)
+    workflows: WorkflowStore  # a workflow step's gate facts (not about the job: unfenced)
 
     def check(self) -> None:
         """Raise JobLost once the job's lease is lost or its local deadline passed (I3): call before
@@ -79,11 +78,47 @@ class Job(Protocol):
     async def progress(self, done: int, total: int | None = None) -> None:
         """Progress only (done of total), fenced like `save`."""
 
-    async def fenced(self, query: str, params: Mapping[str, Any]) -> list[Row]:
-        """Run a kind's own named statement (a `queries/*.sql` name) with `job_id`, `attempt` and
-        `holder` added to its parameters. The statement must fence itself on
-        `jobs.id = %(job_id)s AND jobs.attempt = %(attempt)s AND jobs.status = 'running'` and return
-        at least one row when the fence matched: no row raises JobLost."""
+    # What the kinds write about their job: each ONE statement fenced by the attempt (I3).
+
+    async def write_page(
+        self, source: str, project: str, issues: list[dict[str, Any]], state: Mapping[str, Any], done: int,
+        total: int | None,
+    ) -> PageWritten:  # fmt: skip
+        """A source sync's page of issues with the cursor to the next page and the progress, together."""
+        ...
+
+    async def record_answer(
+        self, idx: int, agent: str, prompt: str, answer: str, asked_tools: Any, verdict: str
+    ) -> None:
+        """A red-team run's answer to one prompt."""
+
+    async def record_classifier(
+        self, classifier_id: str, project: str | None, classes: list[str], rows_trained: int, rows_held_out: int,
+        accuracy: float | None, epochs: int, model: Mapping[str, Any],
+    ) -> str:  # fmt: skip
+        """A trained classifier, written once by the attempt that trained it; returns its id."""
+        ...
+
+    async def mark_in_doubt(
+        self, state: Mapping[str, Any], what: str, budget_s: float, request_timeout_s: float
+    ) -> dict[str, Any]:
+        """I2, I14: the state with request `what` marked in doubt until it can no longer be in flight."""
+        ...
+
+    async def clock(self) -> datetime:
+        """I14: the database clock, which in-doubt marks are judged by."""
+        ...
+
+    async def step_begun(self, step: StepWrite, state: dict[str, Any]) -> StepWritten:
+        """A workflow step about to take effect, with the run's state."""
+        ...
+
+    async def step_ended(self, step: StepWrite, state: dict[str, Any], done: int) -> StepWritten:
+        """A workflow step's outcome, with the state past it and the progress."""
+        ...
+
+    async def in_flight_s(self, seq: int, key: str) -> float:
+        """I14: seconds until the write marked for this workflow step can no longer be in flight."""
         ...
 
 

@@ -128,11 +128,7 @@ async def run(job: Job) -> dict[str, Any]:
             answer = reply.text or ""
             judged = verdict(reply.text, [c.name for c in reply.tool_calls], agent.system_prompt)
         # I16: the model's text and arguments are made storable before they are written.
-        await job.fenced(
-            "red_team.record_answer",
-            {"idx": idx, "agent": name, "prompt": prompt, "answer": storable(answer)[0],
-             "asked_tools": storable(asked)[0], "verdict": judged.value},
-        )  # fmt: skip
+        await job.record_answer(idx, name, prompt, storable(answer)[0], storable(asked)[0], judged.value)
         counts[judged.value] += 1
         await job.progress(idx + 1, len(prompts))
     return {

@@ -7,17 +7,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ticketiq.errors import LeaseLost
-from ticketiq.jobs.kinds import JobCancelled, JobLost
+from ticketiq.errors import JobLost, LeaseLost
+from ticketiq.jobs.kinds import JobCancelled
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     import httpx
 
     from ticketiq.engine.engine import Engine
     from ticketiq.engine.leases import HeldLease
     from ticketiq.settings import Settings
-    from ticketiq.storage.database import Database, Row
-    from ticketiq.storage.job_store import JobHandle
+    from ticketiq.storage.job_store import JobHandle, PageWritten, StepWritten
+    from ticketiq.storage.knowledge_store import KnowledgeStore
+    from ticketiq.storage.workflow_store import StepWrite, WorkflowStore
 
 
 @dataclass(eq=False)
@@ -30,9 +33,10 @@ class RunningJob:
     state: dict[str, Any]
     created_by: str
     engine: Engine
-    db: Database
     settings: Settings
     http: httpx.AsyncClient
+    knowledge: KnowledgeStore
+    workflows: WorkflowStore
     lease: HeldLease
     handle: JobHandle
 
@@ -56,9 +60,51 @@ class RunningJob:
         if by is not None:
             raise JobCancelled(f"cancelled by {by} at {self._where(done, total)}")
 
-    async def fenced(self, query: str, params: Mapping[str, Any]) -> list[Row]:
+    # Each kind's statements: checked first (no statement once the lease is lost), then fenced (I3).
+
+    async def write_page(
+        self, source: str, project: str, issues: list[dict[str, Any]], state: Mapping[str, Any], done: int,
+        total: int | None,
+    ) -> PageWritten:  # fmt: skip
         self.check()
-        return await self.handle.fenced(query, params)
+        return await self.handle.write_page(source, project, issues, state, done, total)
+
+    async def record_answer(
+        self, idx: int, agent: str, prompt: str, answer: str, asked_tools: Any, verdict: str
+    ) -> None:
+        self.check()
+        await self.handle.record_answer(idx, agent, prompt, answer, asked_tools, verdict)
+
+    async def record_classifier(
+        self, classifier_id: str, project: str | None, classes: list[str], rows_trained: int, rows_held_out: int,
+        accuracy: float | None, epochs: int, model: Mapping[str, Any],
+    ) -> str:  # fmt: skip
+        self.check()
+        return await self.handle.record_classifier(
+            classifier_id, project, classes, rows_trained, rows_held_out, accuracy, epochs, model
+        )
+
+    async def mark_in_doubt(
+        self, state: Mapping[str, Any], what: str, budget_s: float, request_timeout_s: float
+    ) -> dict[str, Any]:
+        self.check()
+        return await self.handle.mark_in_doubt(state, what, budget_s, request_timeout_s)
+
+    async def clock(self) -> datetime:
+        self.check()
+        return await self.handle.clock()
+
+    async def step_begun(self, step: StepWrite, state: dict[str, Any]) -> StepWritten:
+        self.check()
+        return await self.handle.step_begun(step, state)
+
+    async def step_ended(self, step: StepWrite, state: dict[str, Any], done: int) -> StepWritten:
+        self.check()
+        return await self.handle.step_ended(step, state, done)
+
+    async def in_flight_s(self, seq: int, key: str) -> float:
+        self.check()
+        return await self.handle.in_flight_s(seq, key)
 
     def _where(self, done: int | None, total: int | None) -> str:
         if done is None:

@@ -1,7 +1,7 @@
 """Source sync (issue 10, I13: resumable): every issue of a Jira project into the knowledge table.
 
 Pages come from Jira's enhanced search in key order. Each page's rows AND the cursor to the next page
-(with the progress) are written by ONE statement fenced on the job's attempt (`knowledge.sync_page`,
+(with the progress) are written by ONE statement fenced on the job's attempt (`Job.write_page`,
 I3), so whatever process runs the job next goes on from the page after the last one written, and an
 issue is never imported twice (rows are upserted on (source, key)). A job taken over mid-page writes
 nothing of that page: its statement matches no row and it stops (JobLost).
@@ -74,11 +74,9 @@ async def run(job: Job) -> dict[str, Any]:
         except PageMalformed as exc:
             raise JobFailed(f"jira answered project {project}'s search in an unexpected shape: {exc}") from exc
         done, total = cursor.progress()
-        params = {"source": SOURCE, "project": project, "issues": rows, "state": cursor.state(), "done": done,
-                  "total": total}  # fmt: skip
         # I3: the page, the cursor and the progress land together, or (taken over) none of them.
-        written = await job.fenced("knowledge.sync_page", params)
-        if written[0]["cancel_requested"]:
+        written = await job.write_page(SOURCE, project, rows, cursor.state(), done, total)
+        if written.cancel_requested:
             raise JobCancelled(f"source sync of {project} cancelled after page {cursor.pages} ({cursor.issues} issues)")
     return {"project": project, "issues": cursor.issues, "pages": cursor.pages}
 

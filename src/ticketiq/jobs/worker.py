@@ -22,12 +22,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ticketiq.background import Background
-from ticketiq.errors import StorageError
+from ticketiq.errors import JobLost, StorageError
 from ticketiq.jobs import kinds
 from ticketiq.jobs.endings import Ending, ending_of, free_slots
 from ticketiq.jobs.queue import JobQueue
 from ticketiq.jobs.running import RunningJob
 from ticketiq.storage.job_store import JobRow, JobStore, job_lease
+from ticketiq.storage.knowledge_store import KnowledgeStore
+from ticketiq.storage.workflow_store import WorkflowStore
 
 if TYPE_CHECKING:
     from ticketiq.engine.engine import Engine
@@ -104,8 +106,9 @@ class JobWorker:
         lease = deps.keeper.hold_lease(job_lease(row.id), sent_at, row.id, row.attempt)
         job = RunningJob(
             id=row.id, kind=row.kind, params=row.params, attempt=row.attempt, losses=row.losses, state=row.state,
-            created_by=row.created_by, engine=self.engine, db=deps.db, settings=self.settings, http=deps.http,
-            lease=lease, handle=self.store.handle(row.id, row.attempt, holder),
+            created_by=row.created_by, engine=self.engine, settings=self.settings, http=deps.http,
+            knowledge=KnowledgeStore(deps.db), workflows=WorkflowStore(deps.db), lease=lease,
+            handle=self.store.handle(row.id, row.attempt, holder),
         )  # fmt: skip
         log.info("job %s (%s) claimed by %s, attempt %d, losses %d", row.id, row.kind, holder, row.attempt, row.losses)
         task = asyncio.create_task(self._drive(job), name=f"job-{row.id}")
@@ -167,7 +170,7 @@ class JobWorker:
                 log.error("job %s: its end (%s) was not written (%s); trying again", job.id, end.status, exc)
                 await asyncio.sleep(FINISH_RETRY_S)
                 continue
-            except kinds.JobLost as exc:
+            except JobLost as exc:
                 log.warning("%s", exc)
                 return
             log.info("job %s (%s) %s", job.id, job.kind, end.status)

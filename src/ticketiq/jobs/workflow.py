@@ -41,12 +41,13 @@ from ticketiq.engine.storable import storable
 from ticketiq.engine.workflow_plan import WorkflowState, following, input_problem, over_bound, step_key
 from ticketiq.engine.workflow_values import MissingValue, as_text, render
 from ticketiq.jobs.kinds import Job, JobCancelled, JobFailed, JobKind, params_error
-from ticketiq.storage.workflow_store import CHANNEL, IN_FLIGHT_FOR, STEP_BEGUN, STEP_ENDED, StepWrite, WorkflowStore
+from ticketiq.storage.workflow_store import CHANNEL, StepWrite
 from ticketiq.tools.base import CallContext, SendWindow, Tool, ToolClass
 from ticketiq.tools.schema import validate
 
 if TYPE_CHECKING:
     from ticketiq.engine.engine import Engine
+    from ticketiq.storage.job_store import StepWritten
 
 TERMINAL_RUN = frozenset({"succeeded", "failed", "interrupted", "stopped"})  # engine.TERMINAL
 # While an agent step's run goes on, the job looks this often whether a person cancelled it.
@@ -102,7 +103,7 @@ class WorkflowRun:
         self.deps = job.engine.deps
         self.given: dict[str, Any] = dict(job.params.get("input") or {})
         self.state = WorkflowState.from_json(job.state, flow)
-        self.store = WorkflowStore(job.db)
+        self.store = job.workflows
 
     async def go(self) -> dict[str, Any]:
         if self.state.in_doubt is not None:
@@ -131,7 +132,7 @@ class WorkflowRun:
         seq = self.state.seq
         self.state.executed_step(step.id, key, done.output)
         self.state.at = following(self.flow, step, self.state.scope(self.given))
-        await self._write(STEP_ENDED, StepWrite(
+        await self._ended(StepWrite(
             seq, step.id, step.kind, key, "done", tool=step.tool, agent=step.agent, args=done.args,
             output=done.output, run_id=done.run_id, settled=done.settled,
         ), done=self.state.executed)  # fmt: skip
@@ -142,19 +143,23 @@ class WorkflowRun:
         fails with the reason."""
         self.state.in_doubt = None
         what = f"step {step.id!r} ({step.tool or 'agent ' + str(step.agent)})"
-        await self._write(STEP_ENDED, StepWrite(
+        await self._ended(StepWrite(
             self.state.seq, step.id, step.kind, key, "failed", tool=step.tool, agent=step.agent, args=args,
             error=error, run_id=run_id, settled=settled,
         ), done=self.state.executed)  # fmt: skip
         return JobFailed(f"workflow {self.flow.name}: {what} failed: {error}")
 
-    async def _write(self, query: str, step: StepWrite, done: int | None = None) -> None:
-        rows = await self.job.fenced(query, step.params(self.state.to_json(), done))
-        if rows[0]["written"] != 1:
+    async def _begun(self, step: StepWrite) -> None:
+        self._written(step, await self.job.step_begun(step, self.state.to_json()))
+
+    async def _ended(self, step: StepWrite, done: int) -> None:
+        self._written(step, await self.job.step_ended(step, self.state.to_json(), done))
+
+    def _written(self, step: StepWrite, written: StepWritten) -> None:
+        if written.written != 1:
             raise JobFailed(f"step {step.step_id} #{step.seq}: its row holds another key than {step.key}")
-        by = rows[0]["cancel_requested_by"]
-        if by is not None:
-            raise JobCancelled(f"cancelled by {by} at step {step.step_id!r} (#{step.seq})")
+        if written.cancel_requested_by is not None:
+            raise JobCancelled(f"cancelled by {written.cancel_requested_by} at step {step.step_id!r} (#{step.seq})")
 
     # ----- tool steps -------------------------------------------------------------------------------
 
@@ -183,8 +188,8 @@ class WorkflowRun:
         opened = time.monotonic()  # the window opens before the mark: it ends no later than the mark's horizon
         self.state.in_doubt = {"seq": self.state.seq, "step": step.id, "key": key, "tool": tool.name,
                                "class": tool.tool_class.value, "args": args}  # fmt: skip
-        await self._write(STEP_BEGUN, StepWrite(self.state.seq, step.id, "tool", key, "in_doubt", tool=tool.name,
-                                                args=args, budget_s=budget))  # fmt: skip
+        await self._begun(StepWrite(self.state.seq, step.id, "tool", key, "in_doubt", tool=tool.name, args=args,
+                                    budget_s=budget))  # fmt: skip
         self.deps.faults.hit("after_mark")
         # The lease deadline is checked at the last moment before each try's bytes (job.check): a window
         # bounded by the budget alone is enough for the mark's horizon.
@@ -237,8 +242,7 @@ class WorkflowRun:
 
     async def _wait_in_flight(self, key: str) -> None:
         """I14: until the marked write can no longer be in flight, on the database clock."""
-        rows = await self.job.fenced(IN_FLIGHT_FOR, {"seq": self.state.seq, "key": key})
-        ends = time.monotonic() + float(rows[0]["wait_s"])
+        ends = time.monotonic() + await self.job.in_flight_s(self.state.seq, key)
         while (left := ends - time.monotonic()) > 0:
             self.job.check()
             await asyncio.sleep(min(left, 0.5))
@@ -290,8 +294,8 @@ class WorkflowRun:
                                        created_by=self.job.created_by)  # fmt: skip
         if not made.created and (foreign := run_keys.foreign(made, Expected(CHANNEL, maker, self.job.created_by))):
             raise await self._fail(step, key, foreign)
-        await self._write(STEP_BEGUN, StepWrite(self.state.seq, step.id, "agent", key, "running", agent=agent.name,
-                                                run_id=made.id))  # fmt: skip
+        await self._begun(StepWrite(self.state.seq, step.id, "agent", key, "running", agent=agent.name,
+                                    run_id=made.id))  # fmt: skip
         if made.status == "queued":
             await engine.start(made.id)  # False: another process has it already
         elif made.status == "running":

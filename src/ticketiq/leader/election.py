@@ -12,6 +12,7 @@ import time
 from ticketiq.background import Background
 from ticketiq.engine.engine import Engine
 from ticketiq.leader.sweep import Sweeper
+from ticketiq.storage.leader_store import LeaderStore
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +30,7 @@ class Elector:
     async def try_lead(self) -> bool:
         deps = self.engine.deps
         sent_at = time.monotonic()
-        row = await deps.db.fetch_one("leader.lead", {"holder": deps.holder, "ttl": deps.settings.lease_ttl_s})
-        if row is None:
+        if not await LeaderStore(deps.db).lead(deps.holder, deps.settings.lease_ttl_s):
             return False
         deps.keeper.hold_lease(LEADER, sent_at)
         return True
@@ -75,4 +75,4 @@ class Elector:
             self.engine.deps.keeper.drop_lease(LEADER)
         # Step down at once so another process leads without waiting out the TTL.
         with contextlib.suppress(Exception):
-            await self.engine.deps.db.execute("leader.step_down", {"holder": self.engine.deps.holder})
+            await LeaderStore(self.engine.deps.db).step_down(self.engine.deps.holder)

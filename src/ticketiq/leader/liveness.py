@@ -23,7 +23,7 @@ import socket
 from collections.abc import Callable
 
 from ticketiq.background import Background
-from ticketiq.storage import database
+from ticketiq.storage import database, leader_store
 from ticketiq.storage.database import DEFAULT_LIMITS, ConnectionLimits
 
 log = logging.getLogger(__name__)
@@ -67,14 +67,13 @@ class Liveness:
         try:
             # Before the row exists: no run can be given to this identity before it listens.
             await database.listen(conn, HANDED, within_s=self.limits.answer_within_s)
-            rows = await database.run_on(
-                conn, "leader.register", {"id": holder, "pid": os.getpid(), "host": socket.gethostname()},
-                within_s=self.limits.answer_within_s,
-            )  # fmt: skip
+            lock_key = await leader_store.register(
+                conn, holder, os.getpid(), socket.gethostname(), within_s=self.limits.answer_within_s
+            )
         except BaseException:
             await conn.close()
             raise
-        self._conn, self.holder, self.lock_key = conn, holder, int(rows[0]["lock_key"])
+        self._conn, self.holder, self.lock_key = conn, holder, lock_key
 
     async def watch(self) -> None:
         """Wait on the mark's connection for a poll, then ask it to answer a heartbeat in time; at any
@@ -90,7 +89,7 @@ class Liveness:
                 async for notice in conn.notifies(timeout=self.poll_s):
                     if notice.channel == HANDED and notice.payload == self.holder:
                         self.on_handed()
-                await database.run_on(conn, "leader.heartbeat", within_s=heartbeat_within(self.poll_s))
+                await leader_store.heartbeat(conn, within_s=heartbeat_within(self.poll_s))
         except Exception as exc:  # any failure: the lock may be gone
             log.error("liveness connection of %s lost: %s", self.holder, exc)
             await self._close()
@@ -110,7 +109,7 @@ class Liveness:
         await self._background.stop()
         if db is not None and self.holder:
             with contextlib.suppress(Exception):
-                await db.fetch_all("leader.end_process", {"id": self.holder})
+                await leader_store.LeaderStore(db).end_process(self.holder)
         await self._close()
 
     async def _close(self) -> None:

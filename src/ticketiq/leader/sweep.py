@@ -18,6 +18,7 @@ from ticketiq.engine.scheduler import Scheduler
 from ticketiq.storage import database
 from ticketiq.storage.idempotency_store import IdempotencyStore
 from ticketiq.storage.job_store import JobStore
+from ticketiq.storage.leader_store import LeaderStore
 from ticketiq.storage.trigger_store import TriggerStore
 
 if TYPE_CHECKING:
@@ -119,9 +120,9 @@ class Sweeper:
     async def prune(self, keep_s: float = PROCESS_ROWS_KEPT_S) -> int:
         """Delete the rows of processes long ended that hold no lease; return how many went."""
         self.pruned_at = time.monotonic()
-        gone = await self.engine.deps.db.fetch_all("leader.prune_processes", {"keep": keep_s})
+        gone = await LeaderStore(self.engine.deps.db).prune_processes(keep_s)
         if gone:
-            log.info("pruned %d ended process rows", len(gone))
+            log.info("pruned %d ended process rows", gone)
         purged = await self.engine.deps.store.purge_answers()  # I12: kept answers past their time
         if purged:
             log.info("purged %d kept answers past TICKETIQ_ANSWER_TTL_S", purged)
@@ -131,7 +132,7 @@ class Sweeper:
         claims = await TriggerStore(self.engine.deps.db).purge_signed()  # I19: past their signature's window
         if claims:
             log.info("purged %d webhook signature claims past their window", claims)
-        return len(gone)
+        return gone
 
     async def run(self) -> None:
         """Dead processes every liveness poll (or at once when a process announces itself), lapsed

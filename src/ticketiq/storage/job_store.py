@@ -1,7 +1,10 @@
 """Background jobs: typed rows over `queries/jobs.sql`, the one place with statements about jobs.
 
-A running job's statements are bound to `(job id, attempt)` here: a statement that matched no row
-raises `JobLost` in one place (I3). Nothing here decides what a job does; `jobs/worker.py` drives them.
+A running job's statements are bound to `(job id, attempt)` here, its kind's own included (a source
+sync's page, a red-team answer, a trained classifier, a fine-tune's in-doubt mark, a workflow's steps):
+each is fenced by the job fence (`job_holds`, migration 025) and a statement that matched no row raises
+`JobLost` in one place (`FencedHandle`, storage/fenced.py; I3). Nothing here decides what a job does;
+`jobs/worker.py` drives them.
 """
 
 from __future__ import annotations
@@ -11,9 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ticketiq.jobs.kinds import JobLost
+from ticketiq.errors import JobLost
 from ticketiq.storage.database import Database, Row
+from ticketiq.storage.fenced import FencedHandle
 from ticketiq.storage.rows import row_as
+from ticketiq.storage.workflow_store import StepWrite
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled", "interrupted"})
 STATUSES = ("queued", "running", *sorted(TERMINAL))
@@ -130,40 +135,117 @@ class JobStore:
         return JobHandle(self.db, job_id, attempt, holder)
 
 
-class JobHandle:
+@dataclass(frozen=True)
+class PageWritten:
+    """A source sync's page, written: how many issues it upserted, and whether a person asked to cancel."""
+
+    written: int
+    cancel_requested: bool
+
+
+@dataclass(frozen=True)
+class StepWritten:
+    """A workflow step's row, written with the run's state: 1 when the row is the step's (0: the row at
+    its seq holds another key), and who asked to cancel the job (None: no one)."""
+
+    written: int
+    cancel_requested_by: str | None
+
+
+class JobHandle(FencedHandle):
     """The statements one attempt of a running job makes about itself, each fenced by the attempt (I3):
     one that matched nothing raises JobLost."""
 
+    lost = JobLost
+
     def __init__(self, db: Database, job_id: str, attempt: int, holder: str) -> None:
-        self.db = db
+        super().__init__(db, job_id, attempt)
         self.job_id = job_id
-        self.attempt = attempt
         self.holder = holder
 
-    def _fence(self, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        return {**(params or {}), "job_id": self.job_id, "attempt": self.attempt, "holder": self.holder}
+    def _bound(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "attempt": self.attempt, "holder": self.holder}
 
     async def save(self, state: Mapping[str, Any] | None, done: int | None, total: int | None) -> str | None:
         """Store state and progress; return who asked to cancel the job (None: no one)."""
-        row = await self.db.fetch_one("jobs.save", self._fence({
+        row = await self._fenced("jobs.save", "saving its state" if state is not None else "reporting progress", {
             "state": None if state is None else dict(state), "done": done, "total": total,
-        }))  # fmt: skip
-        if row is None:
-            raise JobLost(self.job_id, self.attempt, "saving its state" if state is not None else "reporting progress")
+        })  # fmt: skip
         by = row["cancel_requested_by"]
         return None if by is None else str(by)
 
     async def finish(self, status: str, result: Mapping[str, Any] | None, error: str | None) -> None:
-        row = await self.db.fetch_one("jobs.finish", self._fence({
+        await self._fenced("jobs.finish", f"ending {status}", {
             "status": status, "result": None if result is None else dict(result), "error": error,
-        }))  # fmt: skip
-        if row is None:
-            raise JobLost(self.job_id, self.attempt, f"ending {status}")
+        })  # fmt: skip
 
-    async def fenced(self, query: str, params: Mapping[str, Any]) -> list[Row]:
-        """A kind's own statement; it fences itself on `job_id` and `attempt` and returns a row when it
-        matched."""
-        rows = await self.db.fetch_all(query, self._fence(params))
-        if not rows:
-            raise JobLost(self.job_id, self.attempt, f"running {query}")
-        return rows
+    # ----- what the kinds write about their job (each ONE statement, fenced) -------------------------
+
+    async def _kinds(self, name: str, params: Mapping[str, Any]) -> Row:
+        """A kind's statement: the first row it returned (it returns one when the fence matched)."""
+        return (await self._fenced_all(name, f"running {name}", params))[0]
+
+    async def write_page(
+        self, source: str, project: str, issues: list[dict[str, Any]], state: Mapping[str, Any], done: int,
+        total: int | None,
+    ) -> PageWritten:  # fmt: skip
+        """A source sync's page of issues, upserted, with the cursor to the next page and the progress."""
+        row = await self._kinds("knowledge.sync_page", {
+            "source": source, "project": project, "issues": issues, "state": dict(state), "done": done,
+            "total": total,
+        })  # fmt: skip
+        return PageWritten(int(row["written"]), bool(row["cancel_requested"]))
+
+    async def record_answer(
+        self, idx: int, agent: str, prompt: str, answer: str, asked_tools: Any, verdict: str
+    ) -> None:
+        """A red-team run's answer to one prompt."""
+        await self._kinds("red_team.record_answer", {
+            "idx": idx, "agent": agent, "prompt": prompt, "answer": answer, "asked_tools": asked_tools,
+            "verdict": verdict,
+        })  # fmt: skip
+
+    async def record_classifier(
+        self, classifier_id: str, project: str | None, classes: list[str], rows_trained: int, rows_held_out: int,
+        accuracy: float | None, epochs: int, model: Mapping[str, Any],
+    ) -> str:  # fmt: skip
+        """A classifier training's model, written once at the end; returns its id."""
+        row = await self._kinds("classifiers.record", {
+            "id": classifier_id, "project": project, "classes": classes, "rows_trained": rows_trained,
+            "rows_held_out": rows_held_out, "accuracy": accuracy, "epochs": epochs, "model": dict(model),
+        })  # fmt: skip
+        return str(row["id"])
+
+    async def mark_in_doubt(
+        self, state: Mapping[str, Any], what: str, budget_s: float, request_timeout_s: float
+    ) -> dict[str, Any]:
+        """I2, I14: the job's state with the request `what` marked in doubt until the latest moment it can
+        be in flight (database clock); returns the state as stored."""
+        row = await self._kinds("fine_tune.mark_in_doubt", {
+            "state": dict(state), "what": what, "budget": budget_s, "request_timeout": request_timeout_s,
+        })  # fmt: skip
+        return dict(row["state"])
+
+    async def clock(self) -> datetime:
+        """I14: the database clock, which in-doubt marks are judged by; fenced, so a job taken over stops."""
+        row = await self._kinds("fine_tune.clock", {})
+        now: datetime = row["now"]
+        return now
+
+    async def step_begun(self, step: StepWrite, state: dict[str, Any]) -> StepWritten:
+        """A workflow step about to take effect (a write marked in doubt, I2), with the run's state."""
+        return _step_written(await self._kinds("workflows.step_begun", step.params(state)))
+
+    async def step_ended(self, step: StepWrite, state: dict[str, Any], done: int) -> StepWritten:
+        """A workflow step's outcome, with the state that moves past it and the progress."""
+        return _step_written(await self._kinds("workflows.step_ended", step.params(state, done)))
+
+    async def in_flight_s(self, seq: int, key: str) -> float:
+        """I14: seconds (database clock) until the write marked for this step can no longer be in flight."""
+        row = await self._kinds("workflows.in_flight_for", {"seq": seq, "key": key})
+        return float(row["wait_s"])
+
+
+def _step_written(row: Row) -> StepWritten:
+    by = row["cancel_requested_by"]
+    return StepWritten(int(row["written"]), None if by is None else str(by))

@@ -1,8 +1,9 @@
 """The run store: every statement about a run, behind one module (DESIGN.md, "The run store").
 
 A driver holds a `RunHandle` bound to `(run id, attempt)`. The handle adds the fence to every statement
-it makes and turns a statement that matched nothing into `Fenced` in exactly one place (`_fenced`), so
-the fence (I3) is one piece of code rather than a habit. Statements that are not a driver's (a run is
+it makes and turns a statement that matched nothing into `Fenced` in exactly one place (`FencedHandle`,
+storage/fenced.py, which a job's handle shares), so the fence (I3) is one piece of code rather than a
+habit. Statements that are not a driver's (a run is
 created, taken, stopped by a person, an approval decided) are the `RunStore`'s own methods. Both return
 typed rows. Nothing else in the package names a query about a run.
 """
@@ -13,8 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ticketiq.errors import Fenced
 from ticketiq.storage.database import Database, Row
+from ticketiq.storage.fenced import FencedHandle
 from ticketiq.storage.rows import (
     Approval,
     AskedApproval,
@@ -281,25 +282,16 @@ class RunStore:
         await self.db.fetch_one("runs.ping")
 
 
-class RunHandle:
-    """Every statement one attempt makes about its run, each fenced by `(run id, attempt)` (I3)."""
+class RunHandle(FencedHandle):
+    """Every statement one attempt makes about its run, each fenced by `(run id, attempt)` (I3): one that
+    matched nothing raises `Fenced`."""
 
     def __init__(self, db: Database, run_id: str, attempt: int) -> None:
-        self.db = db
+        super().__init__(db, run_id, attempt)
         self.run_id = run_id
-        self.attempt = attempt
 
-    async def _fenced(self, name: str, what: str, params: dict[str, Any]) -> Row:
-        """The one place a statement that matched nothing becomes `Fenced`: the run was taken over."""
-        row = await self.db.fetch_one(name, {"run_id": self.run_id, "attempt": self.attempt, **params})
-        if row is None:
-            raise Fenced(self.run_id, self.attempt, what)  # I3: zero rows means stop now
-        return row
-
-    async def _fenced_count(self, name: str, what: str, params: dict[str, Any]) -> None:
-        matched = await self.db.execute(name, {"run_id": self.run_id, "attempt": self.attempt, **params})
-        if matched != 1:
-            raise Fenced(self.run_id, self.attempt, what)
+    def _bound(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "attempt": self.attempt}
 
     def _sealed(self, sealed: Sealed) -> dict[str, Any]:
         return {
@@ -378,16 +370,12 @@ class RunHandle:
         checkpoint and rows are written, the run stays running under this attempt). `asks`: the questions
         the step asked through `request_input` ({id, idx, question}), filed by this same statement."""
         async with self.db.transaction() as tx:
-            fence = {"run_id": self.run_id, "attempt": self.attempt}
-            if await tx.fetch_one("runs.lock", fence) is None:
-                raise Fenced(self.run_id, self.attempt, "suspending the run")
-            row = await tx.fetch_one("runs.suspend", {
-                **fence, **self._sealed(sealed), "finished": flush.finished, "entries": flush.entries,
+            await self._fenced("runs.lock", "suspending the run", on=tx)
+            row = await self._fenced("runs.suspend", "suspending the run", {
+                **self._sealed(sealed), "finished": flush.finished, "entries": flush.entries,
                 "waiting": waiting, "actor": actor, "audit": {"step": sealed.step, "attempt": self.attempt},
                 "asks": asks or [],
-            })  # fmt: skip
-        if row is None:
-            raise Fenced(self.run_id, self.attempt, "suspending the run")
+            }, on=tx)  # fmt: skip
         return bool(row["suspended"])
 
     async def fail(self, error: str, action: str, actor: str) -> None:
@@ -433,9 +421,7 @@ class RunHandle:
     # ----- reads an attempt makes -----------------------------------------------------------------------
 
     async def gate_facts(self) -> GateFacts:
-        row = await self.db.fetch_one("runs.gate_facts", {"run_id": self.run_id})
-        if row is None:
-            raise Fenced(self.run_id, self.attempt, "reading gate facts (the run is gone)")
+        row = await self._fenced("runs.gate_facts", "reading gate facts (the run is gone)")
         return GateFacts(
             agent=row["agent"],
             tenant=row["tenant"],

@@ -1,6 +1,6 @@
 """Workflow runs' statements (`queries/workflows.sql`): the gate facts of a tool step, the step rows a
-run wrote, and the parameters of its fenced statements (which the job runs through `Job.fenced`, so
-its attempt fences them, I3)."""
+run wrote, and the parameters of its fenced statements (which the job's handle makes, `JobHandle.
+step_begun`, `step_ended` and `in_flight_s` in job_store.py, so its attempt fences them, I3)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,6 @@ from ticketiq.storage.database import Database
 from ticketiq.storage.rows import GateFacts, row_as
 
 CHANNEL = "workflow"  # the channel gate's name for workflow runs: a person may disable it
-
-STEP_BEGUN = "workflows.step_begun"
-STEP_ENDED = "workflows.step_ended"
-IN_FLIGHT_FOR = "workflows.in_flight_for"
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ticketiq.errors import StorageError
+from ticketiq.storage.knowledge_store import KnowledgeStore
 from ticketiq.tools.base import CallContext, Outcome, Tool, ToolClass
 
 if TYPE_CHECKING:
@@ -47,15 +48,13 @@ PARAMETERS = {
 
 
 def tools(db: Database) -> list[Tool]:
+    store = KnowledgeStore(db)
+
     async def search(ctx: CallContext) -> Outcome:
-        params = {
-            "query": ctx.args["query"],
-            "project": ctx.args.get("project"),
-            "limit": int(ctx.args.get("limit", DEFAULT_LIMIT)),
-            "source": SOURCE,
-        }
         try:
-            rows = await db.fetch_all("knowledge.search", params)
+            rows = await store.search(
+                SOURCE, ctx.args["query"], ctx.args.get("project"), int(ctx.args.get("limit", DEFAULT_LIMIT))
+            )
         except StorageError as exc:
             log.warning("run %s: knowledge_search could not read the knowledge table: %s", ctx.run_id, exc)
             why = exc.sqlstate or "no answer"

@@ -14,7 +14,7 @@ SELECT source || ':' || key AS key, coalesce(title, '') || E'\n' || coalesce(bod
 -- I3: the trained model, written once at the end by the attempt that trained it.
 WITH fence AS (
     SELECT id FROM jobs
-     WHERE id = %(job_id)s AND attempt = %(attempt)s AND status = 'running'
+     WHERE job_holds(jobs, %(job_id)s, %(attempt)s)
        FOR SHARE
 )
 INSERT INTO classifiers (id, job_id, project, classes, rows_trained, rows_held_out, accuracy, epochs, model)

@@ -1,5 +1,5 @@
 -- The fine-tuning job's own statements (jobs/fine_tune.py). Those about the job are fenced by
--- `id = %(job_id)s AND attempt = %(attempt)s AND status = 'running'` (I3) and return a row when the
+-- `job_holds(<its row>, %(job_id)s, %(attempt)s)` (I3, migration 025) and return a row when the
 -- fence matched: no row means the job was taken over or handed back, and it sends nothing more.
 
 -- name: mark_in_doubt
@@ -13,12 +13,12 @@ UPDATE jobs j
                                     (SELECT l.expires_at FROM leases l WHERE l.name = 'job:' || j.id::text)
                                     + make_interval(secs => %(request_timeout)s)),
            'attempt', j.attempt))
- WHERE j.id = %(job_id)s AND j.attempt = %(attempt)s AND j.status = 'running'
+ WHERE job_holds(j, %(job_id)s, %(attempt)s)
 RETURNING j.state
 
 -- name: clock
 -- I14: the database clock, which in-doubt marks are judged by; fenced, so a job taken over stops here.
-SELECT now() AS now FROM jobs WHERE id = %(job_id)s AND attempt = %(attempt)s AND status = 'running'
+SELECT now() AS now FROM jobs WHERE job_holds(jobs, %(job_id)s, %(attempt)s)
 
 -- name: knowledge_issues
 -- The issues of a project that carry labels, the examples a training file is made of (a read, not

@@ -1,7 +1,8 @@
 -- Background jobs (issue 10). Every statement a running job makes about itself is fenced by
--- `id = %(job_id)s AND attempt = %(attempt)s AND status = 'running'` (I3): no row means it was taken
--- over, swept or handed back, and it stops. The claim and the sweep are each ONE conditional statement
--- under row locks: of two workers (or two sweeps) racing, one takes a job and the other skips it.
+-- `job_holds(<its row>, %(job_id)s, %(attempt)s)` (I3, migration 025: its id, its attempt, still
+-- running): no row means it was taken over, swept or handed back, and it stops. The claim and the sweep
+-- are each ONE conditional statement under row locks: of two workers (or two sweeps) racing, one takes a
+-- job and the other skips it.
 
 -- name: create
 -- A job made through the API (or a workflow run's route), with its audit row: who made it is the
@@ -52,7 +53,7 @@ UPDATE jobs
    SET state = coalesce(%(state)s, state),
        progress_done = coalesce(%(done)s::bigint, progress_done),
        progress_total = coalesce(%(total)s::bigint, progress_total)
- WHERE id = %(job_id)s AND attempt = %(attempt)s AND status = 'running'
+ WHERE job_holds(jobs, %(job_id)s, %(attempt)s)
 RETURNING cancel_requested_by
 
 -- name: finish
@@ -63,7 +64,7 @@ WITH ended AS (
        SET status = %(status)s, result = %(result)s, error = %(error)s, finished_at = now(),
            progress_done = CASE WHEN %(status)s = 'succeeded' AND progress_total IS NOT NULL
                                 THEN greatest(progress_done, progress_total) ELSE progress_done END
-     WHERE id = %(job_id)s AND attempt = %(attempt)s AND status = 'running'
+     WHERE job_holds(jobs, %(job_id)s, %(attempt)s)
     RETURNING id
 ), released AS (
     DELETE FROM leases l USING ended WHERE l.name = 'job:' || ended.id::text
@@ -130,8 +131,7 @@ SELECT id FROM jobs WHERE restarted_from = %(id)s
 WITH mine AS (
     SELECT j.id FROM jobs j
       JOIN jsonb_to_recordset(%(held)s) AS h (job_id uuid, attempt int)
-        ON h.job_id = j.id AND h.attempt = j.attempt
-     WHERE j.status = 'running'
+        ON job_holds(j, h.job_id, h.attempt)
        FOR UPDATE OF j
 ), released AS (
     DELETE FROM leases l USING mine WHERE l.name = 'job:' || mine.id::text
@@ -162,8 +162,7 @@ SELECT id, kind, status FROM back
 WITH mine AS (
     SELECT j.id FROM jobs j
       JOIN jsonb_to_recordset(%(held)s) AS h (job_id uuid, attempt int)
-        ON h.job_id = j.id AND h.attempt = j.attempt
-     WHERE j.status = 'running'
+        ON job_holds(j, h.job_id, h.attempt)
        FOR UPDATE OF j
 ), released AS (
     DELETE FROM leases l USING mine WHERE l.name = 'job:' || mine.id::text

@@ -7,7 +7,7 @@
 -- on from the page after the last one written. No row back: the job was taken over (nothing written).
 WITH fence AS (
     SELECT id FROM jobs
-    WHERE id = %(job_id)s AND attempt = %(attempt)s AND status = 'running'
+    WHERE job_holds(jobs, %(job_id)s, %(attempt)s)
     FOR UPDATE
 ),
 page AS (

@@ -4,7 +4,7 @@
 -- name: record_answer
 WITH fence AS (
     SELECT id FROM jobs
-     WHERE id = %(job_id)s AND attempt = %(attempt)s AND status = 'running'
+     WHERE job_holds(jobs, %(job_id)s, %(attempt)s)
        FOR SHARE
 )
 INSERT INTO red_team_answers (job_id, idx, agent, prompt, answer, asked_tools, verdict)

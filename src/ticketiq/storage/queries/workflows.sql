@@ -1,15 +1,15 @@
 -- Workflow runs (issue 10): jobs of kind `workflow`. Every statement a run makes about itself is ONE
--- statement fenced by the job's attempt (I3: `jobs.id = %(job_id)s AND jobs.attempt = %(attempt)s AND
--- jobs.status = 'running'`): the job's state (its checkpoint) and the step's row land together, or,
--- taken over meanwhile (also while the statement waited on the takeover's row lock), nothing does and
--- no row comes back. Each returns who asked to cancel the job (NULL: no one).
+-- statement fenced by the job's attempt (I3: `job_holds(jobs, %(job_id)s, %(attempt)s)`, migration
+-- 025): the job's state (its checkpoint) and the step's row land together, or, taken over meanwhile
+-- (also while the statement waited on the takeover's row lock), nothing does and no row comes back.
+-- Each returns who asked to cancel the job (NULL: no one).
 
 -- name: step_begun
 -- Before a step's effect: a write marked in doubt (I2) until `in_flight_until`, the mark plus its
 -- budget on the database clock (I14); an agent step's run recorded the moment it is made.
 WITH job AS (
     UPDATE jobs SET state = %(state)s
-     WHERE id = %(job_id)s AND attempt = %(attempt)s AND status = 'running'
+     WHERE job_holds(jobs, %(job_id)s, %(attempt)s)
     RETURNING id, attempt, cancel_requested_by
 ), step AS (
     INSERT INTO workflow_steps (job_id, seq, step_id, kind, tool, agent, key, status, args, run_id,
@@ -32,7 +32,7 @@ SELECT job.cancel_requested_by, (SELECT count(*) FROM step) AS written FROM job
 -- same statement (`workflow.step.settled`, I8).
 WITH job AS (
     UPDATE jobs SET state = %(state)s, progress_done = %(done)s
-     WHERE id = %(job_id)s AND attempt = %(attempt)s AND status = 'running'
+     WHERE job_holds(jobs, %(job_id)s, %(attempt)s)
     RETURNING id, attempt, cancel_requested_by
 ), step AS (
     INSERT INTO workflow_steps (job_id, seq, step_id, kind, tool, agent, key, status, args, output, error, run_id,
@@ -64,7 +64,7 @@ SELECT job.cancel_requested_by, (SELECT count(*) FROM step) AS written FROM job
 SELECT greatest(0, extract(epoch FROM s.in_flight_until - now()))::float8 AS wait_s
   FROM jobs j
   JOIN workflow_steps s ON s.job_id = j.id AND s.seq = %(seq)s AND s.key = %(key)s
- WHERE j.id = %(job_id)s AND j.attempt = %(attempt)s AND j.status = 'running'
+ WHERE job_holds(j, %(job_id)s, %(attempt)s)
 
 -- name: gate_facts
 -- Everything the gates need for a workflow's tool step, in one read: the tenant's quarantine, the
