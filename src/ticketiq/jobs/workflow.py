@@ -37,13 +37,13 @@ from ticketiq.engine.gates import Verdict, call_gate
 from ticketiq.engine.notes import scrub
 from ticketiq.engine.run_keys import Expected
 from ticketiq.engine.settlement import CallRow, Happened, Route, ToolNow, route
-from ticketiq.engine.storable import storable
-from ticketiq.engine.workflow_plan import WorkflowState, following, input_problem, over_bound, step_key
-from ticketiq.engine.workflow_values import MissingValue, as_text, render
 from ticketiq.jobs.kinds import Job, JobCancelled, JobFailed, JobKind, params_error
+from ticketiq.jobs.workflow_plan import WorkflowState, following, input_problem, over_bound, step_key
 from ticketiq.storage.workflow_store import CHANNEL, IN_FLIGHT_FOR, STEP_BEGUN, STEP_ENDED, StepWrite, WorkflowStore
 from ticketiq.tools.base import CallContext, SendWindow, Tool, ToolClass
 from ticketiq.tools.schema import validate
+from ticketiq.values.storable import storable
+from ticketiq.values.workflow_values import MissingValue, as_text, render
 
 if TYPE_CHECKING:
     from ticketiq.engine.engine import Engine

@@ -13,8 +13,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from ticketiq.engine import teams_turns
-from ticketiq.engine.scheduler import Scheduler
+from ticketiq.intake import teams_turns
+from ticketiq.intake.scheduler import Scheduler
 from ticketiq.storage import database
 from ticketiq.storage.idempotency_store import IdempotencyStore
 from ticketiq.storage.job_store import JobStore
