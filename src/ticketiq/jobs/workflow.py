@@ -1,7 +1,7 @@
 """The `workflow` job kind: one run of a workflow the agents file declares (`agents/workflows.py`),
 made by `POST /v1/workflows/{name}/runs` and run by any process's job worker.
 
-Its state is its checkpoint (`engine/workflow_plan.py`), written with the step's row in ONE statement
+Its state is its checkpoint (`jobs/workflow_plan.py`), written with the step's row in ONE statement
 fenced by the job's attempt (I3) after every step, so a run whose process died goes on, on another
 process, from the step after the last one written. Each step sends its step key (I11): a step executed
 again after a crash sends the same key, a loop back to it a new one.
