@@ -33,9 +33,11 @@ chromium:
 cluster: $(STAMP) haproxy
 	$(BIN)/ticketiq cluster --processes 2 --port 8080
 
+# ruff, and the direction of imports: the layers contract in pyproject.toml ([tool.importlinter]).
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
+	$(BIN)/lint-imports --no-cache --no-logo
 
 types: $(STAMP)
 	$(BIN)/mypy

@@ -16,7 +16,7 @@ from ticketiq.errors import Conflict, NotFound, TicketIQError
 from ticketiq.settings import Settings
 
 if TYPE_CHECKING:
-    from ticketiq.engine.tokens import Role
+    from ticketiq.auth.tokens import Role
     from ticketiq.storage.token_store import TokenStore
 
     NewToken = tuple[Role, tuple[str, ...] | None]  # its role and the agents it may start (None: every one)
@@ -109,7 +109,7 @@ def tokens_command(settings: Settings, args: argparse.Namespace) -> int:
 
 def _checked_token(settings: Settings, args: argparse.Namespace) -> NewToken:
     from ticketiq.agents import catalog
-    from ticketiq.engine import tokens
+    from ticketiq.auth import tokens
 
     tokens.checked_name(args.name)
     role = tokens.checked_role(args.role)
@@ -119,7 +119,7 @@ def _checked_token(settings: Settings, args: argparse.Namespace) -> NewToken:
 
 
 async def _create_token(store: TokenStore, args: argparse.Namespace, checked: NewToken | None) -> int:
-    from ticketiq.engine import tokens
+    from ticketiq.auth import tokens
 
     assert checked is not None
     role, agents = checked
@@ -165,13 +165,13 @@ def _when(at: datetime | None) -> str:
 def jobs_command(settings: Settings, args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from ticketiq import cli_jobs
     from ticketiq.cli_client import Target
-    from ticketiq.jobs import watch
 
     target = Target.of(args.api_url, args.api_token, settings)
     if args.action == "watch":
-        return asyncio.run(watch.watch(target, args.job_id, args.every, Console()))
-    return asyncio.run(watch.listed(target, args.status, args.kind, args.limit))
+        return asyncio.run(cli_jobs.watch(target, args.job_id, args.every, Console()))
+    return asyncio.run(cli_jobs.listed(target, args.status, args.kind, args.limit))
 
 
 def client_command(settings: Settings, args: argparse.Namespace) -> int:

@@ -22,9 +22,9 @@ from typing import Any
 
 import httpx
 
+from ticketiq.auth import tokens
+from ticketiq.auth.tokens import Role
 from ticketiq.cli_client import console_link
-from ticketiq.engine import tokens
-from ticketiq.engine.tokens import Role
 from ticketiq.errors import TicketIQError
 from ticketiq.launch import Child, start_serve, start_standins
 from ticketiq.settings import Settings

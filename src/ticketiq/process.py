@@ -15,7 +15,7 @@ import httpx
 
 from ticketiq import stall
 from ticketiq.agents import catalog as agents
-from ticketiq.engine import scheduler, seal, teams_turns
+from ticketiq.engine import seal
 from ticketiq.engine.context import EngineDeps
 from ticketiq.engine.delegation import delegation_tool
 from ticketiq.engine.engine import Engine
@@ -24,6 +24,7 @@ from ticketiq.engine.gate_watch import GateWatch
 from ticketiq.engine.leases import LeaseKeeper
 from ticketiq.engine.run_events import RunEvents
 from ticketiq.errors import StorageError
+from ticketiq.intake import scheduler, teams_turns
 from ticketiq.jobs.worker import JobWorker
 from ticketiq.leader.election import Elector
 from ticketiq.leader.handoffs import Handoffs

@@ -19,7 +19,7 @@ T = TypeVar("T")
 _SAMPLE_AGENTS = Path(__file__).parent / "agents" / "sample.yaml"
 # Idempotency-Keys are kept at least this long (issue 7).
 IDEMPOTENCY_TTL_FLOOR_S = 86400.0
-CRON_MISSED = ("latest", "skip")  # engine.schedules.Missed
+CRON_MISSED = ("latest", "skip")  # values.schedules.Missed
 
 
 def _setting(default: Any, doc: str, secret: bool = False) -> Any:

@@ -20,7 +20,7 @@ from fastapi.routing import APIRoute
 
 from tests.support.engine import Harness, engine_under_test, read_rows
 from tests.support.http import serving
-from ticketiq.engine import tokens
+from ticketiq.auth import tokens
 from ticketiq.entries.api import create_app
 from ticketiq.errors import StorageError
 from ticketiq.storage.token_store import TokenStore

@@ -25,7 +25,7 @@ from tests.support.engine import kill_liveness, read_rows
 from tests.support.http import serving
 from tests.support.standins import Standins, serve_standins
 from ticketiq.agents.catalog import load
-from ticketiq.engine import tokens
+from ticketiq.auth import tokens
 from ticketiq.entries.api import create_app
 from ticketiq.jobs import training_file
 from ticketiq.process import AppProcess

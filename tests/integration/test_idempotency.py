@@ -20,10 +20,10 @@ from tests.support.api import waiting_approval
 from tests.support.engine import Harness, engine_under_test, read_rows
 from tests.support.http import serving
 from tests.support.locks import held, waiting_on_lock
-from ticketiq.engine import tokens
-from ticketiq.engine.idempotency import request_hash
+from ticketiq.auth import tokens
 from ticketiq.entries.api import create_app
 from ticketiq.entries.auth import TokenRequest
+from ticketiq.intake.idempotency import request_hash
 from ticketiq.leader.sweep import Sweeper
 from ticketiq.storage.idempotency_store import IdempotencyStore, KeyRef
 

@@ -19,7 +19,7 @@ from tests.support.crash import eventually
 from tests.support.engine import read_rows
 from tests.support.http import serving
 from tests.support.standins import Standins, serve_standins
-from ticketiq.engine import tokens
+from ticketiq.auth import tokens
 from ticketiq.entries.api import create_app
 from ticketiq.process import AppProcess
 from ticketiq.storage.token_store import TokenStore

@@ -28,9 +28,9 @@ from tests.support.crash import eventually, kill_driver, lapse
 from tests.support.engine import Harness, Probe, engine_under_test, read_rows
 from tests.support.http import serving
 from ticketiq.engine import run_keys
-from ticketiq.engine.scheduler import Scheduler
 from ticketiq.entries.api import create_app
 from ticketiq.errors import Fenced
+from ticketiq.intake.scheduler import Scheduler
 from ticketiq.process import AppProcess
 from ticketiq.settings import Settings
 
@@ -417,7 +417,7 @@ async def test_a_fire_refuses_a_run_under_its_key_that_it_did_not_make(
                                            idempotency_key=run_keys.cron(made["id"], due), actor="mallory",
                                            created_by="ops")  # fmt: skip
         scheduler = Scheduler(h.engine)
-        with caplog.at_level(logging.ERROR, logger="ticketiq.engine.scheduler"):
+        with caplog.at_level(logging.ERROR, logger="ticketiq.intake.scheduler"):
             assert await scheduler.fire_due(now=due) == []
         assert await scheduler.fire_due(now=due) == []  # failed for good: not tried again
         listed = await fires(client, made["id"])

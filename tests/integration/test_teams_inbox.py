@@ -24,9 +24,10 @@ from tests.support.crash import eventually, kill_driver, lapse, reaches, status_
 from tests.support.engine import engine_under_test, read_rows
 from tests.support.http import serving
 from tests.support.standins import Standins, serve_standins
-from ticketiq.engine import teams_inbox, tokens
-from ticketiq.engine.teams_turns import REPLY_IDX, adopt_unstarted
+from ticketiq.auth import tokens
 from ticketiq.entries.api import create_app
+from ticketiq.intake import teams_inbox
+from ticketiq.intake.teams_turns import REPLY_IDX, adopt_unstarted
 from ticketiq.leader.sweep import Sweeper
 from ticketiq.process import AppProcess
 from ticketiq.standins.app import StandinOptions

@@ -24,8 +24,8 @@ from tests.support.crash import eventually
 from tests.support.engine import Harness, engine_under_test, read_rows
 from tests.support.http import serving
 from tests.support.locks import held
-from ticketiq.engine import signed_once, ticket_events
 from ticketiq.entries.api import create_app
+from ticketiq.intake import signed_once, ticket_events
 from ticketiq.storage.trigger_store import TriggerStore
 
 READ: dict[str, Any] = {"calls": [{"tool": "probe_read", "arguments": {"note": "{jira_key}"}}]}

@@ -25,8 +25,8 @@ from tests.support.crash import eventually
 from tests.support.engine import Harness, engine_under_test, read_rows
 from tests.support.http import serving
 from tests.support.locks import held
-from ticketiq.engine import webhook_triggers
 from ticketiq.entries.api import create_app
+from ticketiq.intake import webhook_triggers
 from ticketiq.leader.sweep import Sweeper
 from ticketiq.storage.trigger_store import TriggerStore
 

@@ -14,7 +14,7 @@ import yaml
 from fastapi import FastAPI, Request
 
 from tests.support.http import serving
-from ticketiq.engine import tokens
+from ticketiq.auth import tokens
 from ticketiq.process import AppProcess
 from ticketiq.settings import Settings
 from ticketiq.standins.model import create_router

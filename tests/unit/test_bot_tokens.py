@@ -1,4 +1,4 @@
-"""Bot Framework tokens: what a token whose signature verified must still say (engine/bot_tokens.py)."""
+"""Bot Framework tokens: what a token whose signature verified must still say (auth/bot_tokens.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ticketiq.engine.bot_tokens import (
+from ticketiq.auth.bot_tokens import (
     LEEWAY_S,
     Expected,
     endorsement_refusal,

@@ -1,4 +1,4 @@
-"""What a repeated Idempotency-Key gets (engine/idempotency.py), with no database: the decision over the
+"""What a repeated Idempotency-Key gets (intake/idempotency.py), with no database: the decision over the
 key's row, which answers are kept, which keys are taken, and the TTL floor."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ticketiq.engine.idempotency import (
+from ticketiq.errors import ConfigError
+from ticketiq.intake.idempotency import (
     CLAIM_S,
     KEY_MAX_CHARS,
     KeyRow,
@@ -19,7 +20,6 @@ from ticketiq.engine.idempotency import (
     request_hash,
     worth_keeping,
 )
-from ticketiq.errors import ConfigError
 from ticketiq.settings import IDEMPOTENCY_TTL_FLOOR_S, Settings
 
 NOW = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)

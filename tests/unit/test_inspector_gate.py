@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ticketiq.engine.gates import InspectorFacts, Verdict, inspector_gate
-from ticketiq.engine.inspector import args_digest, args_problem
 from ticketiq.engine.notes import scrub
+from ticketiq.intake.inspector import args_digest, args_problem
 
 BASE = InspectorFacts(
     principal="alice",

@@ -11,10 +11,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ticketiq.engine import run_keys, teams_inbox, ticket_events, tokens, webhook_triggers
-from ticketiq.engine.idempotency import KEY_MAX_CHARS, key_problem
+from ticketiq.auth import tokens
+from ticketiq.engine import run_keys
 from ticketiq.engine.run_keys import Expected, Namespace
 from ticketiq.engine.step_keys import workflow_step_key
+from ticketiq.intake import teams_inbox, ticket_events, webhook_triggers
+from ticketiq.intake.idempotency import KEY_MAX_CHARS, key_problem
 from ticketiq.storage.rows import Created
 
 # What the API takes: a token's name (tokens.checked_name) and an Idempotency-Key (key_problem).

@@ -1,4 +1,4 @@
-"""When a cron schedule fires (engine/schedules.py): next times in a zone, the DST rules, due fires and
+"""When a cron schedule fires (values/schedules.py): next times in a zone, the DST rules, due fires and
 the missed-fire policy, all without a database."""
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ticketiq.agents.catalog import DeclaredSchedule, parse
-from ticketiq.engine.schedules import (
+from ticketiq.errors import ConfigError
+from ticketiq.settings import CRON_MISSED
+from ticketiq.values.schedules import (
     ON_TIME_S,
     Cron,
     Missed,
@@ -23,8 +25,6 @@ from ticketiq.engine.schedules import (
     plan,
     zone_problem,
 )
-from ticketiq.errors import ConfigError
-from ticketiq.settings import CRON_MISSED
 
 NY = "America/New_York"
 

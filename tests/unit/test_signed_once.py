@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ticketiq.engine import signed_once, webhook_triggers
-from ticketiq.engine.signed_once import JIRA_SOURCE, Outcome, decide, ticket_event_claim, webhook_claim
-from ticketiq.engine.webhook_signature import TOLERANCE_S, Verdict, check_delivery, header_for
+from ticketiq.auth.webhook_signature import TOLERANCE_S, Verdict, check_delivery, header_for
+from ticketiq.intake import signed_once, webhook_triggers
+from ticketiq.intake.signed_once import JIRA_SOURCE, Outcome, decide, ticket_event_claim, webhook_claim
 
 NOW = 1_700_000_000
 SECRET, OTHER = b"first-secret-0123456789", b"second-secret-0123456789"

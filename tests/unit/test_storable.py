@@ -5,7 +5,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ticketiq.engine.storable import is_storable, storable, unstorable_at
+from ticketiq.values.storable import is_storable, storable, unstorable_at
 
 # Every code point Python can hold, lone surrogates and NUL included.
 any_text = st.text(alphabet=st.characters(codec=None, min_codepoint=0, max_codepoint=0x10FFFF), max_size=30)

@@ -1,4 +1,4 @@
-"""The Teams inbox's decisions (engine/teams_inbox.py): what a delivery is, what a turn's row says."""
+"""The Teams inbox's decisions (intake/teams_inbox.py): what a delivery is, what a turn's row says."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ticketiq.engine.idempotency import key_problem
 from ticketiq.engine.state import RunState
-from ticketiq.engine.teams_inbox import (
+from ticketiq.intake.idempotency import key_problem
+from ticketiq.intake.teams_inbox import (
     Intake,
     TurnStatus,
     actor,
@@ -21,7 +21,7 @@ from ticketiq.engine.teams_inbox import (
     turn_input,
     turn_status,
 )
-from ticketiq.engine.teams_turns import REPLY_IDX, reply_call
+from ticketiq.intake.teams_turns import REPLY_IDX, reply_call
 from ticketiq.storage.teams_store import ReplyTarget
 
 CONVERSATION = "19:ops@thread.tacv2;messageid=1700000000000"

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from ticketiq.agents import catalog
 from ticketiq.agents.catalog import Agent
-from ticketiq.engine.idempotency import key_problem
-from ticketiq.engine.ticket_events import (
+from ticketiq.errors import ConfigError, RequestError
+from ticketiq.intake.idempotency import key_problem
+from ticketiq.intake.ticket_events import (
     Malformed,
     TicketEvent,
     body_digest,
@@ -23,7 +24,6 @@ from ticketiq.engine.ticket_events import (
     run_input,
     run_key,
 )
-from ticketiq.errors import ConfigError, RequestError
 
 
 def agent(name: str, *events: str) -> Agent:

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ticketiq.engine import tokens
-from ticketiq.engine.tokens import Permission, Principal, Role
+from ticketiq.auth import tokens
+from ticketiq.auth.tokens import Permission, Principal, Role
 from ticketiq.errors import RequestError
 
 

@@ -11,10 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ticketiq.engine import webhook_triggers
-from ticketiq.engine.idempotency import key_problem
-from ticketiq.engine.seal import parse_keys
-from ticketiq.engine.webhook_signature import (
+from ticketiq.auth.webhook_signature import (
     TOLERANCE_S,
     Verdict,
     check_delivery,
@@ -23,7 +20,10 @@ from ticketiq.engine.webhook_signature import (
     parse,
     sign,
 )
+from ticketiq.engine.seal import parse_keys
 from ticketiq.errors import RequestError
+from ticketiq.intake import webhook_triggers
+from ticketiq.intake.idempotency import key_problem
 from ticketiq.storage.trigger_store import SecretState
 
 NOW = 1_700_000_000

@@ -1,4 +1,4 @@
-"""Workflow templates and conditions (`engine/workflow_values.py`): pure, no database."""
+"""Workflow templates and conditions (`values/workflow_values.py`): pure, no database."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ticketiq.engine.workflow_values import (
+from ticketiq.values.workflow_values import (
     ExpressionError,
     MissingValue,
     Scope,

@@ -1,4 +1,4 @@
-"""Workflows in the agents file and a run's decisions (`agents/workflows.py`, `engine/workflow_plan.py`):
+"""Workflows in the agents file and a run's decisions (`agents/workflows.py`, `jobs/workflow_plan.py`):
 what a file may declare, which step comes next, when the loop bound stops a run, which key a step
 sends, and which inputs can start a workflow. Pure: no database."""
 
@@ -12,8 +12,8 @@ import yaml
 
 from ticketiq.agents.catalog import Catalog, load, parse
 from ticketiq.agents.workflows import Workflow
-from ticketiq.engine.workflow_plan import WorkflowState, following, input_problem, over_bound, step_key
 from ticketiq.errors import ConfigError
+from ticketiq.jobs.workflow_plan import WorkflowState, following, input_problem, over_bound, step_key
 from ticketiq.settings import Settings
 from ticketiq.tools.registry import build_registry
 

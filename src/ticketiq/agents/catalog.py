@@ -31,9 +31,9 @@ from typing import Any
 import yaml
 
 from ticketiq.agents import workflows as declared_workflows
-from ticketiq.engine import schedules as cron_rules
-from ticketiq.engine.storable import unstorable_at
 from ticketiq.errors import ConfigError
+from ticketiq.values import schedules as cron_rules
+from ticketiq.values.storable import unstorable_at
 
 _AGENT_FIELDS = {"model", "system_prompt", "tools", "may_wait", "owner", "tenant", "description", "on_ticket_events"}
 

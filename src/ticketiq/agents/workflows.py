@@ -26,7 +26,7 @@ workflows:
           - goto: end          # `end` ends the run; with no branch taken, the next step in order
 ```
 
-Templates and conditions are `engine/workflow_values.py`. Everything a file can get wrong is a
+Templates and conditions are `values/workflow_values.py`. Everything a file can get wrong is a
 ConfigError at start naming the workflow and the step: an unknown tool or agent, a `goto` to no step,
 a template path that can name no value, a condition that does not parse.
 """
@@ -38,14 +38,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ticketiq.engine.workflow_values import (
+from ticketiq.errors import ConfigError
+from ticketiq.values.workflow_values import (
     Condition,
     ExpressionError,
     parse_condition,
     path_problem,
     template_paths,
 )
-from ticketiq.errors import ConfigError
 
 END = "end"  # `goto: end` ends the run
 DEFAULT_MAX_STEPS = 20

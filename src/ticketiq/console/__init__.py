@@ -3,6 +3,9 @@ uses, signed in by a pasted token (`sessions.py`), one small script of our own f
 
 It owns its routes, templates and static files, its session store (`storage/console_store.py`), and the
 pure view decisions (`views.py`). It imports the engine and the job queue, never SQL.
+
+May import process, jobs, leader, intake, engine and everything below them; never entries (whose
+`api.py` mounts it).
 """
 
 from __future__ import annotations

@@ -13,17 +13,17 @@ from typing import Any
 from fastapi import FastAPI, Request
 from starlette.responses import Response
 
+from ticketiq.auth import tokens
+from ticketiq.auth.tokens import Permission
 from ticketiq.console import web
 from ticketiq.console.sessions import Session
 from ticketiq.console.web import FormRefused, Signed
-from ticketiq.engine import tokens
 from ticketiq.engine.engine import Engine
-from ticketiq.engine.scheduler import Scheduler
-from ticketiq.engine.teams_turns import TeamsTurns
-from ticketiq.engine.tokens import Permission
-from ticketiq.entries.jobs import unit_of
 from ticketiq.errors import RequestError
+from ticketiq.intake.scheduler import Scheduler
+from ticketiq.intake.teams_turns import TeamsTurns
 from ticketiq.jobs import workflow_runs
+from ticketiq.jobs.kinds import unit_of
 from ticketiq.jobs.queue import JobQueue
 from ticketiq.jobs.workflow import KIND as WORKFLOW
 

@@ -11,13 +11,14 @@ from typing import Any
 from fastapi import FastAPI, Request
 from starlette.responses import JSONResponse, Response
 
+from ticketiq.auth import tokens
+from ticketiq.auth.tokens import Permission
 from ticketiq.console import sessions, views, web
 from ticketiq.console.sessions import Session
 from ticketiq.console.web import FormRefused, Signed
-from ticketiq.engine import run_list, tokens
+from ticketiq.engine import run_list
 from ticketiq.engine.engine import TERMINAL, Engine
 from ticketiq.engine.questions import to_question
-from ticketiq.engine.tokens import Permission
 from ticketiq.errors import RequestError
 
 TRANSCRIPT_LIMIT = 1000

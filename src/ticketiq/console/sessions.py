@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from starlette.requests import HTTPConnection
 
-from ticketiq.engine.tokens import Principal, Role
+from ticketiq.auth.tokens import Principal, Role
 from ticketiq.storage.console_store import ConsoleStore
 
 COOKIE = "ticketiq_console"

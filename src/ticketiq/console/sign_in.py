@@ -7,9 +7,9 @@ from collections.abc import Callable
 from fastapi import FastAPI, Request
 from starlette.responses import RedirectResponse, Response
 
+from ticketiq.auth import tokens
 from ticketiq.console import sessions, web
 from ticketiq.console.web import FormRefused, Signed
-from ticketiq.engine import tokens
 from ticketiq.engine.engine import Engine
 from ticketiq.storage.token_store import TokenStore
 

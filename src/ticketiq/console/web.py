@@ -20,11 +20,11 @@ from starlette.datastructures import FormData, MutableHeaders
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ticketiq.auth import tokens
+from ticketiq.auth.tokens import Permission
 from ticketiq.console import sessions, views
 from ticketiq.console.sessions import Session
-from ticketiq.engine import tokens
-from ticketiq.engine.storable import is_storable
-from ticketiq.engine.tokens import Permission
+from ticketiq.values.storable import is_storable
 
 HERE = Path(__file__).parent
 PREFIX = "/console"

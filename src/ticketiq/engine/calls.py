@@ -34,12 +34,12 @@ from ticketiq.engine.resume import LeftCall
 from ticketiq.engine.settlement import UNKNOWN_FOR_MODEL, Happened, Route, sent_once_if_absent
 from ticketiq.engine.state import PlannedCall, RunState
 from ticketiq.engine.step_keys import approval_key, fresh_key
-from ticketiq.engine.storable import storable
 from ticketiq.storage.rows import Approval
 from ticketiq.storage.run_store import RunHandle
 from ticketiq.tools.base import CallContext, SendWindow, Tool
 from ticketiq.tools.builtin import ENGINE_CALLS, REQUEST_INPUT
 from ticketiq.tools.schema import validate
+from ticketiq.values.storable import storable
 
 UNCERTAIN = "unknown: the vendor's answer leaves it open whether the write took effect; not sent again"
 

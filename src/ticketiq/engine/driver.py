@@ -28,12 +28,12 @@ from ticketiq.engine.leases import HeldLease
 from ticketiq.engine.settlement import Happened, ToolNow
 from ticketiq.engine.state import PlannedCall, RunState
 from ticketiq.engine.step_keys import run_call_key
-from ticketiq.engine.storable import storable
 from ticketiq.errors import Fenced, LeaseLost, ModelError, SealInvalid, StorageError
 from ticketiq.storage.rows import Checkpoint
 from ticketiq.storage.run_store import Flush, Sealed, SealedAnswer
 from ticketiq.tools.base import ToolClass
 from ticketiq.tools.builtin import ENGINE_CALLS, REQUEST_INPUT
+from ticketiq.values.storable import storable
 
 log = logging.getLogger(__name__)
 

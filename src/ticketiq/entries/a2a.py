@@ -24,11 +24,12 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from ticketiq.agents.catalog import Catalog
-from ticketiq.engine import tokens
+from ticketiq.auth import tokens
 from ticketiq.engine.engine import Engine
 from ticketiq.entries import auth
 from ticketiq.entries.a2a_card import RPC_PATH, agent_card, default_agent, rpc_url
-from ticketiq.entries.a2a_tasks import PRINCIPAL, RunRequestHandler, describe_waiting
+from ticketiq.entries.a2a_tasks import RunRequestHandler, describe_waiting
+from ticketiq.intake.a2a_messages import PRINCIPAL
 from ticketiq.process import AppProcess
 from ticketiq.settings import Settings
 from ticketiq.storage.database import Database

@@ -21,11 +21,11 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from ticketiq import console, stall
-from ticketiq.engine import run_keys, tokens
+from ticketiq.auth import tokens
+from ticketiq.auth.tokens import Permission, Principal
+from ticketiq.engine import run_keys
 from ticketiq.engine.engine import Engine
-from ticketiq.engine.idempotency import request_hash
 from ticketiq.engine.questions import Answer, Answered, Verdict, by_key, to_question
-from ticketiq.engine.tokens import Permission, Principal
 from ticketiq.entries import (
     a2a,
     auth,
@@ -45,6 +45,7 @@ from ticketiq.entries import (
 from ticketiq.entries.auth import requires
 from ticketiq.entries.idempotency import IdempotencyKey, once
 from ticketiq.errors import Conflict, Forbidden, NotFound, RequestError, StorageError
+from ticketiq.intake.idempotency import request_hash
 from ticketiq.process import AppProcess
 from ticketiq.settings import Settings
 from ticketiq.storage.rows import Approval, TranscriptRow

@@ -22,9 +22,9 @@ from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ticketiq.engine import tokens
+from ticketiq.auth import tokens
+from ticketiq.auth.tokens import Permission, Principal, Role
 from ticketiq.engine.engine import Engine
-from ticketiq.engine.tokens import Permission, Principal, Role
 from ticketiq.entries import a2a_refusals
 from ticketiq.entries.idempotency import IdempotencyKey, header_error, once
 from ticketiq.errors import Conflict, Forbidden, NotFound, StorageError

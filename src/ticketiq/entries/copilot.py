@@ -19,13 +19,14 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from ticketiq.engine import run_keys, tokens
+from ticketiq.auth import tokens
+from ticketiq.auth.tokens import Permission, Principal
+from ticketiq.engine import run_keys
 from ticketiq.engine.engine import TERMINAL, Engine
-from ticketiq.engine.idempotency import request_hash
-from ticketiq.engine.tokens import Permission, Principal
 from ticketiq.entries.auth import requires
 from ticketiq.entries.idempotency import IdempotencyKey, once
 from ticketiq.errors import Forbidden
+from ticketiq.intake.idempotency import request_hash
 from ticketiq.storage.rows import RunStatus
 
 CHANNEL = "copilot"

@@ -11,8 +11,8 @@ from typing import Annotated, Any, Literal
 from fastapi import Depends, FastAPI, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from ticketiq.auth.tokens import Permission, Principal
 from ticketiq.engine.engine import Engine
-from ticketiq.engine.tokens import Permission, Principal
 from ticketiq.entries.auth import requires
 
 Reader = Annotated[Principal, Depends(requires(Permission.READ_GATES))]

@@ -35,14 +35,14 @@ from fastapi import Depends, FastAPI, Header, Path, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ticketiq.engine import webhook_triggers
+from ticketiq.auth.tokens import Permission, Principal
+from ticketiq.auth.webhook_signature import DELIVERY_HEADER, SIGNATURE_HEADER
 from ticketiq.engine.engine import Engine
-from ticketiq.engine.tokens import Permission, Principal
-from ticketiq.engine.triggers import Replayed, Triggers, Unsigned
-from ticketiq.engine.webhook_signature import DELIVERY_HEADER, SIGNATURE_HEADER
 from ticketiq.entries.auth import requires
 from ticketiq.entries.idempotency import IdempotencyKey, once
 from ticketiq.errors import RequestError
+from ticketiq.intake import webhook_triggers
+from ticketiq.intake.triggers import Replayed, Triggers, Unsigned
 from ticketiq.storage.trigger_store import TriggerShown, TriggerStore
 
 TriggerAdmin = Annotated[Principal, Depends(requires(Permission.MANAGE_TRIGGERS))]

@@ -38,7 +38,7 @@ Wrapping a route:
 - Keep `scope` stable: another string forgets every key given under the old one.
 - An answer that varies (200 with the answer, 202 while still working) returns a `JSONResponse` for
   the other status; a repeat gets the first answer, whatever happened since (a run's status included).
-- `answer` must finish well within the claim (`engine.idempotency.CLAIM_S`, 60 s): past it a repeat may
+- `answer` must finish well within the claim (`intake.idempotency.CLAIM_S`, 60 s): past it a repeat may
   take the key over and answer it a second time.
 - A route whose thing carries its own key, atomic with its making (a run's `runs.idempotency_key`),
   keeps it: it still dedupes after a crash between the making and the keeping, and after the purge.
@@ -58,10 +58,10 @@ from fastapi import Depends, Header, Request
 from fastapi.encoders import jsonable_encoder
 from starlette.responses import JSONResponse, Response
 
-from ticketiq.engine import idempotency
-from ticketiq.engine.idempotency import KeyRow, Verdict
-from ticketiq.engine.tokens import Principal
+from ticketiq.auth.tokens import Principal
 from ticketiq.errors import RequestError, StorageError
+from ticketiq.intake import idempotency
+from ticketiq.intake.idempotency import KeyRow, Verdict
 from ticketiq.process import AppProcess
 from ticketiq.storage.idempotency_store import Claim, IdempotencyStore, KeyRef, StoredKey
 

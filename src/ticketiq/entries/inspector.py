@@ -1,5 +1,5 @@
 """The inspector's route: `POST /v1/inspector/calls {tool, args, tenant?}` (operator), a person's ad hoc
-tool call (`engine/inspector.py` says what happens to it).
+tool call (`intake/inspector.py` says what happens to it).
 
 Answers: 200 for every call that was made, whatever its outcome (`ok`, or `error`, or `uncertain`:
 the vendor left it open whether a write took effect). Not a 5xx: a client or proxy that retries on one
@@ -21,13 +21,13 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from ticketiq.engine import webhook_triggers
+from ticketiq.auth.tokens import Permission, Principal
 from ticketiq.engine.engine import Engine
-from ticketiq.engine.inspector import DEFAULT_TENANT, Inspector
 from ticketiq.engine.seal import canonical
-from ticketiq.engine.tokens import Permission, Principal
 from ticketiq.entries.auth import requires
 from ticketiq.entries.idempotency import IdempotencyKey, once
+from ticketiq.intake import webhook_triggers
+from ticketiq.intake.inspector import DEFAULT_TENANT, Inspector
 
 Operator = Annotated[Principal, Depends(requires(Permission.INSPECT))]
 # The field a gate's refusal is about: a quarantined tenant is the request's tenant; the others its tool.

@@ -25,11 +25,11 @@ from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from ticketiq.auth.tokens import Permission, Principal
 from ticketiq.engine.engine import Engine
-from ticketiq.engine.tokens import Permission, Principal
 from ticketiq.entries.auth import requires
 from ticketiq.entries.idempotency import IdempotencyKey, once
-from ticketiq.jobs import kinds
+from ticketiq.jobs.kinds import unit_of
 from ticketiq.jobs.queue import JobQueue
 from ticketiq.storage.job_store import JobRow
 
@@ -68,17 +68,6 @@ class JobShown(BaseModel):
     cancel_requested_at: datetime | None
     cancel_requested_by: str | None
     restarted_from: str | None
-
-
-def unit_of(kind_name: str) -> str:
-    """The kind's progress unit; `items` for a kind this version does not know."""
-    module = kinds.KINDS.get(kind_name)
-    if module is None:
-        return "items"
-    try:
-        return kinds.kind(kind_name).unit
-    except ImportError:
-        return "items"
 
 
 def shown(job: JobRow) -> JobShown:

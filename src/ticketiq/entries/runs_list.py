@@ -13,9 +13,10 @@ from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Request
 
-from ticketiq.engine import run_list, tokens
+from ticketiq.auth import tokens
+from ticketiq.auth.tokens import Permission, Principal
+from ticketiq.engine import run_list
 from ticketiq.engine.engine import Engine
-from ticketiq.engine.tokens import Permission, Principal
 from ticketiq.entries.auth import requires
 
 Reader = Annotated[Principal, Depends(requires(Permission.READ_OWN_RUNS))]

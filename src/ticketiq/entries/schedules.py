@@ -10,7 +10,7 @@
 - `GET /v1/schedules/{id}/fires` (operator): newest first, each with its time, run id, status (its
   run's, or `skipped`), outcome (the answer the run handed on) and, for a failed one, the reason.
 
-The leader fires them; `engine/scheduler.py` says how a fire is claimed and its outcome recorded once.
+The leader fires them; `intake/scheduler.py` says how a fire is claimed and its outcome recorded once.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from ticketiq.auth.tokens import Permission, Principal
 from ticketiq.engine.engine import Engine
-from ticketiq.engine.scheduler import Scheduler
-from ticketiq.engine.tokens import Permission, Principal
 from ticketiq.entries.auth import requires
 from ticketiq.entries.idempotency import IdempotencyKey, once
+from ticketiq.intake.scheduler import Scheduler
 from ticketiq.storage.schedule_store import Fire, Schedule
 
 Reader = Annotated[Principal, Depends(requires(Permission.READ_SCHEDULES))]

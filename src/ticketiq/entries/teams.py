@@ -8,7 +8,7 @@ the Bot Framework's `Authorization: Bearer <JWT>`, verified before anything is r
   keeps the set for 5 minutes and fetches it again for an unknown key id at most every 30 s; its fetch
   blocks, so every lookup runs in a worker thread (`asyncio.to_thread`), never on the event loop;
 - its issuer (TICKETIQ_TEAMS_ISSUER), audience (TICKETIQ_TEAMS_APP_ID) and expiry, with 5 minutes of
-  leeway for clock skew (checked by PyJWT and by `engine/bot_tokens.py`'s pure rules);
+  leeway for clock skew (checked by PyJWT and by `auth/bot_tokens.py`'s pure rules);
 - the signing key's `endorsements` in the key set must include the activity's `channelId`, as the Bot
   Framework SDKs check (`bot_tokens.endorsement_refusal`: a key without the field is not checked);
 - the activity's `serviceUrl` must be the token's `serviceurl` claim: the reply goes there.
@@ -16,7 +16,7 @@ the Bot Framework's `Authorization: Bearer <JWT>`, verified before anything is r
 A missing, malformed, badly signed, expired or misdirected token, or a serviceUrl the token does not
 name: 401, nothing stored. A verified token with an activity that does not parse: 422 naming the
 field, nothing stored. The key set unreachable, or the inbox not configured: 503 (Teams delivers
-again). A message is stored and its turn started (`engine/teams_turns.py`), then acknowledged at once:
+again). A message is stored and its turn started (`intake/teams_turns.py`), then acknowledged at once:
 201 (200 for a redelivery or a duplicate, which store and start nothing). Activities other than
 messages (conversationUpdate, typing, ...) are acknowledged and ignored.
 """
@@ -35,14 +35,15 @@ from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ticketiq.engine import bot_tokens, teams_inbox, tokens
-from ticketiq.engine.bot_tokens import ALGORITHM, Expected
+from ticketiq.auth import bot_tokens, tokens
+from ticketiq.auth.bot_tokens import ALGORITHM, Expected
+from ticketiq.auth.tokens import Permission, Principal
 from ticketiq.engine.engine import Engine
-from ticketiq.engine.teams_inbox import Intake
-from ticketiq.engine.teams_turns import InboxEntry, NotConfigured, TeamsTurns
-from ticketiq.engine.tokens import Permission, Principal
 from ticketiq.entries.auth import requires
 from ticketiq.errors import RequestError
+from ticketiq.intake import teams_inbox
+from ticketiq.intake.teams_inbox import Intake
+from ticketiq.intake.teams_turns import InboxEntry, NotConfigured, TeamsTurns
 from ticketiq.settings import Settings
 from ticketiq.storage.teams_store import InboxRow
 

@@ -20,11 +20,11 @@ from fastapi import FastAPI, Header, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
+from ticketiq.auth.webhook_signature import HUB_HEADER
 from ticketiq.engine.engine import Engine
-from ticketiq.engine.ticket_events import IDENTIFIER_HEADER
-from ticketiq.engine.triggers import TicketIntake, Unsigned
-from ticketiq.engine.webhook_signature import HUB_HEADER
 from ticketiq.entries.hooks import unsigned
+from ticketiq.intake.ticket_events import IDENTIFIER_HEADER
+from ticketiq.intake.triggers import TicketIntake, Unsigned
 from ticketiq.storage.trigger_store import TriggerStore
 
 

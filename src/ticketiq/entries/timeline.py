@@ -18,9 +18,9 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from ticketiq.engine import tokens
+from ticketiq.auth import tokens
+from ticketiq.auth.tokens import Permission, Principal
 from ticketiq.engine.engine import Engine
-from ticketiq.engine.tokens import Permission, Principal
 from ticketiq.entries.auth import requires
 
 Reader = Annotated[Principal, Depends(requires(Permission.READ_OWN_RUNS))]

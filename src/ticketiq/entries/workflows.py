@@ -22,8 +22,8 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from ticketiq.auth.tokens import Permission, Principal
 from ticketiq.engine.engine import Engine
-from ticketiq.engine.tokens import Permission, Principal
 from ticketiq.entries.auth import requires
 from ticketiq.entries.idempotency import IdempotencyKey, once
 from ticketiq.jobs import workflow_runs

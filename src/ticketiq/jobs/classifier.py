@@ -22,7 +22,6 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ticketiq.engine.storable import is_storable
 from ticketiq.jobs.kinds import Job, JobFailed, JobKind, params_error
 from ticketiq.jobs.text_classifier import (
     Classifier,
@@ -36,6 +35,7 @@ from ticketiq.jobs.text_classifier import (
     majority_share,
     training_set,
 )
+from ticketiq.values.storable import is_storable
 
 if TYPE_CHECKING:
     from ticketiq.engine.engine import Engine

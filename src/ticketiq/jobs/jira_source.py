@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from ticketiq.engine.storable import storable
+from ticketiq.values.storable import storable
 
 SOURCE = "jira"
 FIELDS = ("summary", "description", "labels", "status", "updated")

@@ -155,3 +155,14 @@ def kind(name: str) -> JobKind:
         raise RequestError("body.kind", f"unknown job kind {name!r}; one of: {', '.join(sorted(KINDS))}")
     found: JobKind = importlib.import_module(module).KIND
     return found
+
+
+def unit_of(kind_name: str) -> str:
+    """The kind's progress unit; `items` for a kind this version does not know."""
+    module = KINDS.get(kind_name)
+    if module is None:
+        return "items"
+    try:
+        return kind(kind_name).unit
+    except ImportError:
+        return "items"

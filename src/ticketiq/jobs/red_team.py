@@ -19,10 +19,10 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ticketiq.engine.storable import is_storable, storable
 from ticketiq.errors import ModelError
 from ticketiq.jobs.kinds import Job, JobFailed, JobKind, params_error
 from ticketiq.jobs.red_team_verdict import Verdict, verdict
+from ticketiq.values.storable import is_storable, storable
 
 if TYPE_CHECKING:
     from ticketiq.engine.engine import Engine

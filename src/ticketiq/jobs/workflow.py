@@ -1,7 +1,7 @@
 """The `workflow` job kind: one run of a workflow the agents file declares (`agents/workflows.py`),
 made by `POST /v1/workflows/{name}/runs` and run by any process's job worker.
 
-Its state is its checkpoint (`engine/workflow_plan.py`), written with the step's row in ONE statement
+Its state is its checkpoint (`jobs/workflow_plan.py`), written with the step's row in ONE statement
 fenced by the job's attempt (I3) after every step, so a run whose process died goes on, on another
 process, from the step after the last one written. Each step sends its step key (I11): a step executed
 again after a crash sends the same key, a loop back to it a new one.
@@ -37,13 +37,13 @@ from ticketiq.engine.gates import Verdict, call_gate
 from ticketiq.engine.notes import scrub
 from ticketiq.engine.run_keys import Expected
 from ticketiq.engine.settlement import CallRow, Happened, Route, ToolNow, route
-from ticketiq.engine.storable import storable
-from ticketiq.engine.workflow_plan import WorkflowState, following, input_problem, over_bound, step_key
-from ticketiq.engine.workflow_values import MissingValue, as_text, render
 from ticketiq.jobs.kinds import Job, JobCancelled, JobFailed, JobKind, params_error
+from ticketiq.jobs.workflow_plan import WorkflowState, following, input_problem, over_bound, step_key
 from ticketiq.storage.workflow_store import CHANNEL, StepWrite
 from ticketiq.tools.base import CallContext, SendWindow, Tool, ToolClass
 from ticketiq.tools.schema import validate
+from ticketiq.values.storable import storable
+from ticketiq.values.workflow_values import MissingValue, as_text, render
 
 if TYPE_CHECKING:
     from ticketiq.engine.engine import Engine

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ticketiq.agents.workflows import Workflow
-from ticketiq.engine import tokens
-from ticketiq.engine.tokens import Principal
-from ticketiq.engine.workflow_plan import WorkflowState, input_problem
+from ticketiq.auth import tokens
+from ticketiq.auth.tokens import Principal
 from ticketiq.errors import Forbidden, NotFound, RequestError
 from ticketiq.jobs.workflow import KIND
+from ticketiq.jobs.workflow_plan import WorkflowState, input_problem
 from ticketiq.storage.job_store import JobRow, JobStore
 from ticketiq.storage.workflow_store import StepRow, WorkflowStore
 

@@ -2,7 +2,7 @@
 queued runs no one started. Each claim gives the run, under its new attempt, to the least loaded live
 process (migration 012's `run_targets`, in the claim's one statement): the leader drives what lands on
 itself, another process takes its runs up (`handoffs.py`). The leader also fires due cron schedules
-(`engine/scheduler.py`), whose runs are spread the same way, and takes back the background jobs of
+(`intake/scheduler.py`), whose runs are spread the same way, and takes back the background jobs of
 processes that died (`sweep_jobs`: queued again, or failed `interrupted`)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from ticketiq.engine import teams_turns
-from ticketiq.engine.scheduler import Scheduler
+from ticketiq.intake import teams_turns
+from ticketiq.intake.scheduler import Scheduler
 from ticketiq.storage import database
 from ticketiq.storage.idempotency_store import IdempotencyStore
 from ticketiq.storage.job_store import JobStore

@@ -1,4 +1,6 @@
-"""The chat-completions client the engine asks for each step."""
+"""The chat-completions client the engine asks for each step.
+
+May import only the base modules (settings, errors, stall, json_depth, user_agent)."""
 
 from ticketiq.model.client import ModelClient, ModelReply, ToolCallRequest
 

@@ -2,7 +2,7 @@
 
 Keyed by (scope, principal, key): the route, the token's name, the client's key. A claim is identified
 by its holder and when it was taken, so a request that overran its claim can neither finish nor
-release the claim a repeat took over from it. Nothing here decides: `engine/idempotency.py` does.
+release the claim a repeat took over from it. Nothing here decides: `intake/idempotency.py` does.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Cron schedules and their fires: typed rows over `queries/schedules.sql`.
 
-Nothing here decides: `engine/schedules.py` says what fires when, `engine/scheduler.py` acts on it. The
+Nothing here decides: `values/schedules.py` says what fires when, `intake/scheduler.py` acts on it. The
 one statement a run's attempt makes about its fire (the cron hand-on) is the run store's, fenced by
 the attempt like every statement about a run (`RunHandle.record_fire_outcome`).
 """

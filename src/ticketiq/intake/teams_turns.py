@@ -29,13 +29,14 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ticketiq.engine import resume, teams_inbox
+from ticketiq.engine import resume
 from ticketiq.engine.calls import UNCERTAIN
 from ticketiq.engine.settlement import ToolNow
 from ticketiq.engine.state import PlannedCall, RunState
 from ticketiq.engine.step_keys import run_call_key
-from ticketiq.engine.teams_inbox import CHANNEL, Intake, TurnStatus
 from ticketiq.errors import RequestError
+from ticketiq.intake import teams_inbox
+from ticketiq.intake.teams_inbox import CHANNEL, Intake, TurnStatus
 from ticketiq.storage.teams_store import InboxRow, ReplyTarget, Seen, TeamsStore
 from ticketiq.tools import teams
 from ticketiq.tools.base import ToolClass

@@ -29,7 +29,8 @@ import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ticketiq.engine import ticket_events, webhook_signature, webhook_triggers
+from ticketiq.auth import webhook_signature
+from ticketiq.intake import ticket_events, webhook_triggers
 
 JIRA_SOURCE = "jira"  # no trigger's source: those are `trigger:<name>`
 # How long past a webhook signature's window its claim is kept: a copy checked just inside the window

@@ -39,11 +39,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ticketiq.agents.catalog import DeclaredSchedule
-from ticketiq.engine import run_keys, schedules
+from ticketiq.engine import run_keys
 from ticketiq.engine.run_keys import Expected
-from ticketiq.engine.schedules import Cron, Missed
 from ticketiq.errors import NotFound, RequestError
 from ticketiq.storage.schedule_store import Due, Fire, Schedule, ScheduleStore
+from ticketiq.values import schedules
+from ticketiq.values.schedules import Cron, Missed
 
 if TYPE_CHECKING:
     from ticketiq.engine.driver import RunDriver

@@ -20,9 +20,9 @@ from typing import Any
 
 from ticketiq.agents.workflows import END, Workflow, WorkflowStep
 from ticketiq.engine.step_keys import workflow_step_key
-from ticketiq.engine.workflow_values import MissingValue, Scope, render, template_paths
 from ticketiq.tools.base import Tool
 from ticketiq.tools.schema import validate
+from ticketiq.values.workflow_values import MissingValue, Scope, render, template_paths
 
 
 @dataclass

@@ -32,11 +32,11 @@ from ticketiq.engine.context import EngineDeps
 from ticketiq.engine.gates import GateDecision, inspector_gate
 from ticketiq.engine.notes import scrub
 from ticketiq.engine.step_keys import fresh_key, inspector_key
-from ticketiq.engine.storable import storable
 from ticketiq.errors import RequestError, StorageError
 from ticketiq.storage.inspector_store import InspectorStore
 from ticketiq.tools.base import CallContext, Outcome, SendWindow, Tool, ToolClass
 from ticketiq.tools.schema import validate
+from ticketiq.values.storable import storable
 
 log = logging.getLogger(__name__)
 

@@ -22,14 +22,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from ticketiq.engine import signed_once, ticket_events, webhook_signature, webhook_triggers
+from ticketiq.auth import webhook_signature
 from ticketiq.engine.engine import Engine
-from ticketiq.engine.signed_once import Outcome, SignedClaim
-from ticketiq.engine.storable import is_storable
-from ticketiq.engine.ticket_events import TicketEvent
-from ticketiq.engine.webhook_triggers import SealedSecret
 from ticketiq.errors import Conflict, NotFound, RequestError
+from ticketiq.intake import signed_once, ticket_events, webhook_triggers
+from ticketiq.intake.signed_once import Outcome, SignedClaim
+from ticketiq.intake.ticket_events import TicketEvent
+from ticketiq.intake.webhook_triggers import SealedSecret
 from ticketiq.storage.trigger_store import Signing, TriggerShown, TriggerStore
+from ticketiq.values.storable import is_storable
 
 log = logging.getLogger(__name__)
 
