@@ -18,7 +18,6 @@ The in-doubt mark's time is the database's own (`calls.marked_at`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import time
 import uuid
@@ -26,17 +25,19 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ticketiq.engine import approvals, notes
+from ticketiq.engine import approvals, in_doubt, notes
 from ticketiq.engine.context import EngineDeps
+from ticketiq.engine.faults import Faults
 from ticketiq.engine.gates import GateDecision, GateFacts, Verdict, run_gate
+from ticketiq.engine.in_doubt import Settled, Unknown
 from ticketiq.engine.leases import HeldLease
 from ticketiq.engine.resume import LeftCall
-from ticketiq.engine.settlement import UNKNOWN_FOR_MODEL, Happened, Route, sent_once_if_absent
+from ticketiq.engine.settlement import UNKNOWN_FOR_MODEL, Happened, Route
 from ticketiq.engine.state import PlannedCall, RunState
 from ticketiq.engine.step_keys import approval_key, fresh_key
 from ticketiq.storage.rows import Approval
 from ticketiq.storage.run_store import RunHandle
-from ticketiq.tools.base import CallContext, SendWindow, Tool
+from ticketiq.tools.base import CallContext, Outcome, ReadBack, SendWindow, Tool, ToolClass
 from ticketiq.tools.builtin import ENGINE_CALLS, REQUEST_INPUT
 from ticketiq.tools.schema import validate
 from ticketiq.values.storable import storable
@@ -162,7 +163,7 @@ class CallMaker:
         if not now.allowed:
             work.entries.append(notes.gate(self.step, call, now))
             return self.finish(work, call, {"refused": now.reason, "gate": now.gate}, "refused")
-        work.results[call.idx] = await self.send_write(call, tool, key or call.step_key or fresh_key())
+        await self.send_write(work, call, tool, key or call.step_key or fresh_key())
         return happened
 
     def _tool(self, name: str) -> Tool | None:
@@ -210,33 +211,9 @@ class CallMaker:
 
     # ----- writes -----------------------------------------------------------------------------------
 
-    async def send_write(self, call: PlannedCall, tool: Tool, sent_key: str, how: str = "sent") -> Any:
-        """Mark in doubt (I2), send inside the write's window (I3, I14), record the outcome (I2)."""
-        settings = self.deps.settings
-        self.lease.check()
-        # The window opens before the mark is sent, so it closes no later than the mark's own horizon.
-        opened = time.monotonic()
-        window = SendWindow(budget_ends=opened + settings.write_budget_s, lease_deadline=self.lease.deadline)
-        mark = notes.statement(
-            "in_doubt", step=self.step, idx=call.idx, tool=call.tool, cls=call.tool_class.value, key=sent_key
-        )
-        await self.handle.mark_in_doubt({
-            "step": self.step, "idx": call.idx, "provider_call_id": call.id, "tool": call.tool,
-            "class": call.tool_class.value, "step_key": call.step_key, "sent_key": sent_key, "args": call.args,
-            "entries": [mark], "budget": settings.write_budget_s, "request_timeout": settings.http_timeout_s,
-        })  # fmt: skip
-        self.deps.faults.hit("after_mark")
-        sent_at, began = time.time(), time.perf_counter()  # this process's clocks: the timeline's, the metric's
-        outcome = await tool.executor(self.context(tool, call, sent_key, window))
-        outcome_at = time.time()
-        self.deps.metrics.tool_call(call.tool, call.tool_class.value, time.perf_counter() - began)
-        self.deps.faults.hit("after_send")
-        notes_of_text: list[dict[str, Any]] = []
-        result = self.clean(outcome.for_model(), call, notes_of_text)
-        if outcome.uncertain:
-            result = {"error": result.get("error") if isinstance(result, dict) else None, "outcome": UNCERTAIN}
-        await self.record(call, result, "done", how, sent_key, outcome.ok, notes_of_text, (sent_at, outcome_at))
-        return result
+    async def send_write(self, work: StepWork, call: PlannedCall, tool: Tool, sent_key: str) -> None:
+        """A write made now: the in-doubt protocol's send (engine/in_doubt.py); its result lands in `work`."""
+        await in_doubt.send(CallWrite(self, work, call, tool, sent_key))
 
     def clean(self, value: Any, call: PlannedCall, entries: list[dict[str, Any]]) -> Any:
         """What a tool or vendor answered, fit for a transcript and for Postgres: secrets a vendor
@@ -342,69 +319,17 @@ class CallMaker:
         return await self._in_doubt(work, item, facts)
 
     async def _in_doubt(self, work: StepWork, item: LeftCall, facts: GateFacts) -> Happened:
-        """A write in doubt: it may or may not have reached its vendor. Never blindly sent again (I9)."""
+        """A write in doubt: it may or may not have reached its vendor. Never blindly sent again (I9):
+        settled by the in-doubt protocol (engine/in_doubt.py) as its route says."""
         call, row = item.call, item.row
         assert row is not None
         tool = self._tool(call.tool)
         key = row.sent_key
-        if tool is None or key is None or item.route is Route.UNKNOWN:
+        if tool is None or key is None:  # nothing to send it with again, or no key to send it under
             work.results[call.idx] = await self._unknown(call, key, None, Happened.UNKNOWN_NOT_SENT)
             return Happened.UNKNOWN_NOT_SENT
-        if item.route is Route.READ_BACK:
-            await self._wait_in_flight(item.wait_s)  # I14: until it can no longer be in flight
-            assert tool.reader is not None
-            found = await tool.reader(self.context(tool, call, key, reference=row.remote_ref))
-            if found.found is True:
-                landed = found.outcome.for_model() if found.outcome else {"landed": True}
-                notes_of_text: list[dict[str, Any]] = []
-                result = self.clean(landed, call, notes_of_text)
-                await self.record(call, result, "settled", Happened.FOUND.value, key, True, notes_of_text)
-                work.results[call.idx] = result
-                return Happened.FOUND
-            if found.found is None:
-                why = "the vendor could not say whether it landed"
-                work.results[call.idx] = await self._unknown(call, key, why, Happened.UNKNOWN_NOT_SENT)
-                return Happened.UNKNOWN_NOT_SENT
-            if not sent_once_if_absent(call.tool_class):
-                why = "the remote agent knows no task by the id it gave"  # I9: never sent again
-                work.results[call.idx] = await self._unknown(call, key, why, Happened.UNKNOWN_NOT_SENT)
-                return Happened.UNKNOWN_NOT_SENT
-        # Sent again (a keyed resend, a delegation asked again, or a write read back and not there):
-        # through the approval gate as it stands now, an approval of this very call counting (I15).
-        approved = item.approval is not None and item.approval.status == "approved"
-        gate = self.run.decide(facts, call, approved=approved)
-        if gate.verdict is Verdict.APPROVAL:
-            approval = await self.file_approval(call)
-            if approval.status == "pending":
-                work.waiting = True
-                work.approvals_held += 1
-                return Happened.APPROVAL_FILED
-            approved = approval.status == "approved"
-            gate = self.run.decide(facts, call, approved=approved) if approved else GateDecision(
-                Verdict.REFUSE, "approval", f"approval rejected by {approval.decided_by}"
-            )  # fmt: skip
-        if gate.verdict is not Verdict.ALLOW:
-            why = f"not sent again: {gate.reason}"
-            work.results[call.idx] = await self._unknown(call, key, why, Happened.REFUSED)
-            return Happened.REFUSED
-        if item.route is Route.READ_BACK:
-            # Read back and not there after it could no longer be in flight: it never landed.
-            work.results[call.idx] = await self.send_write(call, tool, key, how=Happened.SENT_ONCE.value)
-            return Happened.SENT_ONCE
-        # A keyed write its vendor dedupes for longer than a resume takes, or a delegation asked again
-        # by its key: sending it again applies it once.
-        work.results[call.idx] = await self.send_write(call, tool, key, how=item.route.value)
-        return Happened.RESENT_SAME_KEY
-
-    async def _wait_in_flight(self, seconds: float) -> None:
-        """Wait, holding the lease (it is renewed meanwhile), until a write can no longer be in flight."""
-        ends = time.monotonic() + seconds
-        while (left := ends - time.monotonic()) > 0:
-            self.lease.check()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(min(left, 0.5)):
-                    await self.lease.lost.wait()
-        self.lease.check()
+        settled = await in_doubt.settle(CallWrite(self, work, call, tool, key, item, facts), item.route)
+        return settled.happened
 
     async def _unknown(self, call: PlannedCall, key: str | None, why: str | None, happened: Happened) -> Any:
         result = {"outcome": "unknown", "message": UNKNOWN_FOR_MODEL + (f" ({why})" if why else "")}
@@ -414,3 +339,123 @@ class CallMaker:
             "why": why, "happened": happened.value,
         })  # fmt: skip
         return result
+
+
+@dataclass
+class CallWrite:
+    """A run's tool call as the in-doubt protocol's write (engine/in_doubt.py): marked by
+    `calls.mark_in_doubt`, its outcome by `calls.record_outcome`, both fenced by the run's attempt (I3);
+    read back by its tool's reader. Its result lands in the step's `work`. `left` and `facts`: a call a
+    checkpointed step left, being settled (its I14 wait was read with its row, on the database clock)."""
+
+    maker: CallMaker
+    work: StepWork
+    call: PlannedCall
+    tool: Tool
+    key: str
+    left: LeftCall | None = None
+    facts: GateFacts | None = None
+
+    @property
+    def marked(self) -> ToolClass:
+        return self.call.tool_class
+
+    @property
+    def budget_s(self) -> float:
+        return self.maker.deps.settings.write_budget_s
+
+    @property
+    def faults(self) -> Faults:
+        return self.maker.deps.faults
+
+    @property
+    def lost(self) -> asyncio.Event:
+        return self.maker.lease.lost
+
+    def check(self) -> None:
+        self.maker.lease.check()
+
+    def lease_deadline(self) -> float:
+        return self.maker.lease.deadline
+
+    async def mark(self) -> None:
+        maker, call, settings = self.maker, self.call, self.maker.deps.settings
+        mark = notes.statement(
+            "in_doubt", step=maker.step, idx=call.idx, tool=call.tool, cls=call.tool_class.value, key=self.key
+        )
+        await maker.handle.mark_in_doubt({
+            "step": maker.step, "idx": call.idx, "provider_call_id": call.id, "tool": call.tool,
+            "class": call.tool_class.value, "step_key": call.step_key, "sent_key": self.key, "args": call.args,
+            "entries": [mark], "budget": settings.write_budget_s, "request_timeout": settings.http_timeout_s,
+        })  # fmt: skip
+
+    async def send(self, window: SendWindow) -> tuple[Outcome, float, float]:
+        """The outcome, with when it went out and came back (this process's clocks: the timeline's)."""
+        maker, call = self.maker, self.call
+        sent_at, began = time.time(), time.perf_counter()
+        outcome = await self.tool.executor(maker.context(self.tool, call, self.key, window))
+        outcome_at = time.time()
+        maker.deps.metrics.tool_call(call.tool, call.tool_class.value, time.perf_counter() - began)
+        return outcome, sent_at, outcome_at
+
+    def reopens(self, answer: tuple[Outcome, float, float], how: str | None) -> Route | None:
+        return None  # an open outcome is recorded as such (UNCERTAIN); the model is told, nothing is resent
+
+    async def record(self, answer: tuple[Outcome, float, float], how: str | None) -> Any:
+        outcome, sent_at, outcome_at = answer
+        notes_of_text: list[dict[str, Any]] = []
+        result = self.maker.clean(outcome.for_model(), self.call, notes_of_text)
+        if outcome.uncertain:
+            result = {"error": result.get("error") if isinstance(result, dict) else None, "outcome": UNCERTAIN}
+        how = how or "sent"  # None: a first send
+        await self.maker.record(
+            self.call, result, "done", how, self.key, outcome.ok, notes_of_text, (sent_at, outcome_at)
+        )
+        self.work.results[self.call.idx] = result
+        return result
+
+    async def in_flight_s(self) -> float:
+        assert self.left is not None
+        return self.left.wait_s
+
+    async def read_back(self) -> ReadBack:
+        assert self.left is not None and self.left.row is not None and self.tool.reader is not None
+        reference = self.left.row.remote_ref
+        return await self.tool.reader(self.maker.context(self.tool, self.call, self.key, reference=reference))
+
+    async def found(self, read: ReadBack) -> Any:
+        landed = read.outcome.for_model() if read.outcome else {"landed": True}
+        notes_of_text: list[dict[str, Any]] = []
+        result = self.maker.clean(landed, self.call, notes_of_text)
+        await self.maker.record(self.call, result, "settled", Happened.FOUND.value, self.key, True, notes_of_text)
+        self.work.results[self.call.idx] = result
+        return result
+
+    async def unknown(self, why: Unknown) -> Any:
+        said = None if why is Unknown.NO_WAY else why.value
+        result = await self.maker._unknown(self.call, self.key, said, Happened.UNKNOWN_NOT_SENT)
+        self.work.results[self.call.idx] = result
+        return result
+
+    async def gate(self) -> Settled[Any] | None:
+        """Sent again (a keyed resend, a delegation asked again, or a write read back and not there):
+        through the approval gate as it stands now, an approval of this very call counting (I15)."""
+        assert self.left is not None and self.facts is not None
+        maker, work, call, facts, approval = self.maker, self.work, self.call, self.facts, self.left.approval
+        approved = approval is not None and approval.status == "approved"
+        gate = maker.run.decide(facts, call, approved=approved)
+        if gate.verdict is Verdict.APPROVAL:
+            filed = await maker.file_approval(call)
+            if filed.status == "pending":
+                work.waiting = True
+                work.approvals_held += 1
+                return Settled(Happened.APPROVAL_FILED, None)  # no result yet: the call waits for a person
+            approved = filed.status == "approved"
+            gate = maker.run.decide(facts, call, approved=approved) if approved else GateDecision(
+                Verdict.REFUSE, "approval", f"approval rejected by {filed.decided_by}"
+            )  # fmt: skip
+        if gate.verdict is Verdict.ALLOW:
+            return None
+        why = f"not sent again: {gate.reason}"
+        work.results[call.idx] = await maker._unknown(call, self.key, why, Happened.REFUSED)
+        return Settled(Happened.REFUSED, work.results[call.idx])

@@ -38,12 +38,16 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import httpx2
 import openai
 
+from ticketiq.engine import in_doubt as engine_in_doubt
+from ticketiq.engine.faults import Faults
+from ticketiq.engine.in_doubt import Settled, Unknown
+from ticketiq.engine.settlement import CallRow, Route, ToolNow, route
 from ticketiq.errors import TicketIQError
 from ticketiq.jobs import in_doubt, training_file
 from ticketiq.jobs.in_doubt import Mark, Next, Sent
 from ticketiq.jobs.kinds import Job, JobCancelled, JobFailed, JobKind, params_error
 from ticketiq.model.client import backoff_s, is_retryable_status, parse_retry_after
-from ticketiq.tools.base import SendWindow
+from ticketiq.tools.base import Outcome, ReadBack, SendWindow, ToolClass
 from ticketiq.user_agent import user_agent
 
 if TYPE_CHECKING:
@@ -276,68 +280,29 @@ class FineTune:
     async def make_once(
         self, what: str, send: Callable[[float], Awaitable[str]], find: Callable[[], Awaitable[str | None]]
     ) -> str:
-        """Make `what` (upload, create) exactly once: settle a mark left in doubt by looking it up once
-        the request can no longer be in flight (I14); otherwise (or absent) mark it and send it."""
-        sends = 0
-        limit = self.settings.model_max_retries + 1
+        """Make `what` (upload, create) exactly once, by the in-doubt protocol (engine/in_doubt.py): settle
+        a mark left in doubt by looking it up once the request can no longer be in flight (I14);
+        otherwise (or absent) mark it and send it."""
+        request = RemoteRequest(self, what, send, find)
+        # Found again by what it carries (the job's id, in the file's name or the job's metadata), and no
+        # dedupe at the provider: any other write with a reader, read back (I9).
+        now = ToolNow(exists=True, has_reader=True, dedupe_window_s=None)
+        taken = route(CallRow("in_doubt", request.marked, self.job.id), now)
         while True:
-            mark = Mark.of(self.state.get(what))
-            if mark is not None:
-                await self.wait_out(mark)
-                found = await find()
-                decided = in_doubt.after_look(found, sends, limit)
-                log.info("fine_tune job %s: the %s in doubt (marked by attempt %d) was looked up: %s",
-                         self.job.id, what, mark.attempt, decided.value)  # fmt: skip
-                if decided is Next.USE:
-                    assert found is not None
-                    return found
-                if decided is Next.GIVE_UP:
-                    raise JobFailed(f"the {what} was sent {sends} times and never made; giving up")
-            elif sends >= limit:
-                raise JobFailed(f"the {what} was not taken after {sends} tries; giving up")
-            sends += 1
             try:
-                return await self.send_marked(what, send)
+                if Mark.of(self.state.get(what)) is not None:
+                    return (await engine_in_doubt.settle(request, taken)).done
+                if request.sends >= request.limit:
+                    raise JobFailed(f"the {what} was not taken after {request.sends} tries; giving up")
+                return await engine_in_doubt.send(request)
             except Unsent as unsent:
                 log.warning("fine_tune job %s: %s: %s", self.job.id, what, unsent.reason)
                 if unsent.sent is Sent.NOT_TAKEN:
                     self.state.pop(what, None)  # not made: nothing to look up (a stale mark only costs a look)
-                    wait = backoff_s(sends - 1, unsent.retry_after_s, random.random())
+                    wait = backoff_s(request.sends - 1, unsent.retry_after_s, random.random())
                     if wait is None:
                         raise JobFailed(f"the {what} was refused: {unsent.reason}") from None
                     await asyncio.sleep(wait)
-
-    async def send_marked(self, what: str, send: Callable[[float], Awaitable[str]]) -> str:
-        """I2: mark `what` in doubt (one fenced statement), then send it inside its window (I14)."""
-        # The window opens before the mark is sent, so it closes no later than the mark's horizon.
-        window = SendWindow(budget_ends=time.monotonic() + self.settings.write_budget_s, lease_deadline=float("inf"))
-        self.state = await self.job.mark_in_doubt(
-            self.state, what, self.settings.write_budget_s, self.settings.model_timeout_s
-        )
-        timeout_s = window.try_timeout(time.monotonic(), self.settings.model_timeout_s)
-        self.job.check()  # I3: nothing sent once the lease is lost
-        if timeout_s <= 0:
-            raise Unsent(Sent.IN_DOUBT, "its window closed before it could be sent")
-        try:
-            async with asyncio.timeout(timeout_s):
-                return await send(timeout_s)
-        except openai.APIStatusError as exc:
-            sent = in_doubt.sent_as(exc.status_code)
-            reason = self.refusal(exc)
-            if sent is Sent.REFUSED:
-                raise JobFailed(f"the {what} was refused: {reason}") from None
-            headers = {k.lower(): v for k, v in exc.response.headers.items()}
-            raise Unsent(sent, reason, parse_retry_after(headers, datetime.now(UTC))) from None
-        except (openai.APIConnectionError, TimeoutError) as exc:
-            raise Unsent(Sent.IN_DOUBT, f"no answer ({type(exc).__name__})") from None
-
-    async def wait_out(self, mark: Mark) -> None:
-        """I14: wait until the marked request can no longer be in flight, by the database clock."""
-        while True:
-            wait = in_doubt.wait_before_look_s(mark, await self.job.clock())
-            if wait <= 0:
-                return
-            await asyncio.sleep(wait)
 
     # ----- plumbing --------------------------------------------------------------------------------
 
@@ -390,6 +355,104 @@ class FineTune:
         for secret in self.settings.secrets():
             text = text.replace(secret, "***")
         return text
+
+
+class RemoteRequest:
+    """A request that makes a remote object (the upload, the create), as the in-doubt protocol's write
+    (engine/in_doubt.py): marked in the job's state by `fine_tune.mark_in_doubt`, fenced by the job's
+    attempt (I3), with the latest moment it can be in flight on the database clock (I14); read back by
+    looking it up by what it carries. An answer that leaves it open raises `Unsent`: `make_once` settles
+    it. `sends`: how often this attempt sent it (`in_doubt.after_look` gives up past `limit`)."""
+
+    marked = ToolClass.WRITE
+    faults = Faults(None)  # no kill point of the trials is a fine-tune's
+
+    def __init__(
+        self, tune: FineTune, what: str, send: Callable[[float], Awaitable[str]],
+        find: Callable[[], Awaitable[str | None]],
+    ) -> None:  # fmt: skip
+        self.tune = tune
+        self.job = tune.job
+        self.what = what
+        self.request = send
+        self.find = find
+        self.sends = 0
+        self.limit = tune.settings.model_max_retries + 1
+        self.next = Next.SEND
+
+    @property
+    def budget_s(self) -> float:
+        return self.tune.settings.write_budget_s
+
+    @property
+    def lost(self) -> asyncio.Event:
+        return self.job.lost
+
+    def check(self) -> None:
+        self.job.check()
+
+    def lease_deadline(self) -> float:
+        return float("inf")  # I3 is checked at the last moment before the request (job.check)
+
+    async def mark(self) -> None:
+        """I2: mark it in doubt (one fenced statement); a send begins with its mark."""
+        self.sends += 1
+        settings = self.tune.settings
+        self.tune.state = await self.job.mark_in_doubt(
+            self.tune.state, self.what, settings.write_budget_s, settings.model_timeout_s
+        )
+
+    async def send(self, window: SendWindow) -> str:
+        """The object's id; `Unsent` when the answer left it not made (429) or in doubt."""
+        timeout_s = window.try_timeout(time.monotonic(), self.tune.settings.model_timeout_s)
+        self.job.check()  # I3: nothing sent once the lease is lost
+        if timeout_s <= 0:
+            raise Unsent(Sent.IN_DOUBT, "its window closed before it could be sent")
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await self.request(timeout_s)
+        except openai.APIStatusError as exc:
+            sent = in_doubt.sent_as(exc.status_code)
+            reason = self.tune.refusal(exc)
+            if sent is Sent.REFUSED:
+                raise JobFailed(f"the {self.what} was refused: {reason}") from None
+            headers = {k.lower(): v for k, v in exc.response.headers.items()}
+            raise Unsent(sent, reason, parse_retry_after(headers, datetime.now(UTC))) from None
+        except (openai.APIConnectionError, TimeoutError) as exc:
+            raise Unsent(Sent.IN_DOUBT, f"no answer ({type(exc).__name__})") from None
+
+    def reopens(self, answer: str, how: str | None) -> Route | None:
+        return None  # an answer names the object; one that does not raised Unsent
+
+    async def record(self, answer: str, how: str | None) -> str:
+        return answer  # the caller saves it with the state that moves past the mark
+
+    async def in_flight_s(self) -> float:
+        """I14: until the marked request can no longer be in flight, by the database clock."""
+        mark = Mark.of(self.tune.state.get(self.what))
+        assert mark is not None
+        return in_doubt.wait_before_look_s(mark, await self.job.clock())
+
+    async def read_back(self) -> ReadBack:
+        found = await self.find()
+        self.next = in_doubt.after_look(found, self.sends, self.limit)
+        mark = Mark.of(self.tune.state.get(self.what))
+        log.info("fine_tune job %s: the %s in doubt (marked by attempt %d) was looked up: %s",
+                 self.job.id, self.what, mark.attempt if mark else 0, self.next.value)  # fmt: skip
+        return ReadBack(found=found is not None, outcome=Outcome(ok=True, result=found))
+
+    async def found(self, read: ReadBack) -> str:
+        assert read.outcome is not None
+        return str(read.outcome.result)
+
+    async def unknown(self, why: Unknown) -> str:
+        # Not reached: a look-up answers found or absent, or fails the job itself (`FineTune.read`).
+        raise JobFailed(f"the {self.what} is in doubt and {why.value}; not sent again")
+
+    async def gate(self) -> Settled[str] | None:
+        if self.next is Next.GIVE_UP:
+            raise JobFailed(f"the {self.what} was sent {self.sends} times and never made; giving up")
+        return None
 
 
 KIND = JobKind(

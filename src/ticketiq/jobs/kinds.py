@@ -18,6 +18,7 @@ looks. A kind gets no database: what it reads, it reads through a store (`Job.kn
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -70,6 +71,11 @@ class Job(Protocol):
     def check(self) -> None:
         """Raise JobLost once the job's lease is lost or its local deadline passed (I3): call before
         every request that changes something outside."""
+
+    @property
+    def lost(self) -> asyncio.Event:
+        """Set the moment the job's lease is lost: wakes a wait (I14) at once."""
+        ...
 
     async def save(self, state: Mapping[str, Any], done: int | None = None, total: int | None = None) -> None:
         """Checkpoint: store `state` (and progress) in one statement fenced by the attempt. Raises

@@ -3,6 +3,7 @@ each fenced by the attempt (I3) and refused once the job's lease is lost or its 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,10 @@ class RunningJob:
             self.lease.check()
         except LeaseLost as exc:
             raise JobLost(self.id, self.attempt, f"its lease was lost ({exc.why})") from exc
+
+    @property
+    def lost(self) -> asyncio.Event:
+        return self.lease.lost
 
     async def save(self, state: Mapping[str, Any], done: int | None = None, total: int | None = None) -> None:
         self.check()

@@ -25,22 +25,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ticketiq.agents.workflows import Workflow, WorkflowStep
-from ticketiq.engine import run_keys
+from ticketiq.engine import in_doubt, run_keys
 from ticketiq.engine.delegation import take_over_if_lapsed
+from ticketiq.engine.faults import Faults
 from ticketiq.engine.gates import Verdict, call_gate
+from ticketiq.engine.in_doubt import Settled, Unknown
 from ticketiq.engine.notes import scrub
 from ticketiq.engine.run_keys import Expected
 from ticketiq.engine.settlement import CallRow, Happened, Route, ToolNow, route
 from ticketiq.jobs.kinds import Job, JobCancelled, JobFailed, JobKind, params_error
 from ticketiq.jobs.workflow_plan import WorkflowState, following, input_problem, over_bound, step_key
 from ticketiq.storage.workflow_store import CHANNEL, StepWrite
-from ticketiq.tools.base import CallContext, SendWindow, Tool, ToolClass
+from ticketiq.tools.base import CallContext, Outcome, ReadBack, SendWindow, Tool, ToolClass
 from ticketiq.tools.schema import validate
 from ticketiq.values.storable import storable
 from ticketiq.values.workflow_values import MissingValue, as_text, render
@@ -180,31 +181,10 @@ class WorkflowRun:
             return StepDone(self._clean(outcome.result), args=args)
         return await self._send(step, tool, args, key)
 
-    async def _send(self, step: WorkflowStep, tool: Tool, args: dict[str, Any], key: str,
-                    how: str | None = None) -> StepDone:  # fmt: skip
-        """Mark in doubt (I2), send inside the write's window (I14); `how`: a settlement's send."""
-        budget = self.deps.settings.write_budget_s
-        self.job.check()
-        opened = time.monotonic()  # the window opens before the mark: it ends no later than the mark's horizon
-        self.state.in_doubt = {"seq": self.state.seq, "step": step.id, "key": key, "tool": tool.name,
-                               "class": tool.tool_class.value, "args": args}  # fmt: skip
-        await self._begun(StepWrite(self.state.seq, step.id, "tool", key, "in_doubt", tool=tool.name, args=args,
-                                    budget_s=budget))  # fmt: skip
-        self.deps.faults.hit("after_mark")
-        # The lease deadline is checked at the last moment before each try's bytes (job.check): a window
-        # bounded by the budget alone is enough for the mark's horizon.
-        window = SendWindow(budget_ends=opened + budget, lease_deadline=math.inf)
-        outcome = await tool.executor(self._context(tool, args, key, window))
-        self.deps.faults.hit("after_send")
-        if outcome.uncertain and how is None:
-            return await self._settle(step, tool, args, key, tool.tool_class)
-        if outcome.uncertain:
-            raise await self._fail(
-                step, key, f"{UNKNOWN} ({outcome.error})", args=args, settled=Happened.UNKNOWN_NOT_SENT
-            )
-        if not outcome.ok:
-            raise await self._fail(step, key, outcome.error or "failed", args=args, settled=how)
-        return StepDone(self._clean(outcome.result), how, args)
+    async def _send(self, step: WorkflowStep, tool: Tool, args: dict[str, Any], key: str) -> StepDone:
+        """A write: the in-doubt protocol's send (engine/in_doubt.py); one answered so that its outcome is
+        open is settled at once."""
+        return await in_doubt.send(ToolStepWrite(self, step, tool, args, key, tool.tool_class))
 
     async def _settle_left(self) -> None:
         """The write a lost attempt left in doubt: settled (I9) before anything else, under its own key."""
@@ -215,38 +195,8 @@ class WorkflowRun:
         if tool is None:
             raise await self._fail(step, key, f"{UNKNOWN} (tool {left['tool']} is no longer registered)",
                                    args=left.get("args"), settled=Happened.UNKNOWN_NOT_SENT)  # fmt: skip
-        await self._advance(step, key, await self._settle(step, tool, dict(left.get("args") or {}), key,
-                                                          ToolClass(left["class"])))  # fmt: skip
-
-    async def _settle(self, step: WorkflowStep, tool: Tool, args: dict[str, Any], key: str,
-                      marked: ToolClass) -> StepDone:  # fmt: skip
-        """A write that may or may not have landed; I10: the class it was marked with rules."""
-        now = ToolNow(exists=True, has_reader=tool.reader is not None, dedupe_window_s=tool.dedupe_window_s)
-        taken = route(CallRow("in_doubt", marked, key), now)
-        if taken is Route.RESEND_SAME_KEY:
-            await self._gate(step, tool, key, args)  # I6: through the gates as they stand now
-            return await self._send(step, tool, args, key, how=Happened.RESENT_SAME_KEY)
-        if taken is Route.READ_BACK and tool.reader is not None:
-            await self._wait_in_flight(key)
-            found = await tool.reader(self._context(tool, args, key))
-            if found.found is True:
-                landed = found.outcome.result if found.outcome is not None and found.outcome.ok else {"landed": True}
-                return StepDone(self._clean(landed), Happened.FOUND, args)
-            if found.found is False:  # not there once it can no longer be in flight: it never landed
-                await self._gate(step, tool, key, args)
-                return await self._send(step, tool, args, key, how=Happened.SENT_ONCE)
-            why = "the vendor could not say whether it landed"
-        else:
-            why = f"{tool.name} ({marked.value}) has no reader and its vendor does not dedupe on the key long enough"
-        raise await self._fail(step, key, f"{UNKNOWN} ({why})", args=args, settled=Happened.UNKNOWN_NOT_SENT)
-
-    async def _wait_in_flight(self, key: str) -> None:
-        """I14: until the marked write can no longer be in flight, on the database clock."""
-        ends = time.monotonic() + await self.job.in_flight_s(self.state.seq, key)
-        while (left := ends - time.monotonic()) > 0:
-            self.job.check()
-            await asyncio.sleep(min(left, 0.5))
-        self.job.check()
+        write = ToolStepWrite(self, step, tool, dict(left.get("args") or {}), key, ToolClass(left["class"]))
+        await self._advance(step, key, (await in_doubt.settle(write, write.route())).done)
 
     async def _gate(self, step: WorkflowStep, tool: Tool, key: str, args: Any) -> None:
         """Every gate, the workflow's owner as the run-as principal; a refusal fails the step."""
@@ -321,3 +271,91 @@ class WorkflowRun:
                 with contextlib.suppress(Exception):  # the cancel stands whether or not the Stop lands
                     await engine.request_stop(run_id, f"workflow:{self.job.id}")
                 raise
+
+
+@dataclass
+class ToolStepWrite:
+    """A workflow's tool step that writes, as the in-doubt protocol's write (engine/in_doubt.py): marked
+    in the job's state and the step's row by `workflows.step_begun`, fenced by the job's attempt (I3), its
+    I14 deadline the mark plus its budget on the database clock; its outcome is the step's `StepDone`,
+    written with the next step. `marked`: the class it was marked with (I10)."""
+
+    run: WorkflowRun
+    step: WorkflowStep
+    tool: Tool
+    args: dict[str, Any]
+    key: str
+    marked: ToolClass
+
+    @property
+    def budget_s(self) -> float:
+        return self.run.deps.settings.write_budget_s
+
+    @property
+    def faults(self) -> Faults:
+        return self.run.deps.faults
+
+    @property
+    def lost(self) -> asyncio.Event:
+        return self.run.job.lost
+
+    def check(self) -> None:
+        self.run.job.check()
+
+    def lease_deadline(self) -> float:
+        # The lease deadline is checked at the last moment before each try's bytes (job.check): a window
+        # bounded by the budget alone is enough for the mark's horizon.
+        return math.inf
+
+    def route(self) -> Route:
+        """What settlement.route says of it in doubt; only a keyed resend or a read-back (no delegation
+        or remote agent is a workflow's step), any other is unknown."""
+        tool = self.tool
+        now = ToolNow(exists=True, has_reader=tool.reader is not None, dedupe_window_s=tool.dedupe_window_s)
+        taken = route(CallRow("in_doubt", self.marked, self.key), now)
+        return taken if taken in (Route.RESEND_SAME_KEY, Route.READ_BACK) else Route.UNKNOWN
+
+    async def mark(self) -> None:
+        run, tool = self.run, self.tool
+        run.state.in_doubt = {"seq": run.state.seq, "step": self.step.id, "key": self.key, "tool": tool.name,
+                              "class": tool.tool_class.value, "args": self.args}  # fmt: skip
+        await run._begun(StepWrite(run.state.seq, self.step.id, "tool", self.key, "in_doubt", tool=tool.name,
+                                   args=self.args, budget_s=self.budget_s))  # fmt: skip
+
+    async def send(self, window: SendWindow) -> Outcome:
+        return await self.tool.executor(self.run._context(self.tool, self.args, self.key, window))
+
+    def reopens(self, answer: Outcome, how: str | None) -> Route | None:
+        # An open answer to a first send is settled now, as a lost attempt's would be (I9); one to a
+        # settlement's send fails the run.
+        return self.route() if answer.uncertain and how is None else None
+
+    async def record(self, answer: Outcome, how: str | None) -> StepDone:
+        run, step, key, args = self.run, self.step, self.key, self.args
+        if answer.uncertain:
+            raise await run._fail(
+                step, key, f"{UNKNOWN} ({answer.error})", args=args, settled=Happened.UNKNOWN_NOT_SENT
+            )
+        if not answer.ok:
+            raise await run._fail(step, key, answer.error or "failed", args=args, settled=how)
+        return StepDone(run._clean(answer.result), how, args)
+
+    async def in_flight_s(self) -> float:
+        return await self.run.job.in_flight_s(self.run.state.seq, self.key)
+
+    async def read_back(self) -> ReadBack:
+        assert self.tool.reader is not None
+        return await self.tool.reader(self.run._context(self.tool, self.args, self.key))
+
+    async def found(self, read: ReadBack) -> StepDone:
+        landed = read.outcome.result if read.outcome is not None and read.outcome.ok else {"landed": True}
+        return StepDone(self.run._clean(landed), Happened.FOUND, self.args)
+
+    async def unknown(self, why: Unknown) -> StepDone:
+        said = f"{self.tool.name} ({self.marked.value}) {why.value}" if why is Unknown.NO_WAY else why.value
+        raise await self.run._fail(self.step, self.key, f"{UNKNOWN} ({said})", args=self.args,
+                                   settled=Happened.UNKNOWN_NOT_SENT)  # fmt: skip
+
+    async def gate(self) -> Settled[StepDone] | None:
+        await self.run._gate(self.step, self.tool, self.key, self.args)  # I6: the gates as they stand now
+        return None
