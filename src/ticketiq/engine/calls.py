@@ -343,10 +343,10 @@ class CallMaker:
 
 @dataclass
 class CallWrite:
-    """A run's tool call as the in-doubt protocol's write (engine/in_doubt.py): marked by
-    `calls.mark_in_doubt`, its outcome by `calls.record_outcome`, both fenced by the run's attempt (I3);
-    read back by its tool's reader. Its result lands in the step's `work`. `left` and `facts`: a call a
-    checkpointed step left, being settled (its I14 wait was read with its row, on the database clock)."""
+    """A run's tool call as the in-doubt protocol's write (engine/in_doubt.py): marked, and its outcome
+    recorded, by the run handle's statements, fenced by the run's attempt (I3); read back by its tool's
+    reader. Its result lands in the step's `work`. `left` and `facts`: a call a checkpointed step left,
+    being settled (its I14 wait was read with its row, on the database clock)."""
 
     maker: CallMaker
     work: StepWork

@@ -359,7 +359,7 @@ class FineTune:
 
 class RemoteRequest:
     """A request that makes a remote object (the upload, the create), as the in-doubt protocol's write
-    (engine/in_doubt.py): marked in the job's state by `fine_tune.mark_in_doubt`, fenced by the job's
+    (engine/in_doubt.py): marked in the job's state by `Job.mark_in_doubt`, fenced by the job's
     attempt (I3), with the latest moment it can be in flight on the database clock (I14); read back by
     looking it up by what it carries. An answer that leaves it open raises `Unsent`: `make_once` settles
     it. `sends`: how often this attempt sent it (`in_doubt.after_look` gives up past `limit`)."""

@@ -7,7 +7,8 @@ its id replaces the mark. A mark still there on resume (or after a send that got
 settled by looking the object up by what it carries (the file's name, the job's metadata), and only
 once the request can no longer be in flight: found, it is used; absent, it is sent once more.
 
-Pure decisions over plain data; `jobs/fine_tune.py` is the driver.
+Pure decisions over plain data; the protocol's driver is `engine/in_doubt.py`, and `jobs/fine_tune.py`'s
+`RemoteRequest` the write it drives.
 """
 
 from __future__ import annotations

@@ -276,7 +276,7 @@ class WorkflowRun:
 @dataclass
 class ToolStepWrite:
     """A workflow's tool step that writes, as the in-doubt protocol's write (engine/in_doubt.py): marked
-    in the job's state and the step's row by `workflows.step_begun`, fenced by the job's attempt (I3), its
+    in the job's state and the step's row by `Job.step_begun`, fenced by the job's attempt (I3), its
     I14 deadline the mark plus its budget on the database clock; its outcome is the step's `StepDone`,
     written with the next step. `marked`: the class it was marked with (I10)."""
 
