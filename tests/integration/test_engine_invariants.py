@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import re
 from pathlib import Path
 from typing import Any
 
 from tests.support.engine import Probe, engine_under_test, read_rows
+from tests.support.run_statements import is_run_statement
 from ticketiq.storage.queries import QUERIES
 
 READ: dict[str, Any] = {"calls": [{"tool": "probe_read", "arguments": {"note": "{jira_key}"}}]}
@@ -29,20 +29,6 @@ async def write_statement_calls(db_url: str) -> dict[str, int]:
     for row in rows:
         out[row["query"]] = out.get(row["query"], 0) + int(row["calls"])
     return out
-
-
-# A statement the run itself makes: it writes one of a run's own tables, or takes the run (take_run).
-# The process's own statements are not a step's: its job worker's claim poll (`UPDATE jobs`, every
-# 0.5 s), lease renewals, liveness and sweeps. Comments are dropped first: they are prose.
-_RUN_STATEMENT = re.compile(
-    r"\b((INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(runs|checkpoints|calls|transcripts|answers)|take_run\s*\()\b",
-    re.IGNORECASE,
-)
-_COMMENT = re.compile(r"--[^\n]*")
-
-
-def is_run_statement(query: str) -> bool:
-    return _RUN_STATEMENT.search(_COMMENT.sub("", query)) is not None
 
 
 async def run_statement_calls(db_url: str) -> dict[str, int]:
