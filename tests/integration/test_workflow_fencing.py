@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import pytest
 
 from tests.support.crash import eventually
 from tests.support.engine import read_rows
-from tests.support.standins import Standins, serve_standins
+from tests.support.standins import Standins
 from tests.support.workflow_rig import api, app_process, held_at_vendor, start
 from ticketiq.jobs.kinds import JobLost
 from ticketiq.storage.database import Database
@@ -28,12 +27,6 @@ MARK = StepWrite(1, "comment", "tool", "twkey1", "in_doubt", tool="jira_add_comm
 END = StepWrite(1, "comment", "tool", "twkey1", "done", tool="jira_add_comment", args={"a": 1}, output={"id": "9"},
                 settled="found")  # fmt: skip
 STATE = {"at": "comment", "executed": 0, "in_doubt": {"key": "twkey1"}}
-
-
-@pytest.fixture
-async def standins(db_url: str) -> AsyncIterator[Standins]:
-    async with serve_standins(db_url) as running:
-        yield running
 
 
 async def running_job(db: Database) -> JobHandle:
