@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -20,6 +19,7 @@ import httpx
 import psycopg
 from psycopg.rows import dict_row
 
+from tests.support import preforked
 from ticketiq.launch import Child, start_serve, start_standins
 
 TERMINAL = ("succeeded", "failed", "interrupted", "stopped")
@@ -172,9 +172,9 @@ class Cluster:
 def create_token(env: dict[str, str], name: str, role: str, *agents: str) -> str:
     """A token made by the real CLI, `ticketiq tokens create`, which prints it alone on stdout."""
     more = ["--agents", ",".join(agents)] if agents else []
-    made = subprocess.run(
+    made = preforked.run(
         [sys.executable, "-m", "ticketiq.cli", "tokens", "create", "--name", name, "--role", role, *more],
-        env=env, capture_output=True, text=True, timeout=120,
+        env=env, timeout=120,
     )  # fmt: skip
     if made.returncode != 0:
         raise AssertionError(f"ticketiq tokens create exited with {made.returncode}: {made.stderr}")

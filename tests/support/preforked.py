@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import select
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 from typing import IO, Any
@@ -110,3 +113,31 @@ def popen(args: Sequence[str], *, env: Mapping[str, str], stdout: Any, stderr: A
     if writer is not None:
         writer.close()
     return Forked(process, reader)
+
+
+def run(args: Sequence[str], *, env: Mapping[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """`subprocess.run(args, env=, capture_output=True, text=True, timeout=)`, the child started by popen()."""
+    with tempfile.NamedTemporaryFile(prefix="ticketiq-stderr-") as errors:
+        child = popen(args, env=env, stdout=subprocess.PIPE, stderr=errors)
+        assert child.stdout is not None
+        deadline = time.monotonic() + timeout
+        out = b""
+        try:
+            while chunk := _read(child.stdout, deadline):
+                out += chunk
+            code = child.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait(5)
+            raise
+        finally:
+            child.stdout.close()
+        return subprocess.CompletedProcess(list(args), code, out.decode(), errors.read().decode())
+
+
+def _read(stream: IO[bytes], deadline: float) -> bytes:
+    """The next bytes of the child's stdout; b"" at its end. Raises TimeoutExpired past the deadline."""
+    left = deadline - time.monotonic()
+    if left <= 0 or not select.select([stream], [], [], left)[0]:
+        raise subprocess.TimeoutExpired("ticketiq", 0.0)
+    return os.read(stream.fileno(), 65536)
