@@ -47,10 +47,13 @@ types: $(STAMP)
 schema: $(STAMP)
 	$(BIN)/python -m ticketiq.storage.schema --write
 
-# The whole suite, then a smoke run of the kill trials (3 rounds behind HAProxy) so every CI run
-# exercises the harness; `make kill-trials` runs the full 200.
+# The whole suite on TEST_WORKERS pytest-xdist workers, each with its own embedded Postgres (the tests
+# mostly wait: 4 keep 2 cores busiest); the slowest tests go out first and an idle worker takes tests over
+# from a busy one (worksteal). Then a smoke run of the kill trials (3 rounds behind HAProxy) so every CI
+# run exercises the harness; `make kill-trials` runs the full 200.
+TEST_WORKERS ?= 4
 test: lint types haproxy chromium
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 	# The smoke fixes its kill times (a seed whose events land 0.2-4 s in, mostly while runs are in flight):
 	# with 3 rounds a random draw of late kills can leave fewer than half the trials caught, which says
 	# nothing about the engine. The random draws are `make kill-trials` and `make evidence`.

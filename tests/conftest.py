@@ -7,8 +7,12 @@ from types import FrameType
 
 import pytest
 
-from tests.support import postgres
+from tests.support import postgres, preforked
+from ticketiq import launch
 from ticketiq.storage.database import Database
+
+# The one `standins` fixture (the stand-in servers in the test's loop), for every test that asks for it.
+pytest_plugins = ["tests.support.standins"]
 
 
 def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
@@ -18,6 +22,9 @@ def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
 
 
 signal.signal(signal.SIGTERM, _exit_cleanly)
+
+# `ticketiq serve` and `ticketiq standins` start from a fork server that imported them once.
+launch.popen = preforked.popen
 
 
 @pytest.fixture(scope="session")
@@ -42,3 +49,14 @@ async def db(db_url: str) -> AsyncIterator[Database]:
         yield database
     finally:
         await database.close()
+
+
+# Under pytest-xdist (`make test`) the slowest tests go out first, so that none starts last and keeps the
+# suite waiting on it alone: real processes killed and taken over, then browsers, then the rest.
+# pytest-randomly's order is kept within each (the sort is stable, and the same on every worker).
+_FIRST = {"acceptance": 0, "browser": 1, "integration": 2, "unit": 3}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: _FIRST.get(item.path.parent.name, len(_FIRST)))

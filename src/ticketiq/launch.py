@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +21,9 @@ import httpx
 from ticketiq.errors import TicketIQError
 
 STANDIN_KEYS = ("TICKETIQ_MODEL_BASE_URL", "TICKETIQ_WEBHOOK_URL")  # the first and last it prints
+# How a child is started. The test suite starts its many from a fork server that imported the CLI once
+# (tests/support/preforked.py): the same command, without a fresh interpreter's seconds of imports.
+popen: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen
 
 
 def free_port() -> int:
@@ -79,9 +83,7 @@ def start_standins(env: dict[str, str], log_dir: Path, *args: str, timeout_s: fl
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / "standins.log"
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            [*_cli(), "standins", "--port", "0", *args], env=env, stdout=subprocess.PIPE, stderr=log
-        )
+        proc = popen([*_cli(), "standins", "--port", "0", *args], env=env, stdout=subprocess.PIPE, stderr=log)
     child = Child("standins", proc, log_path)
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout_s
@@ -112,7 +114,7 @@ def start_serve(
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen([*_cli(), "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = popen([*_cli(), "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
     child = Child(name, proc, log_path, env)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout_s

@@ -52,6 +52,14 @@ def _end_group(group: int) -> None:
             time.sleep(0.2)
 
 
+def three_writes(counted: str) -> bool:
+    """Whether the demo's line counts 3 writes: the incident (a step of its own), then the Jira comment and
+    the Teams reply, which the triage script sends at once in one step, so they land in either order."""
+    head, _, vendors = counted.rstrip().rpartition(": 3 (")
+    incident, *together = vendors.removesuffix(")").split(", ")
+    return bool(head) and incident == "incidentio" and sorted(together) == ["jira", "teams"]
+
+
 def test_a_second_demo_counts_its_own_writes_and_keep_prints_what_the_examples_need(
     db_url: str, tmp_path: Path
 ) -> None:
@@ -62,7 +70,7 @@ def test_a_second_demo_counts_its_own_writes_and_keep_prints_what_the_examples_n
         printed, _ = first.communicate(timeout=300)
     assert first.returncode == 0, printed[-3000:]
     [counted] = [line for line in printed.splitlines() if line.startswith(WRITES)]
-    assert counted.endswith(": 3 (incidentio, jira, teams)"), counted
+    assert three_writes(counted), counted
 
     # The second, kept running: the stand-ins hold the first one's writes too, in the same database.
     with demo(env, "--keep") as kept:
@@ -73,7 +81,7 @@ def test_a_second_demo_counts_its_own_writes_and_keep_prints_what_the_examples_n
             assert line, "".join(lines[-40:])  # the demo ended before it printed the settings
             lines.append(line)
         [counted] = [line for line in lines if line.startswith(WRITES)]
-        assert counted.rstrip().endswith(": 3 (incidentio, jira, teams)"), counted
+        assert three_writes(counted), counted
         run_id = counted[len(WRITES) :].split(":")[0]
         [exports] = [line.split(None, 1)[1] for line in lines if line.strip().startswith("export TICKETIQ_URL=")]
         pasted = dict(word.split("=", 1) for word in shlex.split(exports))

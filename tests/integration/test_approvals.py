@@ -9,11 +9,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.support.crash import HeldCall, eventually, kill_driver, lapse, reaches
 from tests.support.engine import Harness, engine_under_test, read_rows
-from tests.support.standins import Standins, serve_standins
+from tests.support.standins import Standins
 from ticketiq.engine.step_keys import approval_key
 from ticketiq.leader.sweep import Sweeper
 from ticketiq.process import AppProcess
@@ -126,12 +124,6 @@ async def test_a_resend_the_gate_now_refuses_is_not_sent_and_says_so(db_url: str
         db_url, "SELECT detail FROM audit_log WHERE run_id = %s AND action = 'agent.run.crash_resumed'", run_id
     )
     assert resumed[0]["detail"]["calls"][0]["happened"] == "refused"
-
-
-@pytest.fixture
-async def standins(db_url: str) -> AsyncIterator[Standins]:
-    async with serve_standins(db_url) as running:
-        yield running
 
 
 async def test_a_write_read_back_and_not_there_needs_the_approval_the_tool_now_requires(

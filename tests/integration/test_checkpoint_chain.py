@@ -15,7 +15,7 @@ import yaml
 
 from tests.support.crash import HeldCall, kill_driver, lapse
 from tests.support.engine import engine_under_test, read_rows
-from tests.support.standins import Standins, serve_standins
+from tests.support.standins import Standins
 from ticketiq.errors import ConfigError
 from ticketiq.leader.sweep import Sweeper
 from ticketiq.process import AppProcess
@@ -122,12 +122,6 @@ async def test_a_process_with_the_same_key_id_but_another_secret_refuses_to_star
             await AppProcess.start(settings_for(db_url, tmp_path / "b", seal_keys="k1:a-typo"))
     finally:
         await first.stop()
-
-
-@pytest.fixture
-async def standins(db_url: str) -> AsyncIterator[Standins]:
-    async with serve_standins(db_url) as running:
-        yield running
 
 
 async def test_keys_rotate_and_runs_waiting_across_the_rotation_resume(

@@ -23,7 +23,7 @@ import pytest
 from tests.support.crash import eventually
 from tests.support.engine import kill_liveness, read_rows
 from tests.support.http import serving
-from tests.support.standins import Standins, serve_standins
+from tests.support.standins import Standins
 from ticketiq.agents.catalog import load
 from ticketiq.auth import tokens
 from ticketiq.entries.api import create_app
@@ -40,11 +40,10 @@ EXAMPLES = [
 ]  # fmt: skip
 
 
-@pytest.fixture
-async def standins(db_url: str) -> AsyncIterator[Standins]:
-    async with serve_standins(db_url) as running:
-        await running.options(fine_tune_duration_s=0.2)
-        yield running
+@pytest.fixture(autouse=True)
+async def short_training(standins: Standins) -> None:
+    """The stand-in's remote jobs train for 0.2 s; a test that needs one to run on sets its own."""
+    await standins.options(fine_tune_duration_s=0.2)
 
 
 @asynccontextmanager

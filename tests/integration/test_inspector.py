@@ -18,7 +18,7 @@ import yaml
 from tests.support.crash import eventually
 from tests.support.engine import read_rows
 from tests.support.http import serving
-from tests.support.standins import Standins, serve_standins
+from tests.support.standins import Standins
 from ticketiq.auth import tokens
 from ticketiq.entries.api import create_app
 from ticketiq.process import AppProcess
@@ -49,12 +49,6 @@ class Site:
         answer = await self.client.get("/v1/audit", params={"action": action})
         entries: list[dict[str, Any]] = answer.json()["entries"]
         return entries
-
-
-@pytest.fixture
-async def standins(db_url: str) -> AsyncIterator[Standins]:
-    async with serve_standins(db_url) as running:
-        yield running
 
 
 @contextlib.asynccontextmanager

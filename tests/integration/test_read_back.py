@@ -19,18 +19,12 @@ from fastapi import FastAPI, Request
 from tests.support.crash import eventually, kill_driver, lapse, reaches
 from tests.support.engine import read_rows
 from tests.support.http import serving
-from tests.support.standins import Standins, serve_standins
+from tests.support.standins import Standins
 from ticketiq.errors import LeaseLost
 from ticketiq.leader.sweep import Sweeper
 from ticketiq.process import AppProcess
 from ticketiq.tools.base import CallContext, SendWindow
 from ticketiq.tools.http import Send, VendorFailed, request
-
-
-@pytest.fixture
-async def standins(db_url: str) -> AsyncIterator[Standins]:
-    async with serve_standins(db_url) as running:
-        yield running
 
 
 @contextlib.asynccontextmanager

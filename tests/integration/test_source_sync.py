@@ -23,7 +23,7 @@ import pytest
 from tests.support.crash import eventually
 from tests.support.engine import Harness, engine_under_test, kill_liveness, read_rows
 from tests.support.http import serving
-from tests.support.standins import Standins, serve_standins
+from tests.support.standins import Standins
 from ticketiq.entries.api import create_app
 from ticketiq.errors import JobLost
 from ticketiq.standins.vendors.jira_corpus import generated_issue
@@ -37,12 +37,6 @@ LIBRARIAN: list[dict[str, Any]] = [
 ]
 SCRIPTS: dict[str, list[dict[str, Any]]] = {"librarian": LIBRARIAN}
 AGENTS: dict[str, dict[str, Any]] = {"librarian": {"tools": ["knowledge_search"]}}
-
-
-@pytest.fixture
-async def standins(db_url: str) -> AsyncIterator[Standins]:
-    async with serve_standins(db_url) as running:
-        yield running
 
 
 @asynccontextmanager

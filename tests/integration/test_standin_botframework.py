@@ -4,7 +4,6 @@ and the connector and Graph refusing (401, nothing applied) any token but a live
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -22,12 +21,6 @@ CARD = {
     "type": "message",
     "attachments": [{"contentType": "application/vnd.microsoft.card.adaptive", "content": {"type": "AdaptiveCard"}}],
 }
-
-
-@pytest.fixture
-async def standins(db_url: str) -> AsyncIterator[Standins]:
-    async with serve_standins(db_url) as running:
-        yield running
 
 
 def form(**changes: str | None) -> dict[str, str]:

@@ -16,18 +16,12 @@ import psycopg
 import pytest
 from openai.types.fine_tuning import FineTuningJob
 
-from tests.support.standins import Standins, serve_standins
+from tests.support.standins import Standins
 
 EXAMPLE = {"messages": [{"role": "user", "content": "Login fails"}, {"role": "assistant", "content": "auth"}]}
 TRAINING = b"".join(json.dumps(EXAMPLE).encode() + b"\n" for _ in range(12))
 BASE = "gpt-4o-mini-2024-07-18"
 AGENT = "ticketiq-test/1 pid/4242"
-
-
-@pytest.fixture
-async def standins(db_url: str) -> AsyncIterator[Standins]:
-    async with serve_standins(db_url) as running:
-        yield running
 
 
 @pytest.fixture

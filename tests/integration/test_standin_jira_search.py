@@ -4,22 +4,14 @@ generated issues whose text and labels read the same every time."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-import pytest
 
-from tests.support.standins import Standins, serve_standins
+from tests.support.standins import Standins
 
 BEARER = {"Authorization": "Bearer test-token"}
 JQL = "project = OPS ORDER BY key ASC"
-
-
-@pytest.fixture
-async def standins(db_url: str) -> AsyncIterator[Standins]:
-    async with serve_standins(db_url) as running:
-        yield running
 
 
 def jira(standins: Standins) -> httpx.AsyncClient:

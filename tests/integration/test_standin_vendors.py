@@ -9,11 +9,9 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.support.standins import Standins, serve_standins
 from ticketiq.standins.vendors.botframework import APP_ID, APP_PASSWORD, CONNECTOR_SCOPE, GRAPH_SCOPE
@@ -21,12 +19,6 @@ from ticketiq.standins.vendors.botframework import APP_ID, APP_PASSWORD, CONNECT
 BEARER = {"Authorization": "Bearer test-token"}
 SQS = {"X-Amz-Target": "AmazonSQS.SendMessage", "Content-Type": "application/x-amz-json-1.0", **BEARER}
 THREAD = "19:ops@thread.tacv2;messageid=1700000000000"
-
-
-@pytest.fixture
-async def standins(db_url: str) -> AsyncIterator[Standins]:
-    async with serve_standins(db_url) as running:
-        yield running
 
 
 def client(standins: Standins, prefix: str, headers: dict[str, str] | None = None) -> httpx.AsyncClient:

@@ -4,25 +4,16 @@ made storable before it is written, and the transcript says so."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.support.engine import engine_under_test, read_rows
-from tests.support.standins import Standins, serve_standins
+from tests.support.standins import Standins
 from ticketiq.process import AppProcess
 
 DONE_WITH_NUL: dict[str, Any] = {"text": "done\x00 with {jira_key}"}
 WRITE_WITH_NUL: dict[str, Any] = {"calls": [{"tool": "probe_write", "arguments": {"note": "a\x00b"}}]}
 TOOLS = {"tools": ["probe_read", "probe_write"]}
-
-
-@pytest.fixture
-async def standins(db_url: str) -> AsyncIterator[Standins]:
-    async with serve_standins(db_url) as running:
-        yield running
 
 
 async def entries(db_url: str, run_id: str) -> list[dict[str, Any]]:

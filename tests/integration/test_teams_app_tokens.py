@@ -5,11 +5,9 @@ run out or once refused, and every failure to get one a reply not sent, never on
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.support.standins import Standins, serve_standins
 from ticketiq.settings import Settings
@@ -20,12 +18,6 @@ from ticketiq.tools.registry import build_registry
 
 THREAD = "19:ops@thread.tacv2;messageid=1700000000000"
 ARGS = {"conversation_id": THREAD, "activity_id": "1700000000000", "team_id": "standin-team"}
-
-
-@pytest.fixture
-async def standins(db_url: str) -> AsyncIterator[Standins]:
-    async with serve_standins(db_url) as running:
-        yield running
 
 
 class Teams:

@@ -272,8 +272,11 @@ async def test_renewals_that_cannot_get_through_lose_the_leases_step_down_and_co
     db_url: str, tmp_path: Path, proxy: TcpProxy
 ) -> None:
     probe = Probe(hold=asyncio.Event())
+    # An 8 s lease, not 4: the new identity's renewals go through the paused proxy until this test sees it
+    # and resumes it, and beside other tests (xdist) that took longer than the 3 s a 4 s lease leaves.
+    leases = {**SHORT_LEASES, "lease_ttl_s": 8.0}
     async with engine_under_test(db_url, tmp_path, {"r": [READ, WRITE, DONE]}, {"r": TOOLS}, probe=probe,
-                                 lead=False, db_connect_timeout_s=1.0, **SHORT_LEASES) as h:  # fmt: skip
+                                 lead=False, db_connect_timeout_s=1.0, **leases) as h:  # fmt: skip
         engine, keeper, elector = h.engine, h.process.keeper, h.process.elector
         keeper.url = proxy.url(db_url)  # only the renewer goes through the proxy; nothing is held yet
         terms = record_terms(h)

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.standins import Standins, serve_standins
+from tests.support.standins import Standins
 from ticketiq.errors import LeaseLost
 from ticketiq.settings import Settings
 from ticketiq.tools.base import CallContext, Outcome, ReadBack, Registry, ToolClass
@@ -19,12 +19,6 @@ from ticketiq.tools.registry import build_registry
 
 THREAD = "19:ops@thread.tacv2;messageid=1700000000000"
 TEAMS_ARGS = {"conversation_id": THREAD, "activity_id": "1700000000000", "team_id": "standin-team"}
-
-
-@pytest.fixture
-async def standins(db_url: str) -> AsyncIterator[Standins]:
-    async with serve_standins(db_url) as running:
-        yield running
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.crash import eventually
 from tests.support.engine import read_rows
-from tests.support.standins import Standins, serve_standins
+from tests.support.standins import Standins
 from tests.support.workflow_rig import api, app_process, held_at_vendor, start
 from ticketiq.errors import JobLost
 from ticketiq.storage.database import Database
@@ -34,12 +34,6 @@ STATEMENTS: dict[str, Callable[[JobHandle], Awaitable[Any]]] = {
     "workflows.step_ended": lambda h: h.step_ended(END, {"at": None}, 1),
     "workflows.in_flight_for": lambda h: h.in_flight_s(1, "twkey1"),
 }
-
-
-@pytest.fixture
-async def standins(db_url: str) -> AsyncIterator[Standins]:
-    async with serve_standins(db_url) as running:
-        yield running
 
 
 async def running_job(db: Database) -> JobHandle:

@@ -11,15 +11,12 @@ requests get 404/403/422 naming the field, with nothing written.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.support.crash import eventually
 from tests.support.engine import kill_liveness, read_rows
-from tests.support.standins import Standins, serve_standins
+from tests.support.standins import Standins
 from tests.support.workflow_rig import (
     EXECUTED,
     api,
@@ -31,12 +28,6 @@ from tests.support.workflow_rig import (
     start,
 )
 from ticketiq.engine.step_keys import workflow_step_key
-
-
-@pytest.fixture
-async def standins(db_url: str) -> AsyncIterator[Standins]:
-    async with serve_standins(db_url) as running:
-        yield running
 
 
 async def test_a_workflow_runs_to_succeeded_and_each_step_sends_its_key(

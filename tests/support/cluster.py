@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +19,7 @@ import httpx
 import psycopg
 from psycopg.rows import dict_row
 
+from tests.support import preforked
 from ticketiq.launch import Child, start_serve, start_standins
 
 TERMINAL = ("succeeded", "failed", "interrupted", "stopped")
@@ -43,6 +44,9 @@ class Cluster:
     apps: list[App] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     token: str = ""
+    _kept: threading.local = field(default_factory=threading.local, repr=False)
+    _opened: list[psycopg.Connection[dict[str, Any]]] = field(default_factory=list, repr=False)
+    _closed: bool = False
 
     def start(self) -> Cluster:
         base = {k: v for k, v in os.environ.items() if not k.startswith("TICKETIQ_")}
@@ -71,12 +75,17 @@ class Cluster:
         return app
 
     def stop(self) -> None:
-        for app in self.apps:
-            if app.child.alive():
-                os.kill(app.pid, signal.SIGCONT)  # a stopped process cannot act on SIGTERM
-            app.child.stop()
-        if self.standins is not None:
-            self.standins.stop()
+        try:
+            for app in self.apps:
+                if app.child.alive():
+                    os.kill(app.pid, signal.SIGCONT)  # a stopped process cannot act on SIGTERM
+                app.child.stop()
+            if self.standins is not None:
+                self.standins.stop()
+        finally:
+            self._closed = True
+            for conn in self._opened:
+                conn.close()
 
     @property
     def standin_url(self) -> str:
@@ -95,14 +104,37 @@ class Cluster:
     # ----- judging, from the database and the stand-ins -------------------------------------------
 
     def rows(self, sql: str, *params: Any) -> list[dict[str, Any]]:
-        with psycopg.connect(self.db_url, autocommit=True, row_factory=dict_row) as conn:
-            cur = conn.execute(sql, params)
-            return cur.fetchall() if cur.description else []
+        return self._query(sql, params)
 
     def rows_named(self, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-        with psycopg.connect(self.db_url, autocommit=True, row_factory=dict_row) as conn:
+        return self._query(sql, params)
+
+    def _query(self, sql: str, params: tuple[Any, ...] | dict[str, Any]) -> list[dict[str, Any]]:
+        """An autocommit statement, as any process sees the database now, on a connection kept per thread:
+        a wait polls every 50 ms, and a new connection each time starts a server backend each time (most
+        of the CPU a waiting test spent). One that broke (the server was killed and started again) is
+        replaced and the statement sent once more; after stop(), a connection of its own each time."""
+        if self._closed:
+            with psycopg.connect(self.db_url, autocommit=True, row_factory=dict_row) as own:
+                cur = own.execute(sql, params)
+                return cur.fetchall() if cur.description else []
+        conn = self._connection()
+        try:
             cur = conn.execute(sql, params)
-            return cur.fetchall() if cur.description else []
+        except psycopg.OperationalError:
+            if not conn.broken:
+                raise
+            conn.close()
+            cur = self._connection().execute(sql, params)
+        return cur.fetchall() if cur.description else []
+
+    def _connection(self) -> psycopg.Connection[dict[str, Any]]:
+        conn: psycopg.Connection[dict[str, Any]] | None = getattr(self._kept, "conn", None)
+        if conn is None or conn.closed:
+            conn = psycopg.connect(self.db_url, autocommit=True, row_factory=dict_row)
+            self._kept.conn = conn
+            self._opened.append(conn)
+        return conn
 
     def run(self, run_id: str) -> dict[str, Any]:
         rows = self.rows(
@@ -140,9 +172,9 @@ class Cluster:
 def create_token(env: dict[str, str], name: str, role: str, *agents: str) -> str:
     """A token made by the real CLI, `ticketiq tokens create`, which prints it alone on stdout."""
     more = ["--agents", ",".join(agents)] if agents else []
-    made = subprocess.run(
+    made = preforked.run(
         [sys.executable, "-m", "ticketiq.cli", "tokens", "create", "--name", name, "--role", role, *more],
-        env=env, capture_output=True, text=True, timeout=120,
+        env=env, timeout=120,
     )  # fmt: skip
     if made.returncode != 0:
         raise AssertionError(f"ticketiq tokens create exited with {made.returncode}: {made.stderr}")

@@ -4,28 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
 import uvicorn
 from sse_starlette.sse import AppStatus
 
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from ticketiq.standins.server import listen
 
 
 @contextlib.asynccontextmanager
 async def serving(app: Any) -> AsyncIterator[str]:
     """Yield the base URL while the app serves; always shut it down, even when the test fails."""
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False, lifespan="on")
-    )
-    task = asyncio.create_task(server.serve())
+    # The socket is bound here and handed over, never a port picked and bound later: tests run side by
+    # side (pytest-xdist), and a port free a moment ago may be another worker's by then.
+    sock = listen(0)
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on"))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         for _ in range(500):
             if server.started:
@@ -47,3 +43,4 @@ async def serving(app: Any) -> AsyncIterator[str]:
                 await asyncio.wait_for(task, timeout=15)
         finally:
             AppStatus.should_exit = False
+            sock.close()

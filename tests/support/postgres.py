@@ -1,17 +1,26 @@
 """The test suite's Postgres: TICKETIQ_DATABASE_URL when set, else an embedded server in a temp home.
 
 Each test gets a fresh database cloned from a migrated template, so tests never see each other's rows.
-The embedded server keeps its port in its home (`server.home`, outside pytest's temporary root): an app
-process run with that home as TICKETIQ_HOME knows the suite's URLs for its home's server, watches it and
-starts it again if it is killed (the kill trials' `db` mode).
+A clone takes most of a second, so a thread keeps a few made ahead while tests run. The embedded server
+keeps its port in its home (`server.home`, outside pytest's temporary root): an app process run with
+that home as TICKETIQ_HOME knows the suite's URLs for its home's server, watches it and starts it again
+if it is killed (the kill trials' `db` mode).
+
+Under pytest-xdist each worker is its own session, so each has its own server (its own home, port,
+template and databases): a test that kills the server, resets pg_stat_statements or looks for lock
+waits in pg_stat_activity sees only its own worker's one test at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import itertools
 import os
+import queue
 import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +31,12 @@ from ticketiq.storage import embedded
 from ticketiq.storage.migrate import migrate
 
 _counter = itertools.count()
+# Databases cloned ahead of the tests that will take them.
+SPARES = 2
+# The suite's own server outlives no machine crash, so it need not survive one: WAL and data files are
+# written but not flushed to disk. A killed postmaster (the kill trials' `db` mode) loses nothing by it:
+# what a commit wrote is with the kernel, and recovery replays it as before.
+_NO_FLUSH = {"fsync": "off", "full_page_writes": "off"}
 
 
 def _with_database(url: str, name: str) -> str:
@@ -36,6 +51,9 @@ class SuitePostgres:
     server: embedded.EmbeddedServer | None = None
     template: str = field(default_factory=lambda: f"tq_template_{os.getpid()}")
     created: list[str] = field(default_factory=list)
+    _spares: queue.Queue[str] = field(default_factory=lambda: queue.Queue(SPARES))
+    _closing: threading.Event = field(default_factory=threading.Event)
+    _maker: threading.Thread | None = None
 
     def url(self, database: str) -> str:
         return _with_database(self.admin_url, database)
@@ -56,12 +74,34 @@ class SuitePostgres:
                 await aconn.close()
 
         asyncio.run(run())
+        self._maker = threading.Thread(target=self._make_spares, name="spare-databases", daemon=True)
+        self._maker.start()
 
-    def fresh_database(self) -> str:
+    def _clone(self) -> str:
         name = f"tq_test_{os.getpid()}_{next(_counter)}"
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
             conn.execute(f"CREATE DATABASE {name} TEMPLATE {self.template}")
         self.created.append(name)
+        return name
+
+    def _make_spares(self) -> None:
+        """Keep SPARES clones ready; a failed clone (the server killed by a test, restarting) is retried."""
+        while not self._closing.is_set():
+            try:
+                name = self._clone()
+            except psycopg.Error:
+                self._closing.wait(0.5)
+                continue
+            while not self._closing.is_set():
+                with contextlib.suppress(queue.Full):
+                    self._spares.put(name, timeout=0.5)
+                    break
+
+    def fresh_database(self) -> str:
+        try:
+            name = self._spares.get_nowait()
+        except queue.Empty:
+            name = self._clone()
         return self.url(name)
 
     def drop(self, url: str) -> None:
@@ -72,12 +112,27 @@ class SuitePostgres:
             self.created.remove(name)
 
     def close(self) -> None:
+        self._closing.set()
+        if self._maker is not None:
+            self._maker.join(timeout=60)
         for name in list(self.created):
             self.drop(self.url(name))
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {self.template} WITH (FORCE)")
         if self.server is not None:
             embedded.stop(self.server.home)
+
+
+@contextlib.contextmanager
+def _one_start_at_a_time() -> Iterator[None]:
+    """xdist's workers start their servers one after another: each then finds the ports the others took
+    in use, and the first creates the server's system user (as root) before the others look for it."""
+    with open(Path(tempfile.gettempdir()) / "ticketiq-test-pg.lock", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def start() -> Iterator[SuitePostgres]:
@@ -90,10 +145,16 @@ def start() -> Iterator[SuitePostgres]:
         finally:
             pg.close()
         return
-    with tempfile.TemporaryDirectory(prefix="ticketiq-test-pg-") as home:
-        server = embedded.acquire(Path(home))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with tempfile.TemporaryDirectory(prefix=f"ticketiq-test-pg-{worker}-") as home:
+        with _one_start_at_a_time():
+            server = embedded.acquire(Path(home))
         pg = SuitePostgres(admin_url=server.url(), server=server)
         try:
+            with psycopg.connect(pg.admin_url, autocommit=True) as conn:
+                for name, value in _NO_FLUSH.items():
+                    conn.execute(f"ALTER SYSTEM SET {name} = {value}")
+                conn.execute("SELECT pg_reload_conf()")
             pg.prepare_template()
             yield pg
         finally:
