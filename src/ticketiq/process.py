@@ -36,6 +36,7 @@ from ticketiq.storage import database
 from ticketiq.storage.database import ConnectionLimits, Database
 from ticketiq.storage.gate_store import GateStore
 from ticketiq.storage.migrate import migrate
+from ticketiq.storage.outage import backoff_s
 from ticketiq.storage.run_store import RunStore
 from ticketiq.storage.seal_store import SealProbeStore
 from ticketiq.storage.server_watch import ServerWatch
@@ -127,7 +128,7 @@ class AppProcess:
         # renewal interval anyway.
         handoffs = Handoffs(engine, settings.lease_renew_s)
         liveness = Liveness(target.url, settings.liveness_poll_s, on_lost=lambda why: None, limits=limits,
-                            on_handed=handoffs.heard)  # fmt: skip
+                            on_handed=handoffs.heard, outage=db.outage)  # fmt: skip
         await liveness.register(holder)
         process = cls(settings, target, db, engine, keeper, model, http, liveness, Elector(engine, target.url),
                       handoffs)  # fmt: skip
@@ -159,11 +160,33 @@ class AppProcess:
         self._reincarnation = asyncio.create_task(self._reincarnate(why), name="reincarnate")
 
     async def _reincarnate(self, why: str) -> None:
+        """Come back after the mark was lost: under the same identity when its mark can be re-taken (the
+        database failed over or restarted: every process's lock went with it, and none of them died),
+        else under a new one (I4). Either way the runs the old mark covered were lost here (I14) and are
+        claimed again by the sweep, each once (I5)."""
         old = self.engine.deps.holder
         await self._step_down()
         # Taken meanwhile under the old identity (an election or a claim in flight): lost as well.
         self.keeper.lose_all(why)
-        # The leader then finds the old identity dead and claims its runs at once, each once (I5).
+        tries = 0
+        while True:
+            try:
+                kept = await self.liveness.retake()
+            except Exception as exc:
+                # The database is not back yet (no primary takes writes): try again soon, then no faster
+                # than once a second.
+                log.error("cannot take the liveness mark of %s again yet (%s); trying again", old, exc)
+                await asyncio.sleep(backoff_s(tries))
+                tries += 1
+                continue
+            if kept:
+                self.db.outage.answered()
+                self.liveness.start()
+                self.engine.admitted.set()
+                log.warning("process %s holds its liveness mark again; its runs were given up to the sweep", old)
+                return
+            break
+        # The identity cannot be kept: the leader finds it dead and claims its runs at once.
         await self.liveness.release()
         while True:
             holder = new_identity()
@@ -171,7 +194,8 @@ class AppProcess:
                 await self.liveness.register(holder)
             except Exception as exc:
                 log.error("cannot take a liveness mark yet (%s); trying again", exc)
-                await asyncio.sleep(1.0)
+                await asyncio.sleep(backoff_s(tries))
+                tries += 1
                 continue
             self.keeper.holder = holder
             self.engine.deps.holder = holder

@@ -151,6 +151,11 @@ class Settings:
         "How often the leader looks for lapsed run leases (I5), at the least: sooner when a held lease is "
         "about to lapse.",
     )
+    db_back_grace_s: float = _setting(
+        2.0,
+        "After the database came back (a failover, a restart), how long the leader waits before it judges "
+        "any process dead or any lease lapsed: every process re-takes its liveness mark meanwhile.",
+    )
     liveness_poll_s: float = _setting(
         0.25,
         "How often the leader looks for processes whose liveness mark is free (and each process at its own).",

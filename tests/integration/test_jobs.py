@@ -286,8 +286,10 @@ async def test_a_resumable_job_whose_process_died_goes_on_from_its_saved_state(d
         assert row["result"] == {"counted": 8, "resumed_from": 4, "attempt": 2}
         # Each step once: the first attempt's four, then the rest from the saved count.
         assert job_kinds.STEPS[made["id"]] == [(1, n) for n in range(1, 5)] + [(2, n) for n in range(5, 9)]
-        assert row["holder"] != runner  # taken up by a live identity (the survivor, or the doomed one reborn)
-        assert doomed.engine.deps.holder != runner
+        # Taken up by a live identity: the survivor, or the doomed one (its mark re-taken, or reborn when the
+        # leader had found it dead first); either way the job was lost once and taken back once.
+        assert await read_rows(db_url, "SELECT process_alive(%s) AS alive", row["holder"]) == [{"alive": True}]
+        assert doomed.engine.admitted.is_set()
         lost = await read_rows(db_url, "SELECT detail FROM audit_log WHERE action = 'job.lost'")
         assert [(d["detail"]["job_id"], d["detail"]["status"], d["detail"]["losses"]) for d in lost] == [
             (made["id"], "queued", 1)

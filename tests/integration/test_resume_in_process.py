@@ -82,17 +82,22 @@ async def test_a_process_whose_liveness_connection_drops_sends_nothing_more(db_u
         assert liveness._conn is not None
         backend = liveness._conn.info.backend_pid
         await read_rows(db_url, "SELECT pg_terminate_backend(%s)", backend)
-        deadline = time.monotonic() + 10
-        while h.engine.deps.holder == old_holder and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        status = await asyncio.wait_for(task, 30)  # lost at once, before the write it was about to send
         assert probe.hold is not None
         probe.hold.set()
-        status = await asyncio.wait_for(task, 30)
-        assert h.engine.deps.holder != old_holder  # back under a fresh identity
+        deadline = time.monotonic() + 10
+        while not h.engine.admitted.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        # No leader found it dead meanwhile: it took its mark again under the same identity, and gave up
+        # the run's lease in that statement (made lapsed, for the sweep to claim under a new attempt).
+        assert h.engine.admitted.is_set() and h.engine.deps.holder == old_holder
+        lease = await read_rows(db_url, "SELECT holder, expires_at < now() AS lapsed FROM leases WHERE name = %s",
+                                f"checkpoint:{run_id}")  # fmt: skip
     assert status == "lost"
     assert probe.writes() == []
-    ended = await read_rows(db_url, "SELECT id FROM processes WHERE id = %s AND ended_at IS NULL", old_holder)
-    assert ended == [{"id": old_holder}]  # its mark is free: the leader will find it dead
+    assert lease == [{"holder": old_holder, "lapsed": True}]
+    alive = await read_rows(db_url, "SELECT process_alive(%s) AS alive", old_holder)
+    assert alive == [{"alive": False}]  # the harness stopped it: its mark went with it
 
 
 async def test_a_call_marked_as_a_write_stays_a_write_when_its_tool_is_now_classed_a_read(

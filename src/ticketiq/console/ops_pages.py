@@ -149,4 +149,12 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
         if denied is not None:
             return denied
         found = await engine(request).processes()
-        return web.render(request, "processes.html", 200, session, live=found["processes"], ended=found["ended"])
+        return web.render(
+            request,
+            "processes.html",
+            200,
+            session,
+            live=found["processes"],
+            ended=found["ended"],
+            database=found["database"],
+        )

@@ -33,6 +33,7 @@ from ticketiq.engine.state import RunState
 from ticketiq.engine.timeline_feed import follow
 from ticketiq.errors import Conflict, NotFound, RequestError, TicketIQError
 from ticketiq.metrics import Gauges
+from ticketiq.storage import synchrony
 from ticketiq.storage.process_store import ProcessStore
 from ticketiq.storage.rows import (
     Approval,
@@ -227,7 +228,8 @@ class Engine:
         """The live app processes, with what each holds, and the last that ended, with how."""
         store = ProcessStore(self.deps.db)
         return {"processes": [dict(row) for row in await store.live()],
-                "ended": [dict(row) for row in await store.ended(ENDED_SHOWN)]}  # fmt: skip
+                "ended": [dict(row) for row in await store.ended(ENDED_SHOWN)],
+                "database": (await synchrony.read(self.deps.db)).view()}  # fmt: skip
 
     async def shown_run(self, run_id: str, scope: str | None) -> dict[str, Any] | None:
         """The run as `GET /v1/runs/{id}` answers it, with what it waits for (I18); `scope` as `get_run`."""

@@ -19,6 +19,7 @@ import logging
 from ticketiq.background import Background
 from ticketiq.storage import database
 from ticketiq.storage.database import DEFAULT_LIMITS, ConnectionLimits
+from ticketiq.storage.outage import backoff_s
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,7 @@ class GateWatch:
         self.check_s = max(1.0, limits.keepalive_s)
         self.generation = 0
         self.connected = False
+        self.listens = 0  # LISTENs that succeeded
         self._background = Background("gate-watch", self.run)
 
     def current(self) -> int | None:
@@ -43,6 +45,7 @@ class GateWatch:
             await database.listen(conn, "ticketiq_gates", within_s=self.limits.answer_within_s)
             self.generation += 1  # anything may have changed while we were not listening
             self.connected = True
+            self.listens += 1
             while True:
                 async for _ in conn.notifies(timeout=self.check_s):
                     self.generation += 1
@@ -55,12 +58,16 @@ class GateWatch:
                 await conn.close()
 
     async def run(self) -> None:
+        tries = 0
         while True:
+            listened = self.listens
             try:
                 await self._listen_once()
             except Exception as exc:  # any loss of the listener: read afresh, reconnect
                 log.warning("gate listener lost (%s); reading gate facts afresh until it is back", exc)
-            await asyncio.sleep(0.5)
+            # Back soon after a failover, and no storm of attempts while there is no primary.
+            tries = 0 if self.listens > listened else tries + 1
+            await asyncio.sleep(backoff_s(tries))
 
     def start(self) -> None:
         self._background.start()

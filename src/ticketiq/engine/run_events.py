@@ -18,11 +18,15 @@ from collections.abc import Iterator
 from ticketiq.background import Background
 from ticketiq.storage import database
 from ticketiq.storage.database import DEFAULT_LIMITS, ConnectionLimits
+from ticketiq.storage.outage import backoff_s
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "ticketiq_runs"
 RECHECK_S = 1.0
+# Read even while listening: a notification sent while the listener was being re-made (a failover)
+# is lost, and the reconnect's wake-up may race it.
+LISTENING_RECHECK_S = 5.0
 
 
 class Follower:
@@ -32,8 +36,9 @@ class Follower:
 
     async def wait(self, timeout_s: float) -> None:
         """Until the run's status may have changed since the last wait, or the timeout (at most
-        RECHECK_S while the listener is down). The caller reads the status afterwards."""
-        bound = timeout_s if self.events.connected else min(timeout_s, RECHECK_S)
+        RECHECK_S while the listener is down, LISTENING_RECHECK_S while it is up). The caller
+        reads the status afterwards."""
+        bound = min(timeout_s, LISTENING_RECHECK_S if self.events.connected else RECHECK_S)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(max(0.0, bound)):
                 await self.event.wait()
@@ -46,6 +51,7 @@ class RunEvents:
         self.limits = limits
         self.check_s = max(1.0, limits.keepalive_s)
         self.connected = False
+        self.listens = 0  # LISTENs that succeeded
         self._waiters: dict[str, set[asyncio.Event]] = defaultdict(set)
         self._background = Background("run-events", self.run)
 
@@ -77,6 +83,7 @@ class RunEvents:
         try:
             await database.listen(conn, CHANNEL, within_s=self.limits.answer_within_s)
             self.connected = True
+            self.listens += 1
             self._wake_all()  # anything may have changed while no one listened
             while True:
                 async for notice in conn.notifies(timeout=self.check_s):
@@ -89,13 +96,17 @@ class RunEvents:
                 await conn.close()
 
     async def run(self) -> None:
+        tries = 0
         while True:
+            listened = self.listens
             try:
                 await self._listen_once()
             except Exception as exc:
                 log.warning("run events listener lost (%s); followers read every %s s until it is back",
                             exc, RECHECK_S)  # fmt: skip
-            await asyncio.sleep(0.5)
+            # Back soon after a failover, and no storm of attempts while there is no primary.
+            tries = 0 if self.listens > listened else tries + 1
+            await asyncio.sleep(backoff_s(tries))
 
     def start(self) -> None:
         self._background.start()

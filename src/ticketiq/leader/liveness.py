@@ -25,6 +25,7 @@ from collections.abc import Callable
 from ticketiq.background import Background
 from ticketiq.storage import database, leader_store
 from ticketiq.storage.database import DEFAULT_LIMITS, ConnectionLimits
+from ticketiq.storage.outage import Outage
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +50,14 @@ class Liveness:
         on_lost: Callable[[str], None],
         limits: ConnectionLimits = DEFAULT_LIMITS,
         on_handed: Callable[[], None] = _ignore,
+        outage: Outage | None = None,
     ) -> None:
         self.url = url
         self.poll_s = poll_s
         self.on_lost = on_lost
         self.on_handed = on_handed  # told when a take gave this identity a run (a wake-up, not the truth)
         self.limits = limits
+        self.outage = outage or Outage()  # the process's: a lost mark may be the database gone
         self.holder = ""
         self.lock_key: int | None = None
         self._conn: database.Connection | None = None
@@ -75,6 +78,26 @@ class Liveness:
             raise
         self._conn, self.holder, self.lock_key = conn, holder, lock_key
 
+    async def retake(self) -> bool:
+        """After the mark's connection was lost: take the same identity's mark again on a new connection
+        (the database failed over or restarted, and every lock went with it), giving up the leases it
+        held (the process lost them all when the mark went). False when the identity cannot be kept
+        (it was found dead, or its old session still holds the lock): the caller takes a new one. A
+        database still unreachable raises StorageError."""
+        await self._close()
+        conn = await database.connect(self.url, self.limits)
+        try:
+            await database.listen(conn, HANDED, within_s=self.limits.answer_within_s)
+            lock_key = await leader_store.retake(conn, self.holder, within_s=self.limits.answer_within_s)
+        except BaseException:
+            await conn.close()
+            raise
+        if lock_key is None:
+            await conn.close()  # a lock this statement took for an identity found dead goes with it
+            return False
+        self._conn, self.lock_key = conn, lock_key
+        return True
+
     async def watch(self) -> None:
         """Wait on the mark's connection for a poll, then ask it to answer a heartbeat in time; at any
         failure the lock may be gone: report the loss once and stop."""
@@ -93,6 +116,7 @@ class Liveness:
         except Exception as exc:  # any failure: the lock may be gone
             log.error("liveness connection of %s lost: %s", self.holder, exc)
             await self._close()
+            self.outage.failed(exc)
             self.on_lost(f"liveness connection lost: {exc}")
 
     def start(self) -> None:

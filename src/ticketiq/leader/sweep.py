@@ -19,6 +19,7 @@ from ticketiq.storage import database
 from ticketiq.storage.idempotency_store import IdempotencyStore
 from ticketiq.storage.job_store import JobStore
 from ticketiq.storage.leader_store import LeaderStore
+from ticketiq.storage.outage import server_gone
 from ticketiq.storage.trigger_store import TriggerStore
 
 if TYPE_CHECKING:
@@ -71,6 +72,13 @@ class Sweeper:
                         given.attempt, given.losses, given.holder)  # fmt: skip
             self.engine.give(given, sent_at)
         return len(taken)
+
+    def settling(self) -> bool:
+        """The database came back moments ago (a failover, a restart): every process is re-taking its
+        liveness mark, so a free mark says nothing yet and a lease lapsed during the outage is its
+        holder's to give up (`storage/outage.py`). Nothing is claimed until TICKETIQ_DB_BACK_GRACE_S
+        passed; the runs then claimed go to every process that came back, not to the first one."""
+        return self.engine.deps.db.outage.settling(self.settings.db_back_grace_s)
 
     async def sweep_once(self, lapsed: bool) -> float | None:
         """Claim what is dead (and, when `lapsed`, what lapsed); return the seconds until the next
@@ -141,6 +149,14 @@ class Sweeper:
         next_sweep = 0.0
         try:
             while True:
+                if self.settling():
+                    # Statements still answer (the outage is read from them): the ping below says whether
+                    # the database is back, and the first sweep after the grace also looks for lapses.
+                    next_sweep = 0.0
+                    with contextlib.suppress(Exception):
+                        await self.engine.deps.store.ping()
+                    await asyncio.sleep(min(self.settings.liveness_poll_s, 0.25))
+                    continue
                 lapsed = time.monotonic() >= next_sweep
                 try:
                     next_lapse = await self.sweep_once(lapsed=lapsed)
@@ -150,8 +166,11 @@ class Sweeper:
                         limits = self.engine.deps.db.limits  # the pool's: within the connect timeout
                         listener = await database.connect(self.url, limits)
                         await database.listen(listener, "ticketiq_processes", within_s=limits.answer_within_s)
-                except Exception:
-                    log.exception("sweep failed; trying again")
+                except Exception as exc:
+                    if server_gone(exc):
+                        log.error("sweep failed, the database is gone (%s); trying again", exc)
+                    else:
+                        log.exception("sweep failed; trying again")
                     if listener is not None:
                         with contextlib.suppress(Exception):
                             await listener.close()

@@ -31,11 +31,13 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb, set_json_dumps
 from psycopg_pool import AsyncConnectionPool
+from psycopg_pool.base import AttemptWithBackoff
 
 from ticketiq import stall
 from ticketiq.errors import StorageError
 from ticketiq.settings import Settings
 from ticketiq.storage import embedded
+from ticketiq.storage.outage import BACKOFF_CAP_S, BACKOFF_FIRST_S, Outage
 from ticketiq.storage.queries import QUERIES
 
 log = logging.getLogger(__name__)
@@ -201,6 +203,12 @@ class LastInFirstOutPool(AsyncConnectionPool[Connection]):
 
     _checking: asyncio.Task[None] | None = None
 
+    async def _add_connection(self, attempt: AttemptWithBackoff | None, growing: bool = False) -> None:
+        """A connection opened (again) on psycopg_pool's schedule, but with our backoff: psycopg_pool
+        waits 1 s, then doubles without bound, so after a 10 s failover the pool would find the new
+        primary up to 8 s after every other connection did."""
+        await super()._add_connection(attempt or CappedBackoff(timeout=self.reconnect_timeout), growing)
+
     async def putconn(self, conn: Connection) -> None:
         """A connection cut under its statement (the server restarted or was killed) says that those idle
         beside it were most likely cut too: they are checked now, in the background (a round trip each),
@@ -217,6 +225,17 @@ class LastInFirstOutPool(AsyncConnectionPool[Connection]):
         await super().close(timeout)
 
 
+class CappedBackoff(AttemptWithBackoff):
+    """psycopg_pool's reconnection attempts, first after BACKOFF_FIRST_S and never further apart than
+    BACKOFF_CAP_S (outage.py)."""
+
+    INITIAL_DELAY = BACKOFF_FIRST_S
+
+    def update_delay(self, now: float) -> None:
+        super().update_delay(now)
+        self.delay = min(self.delay, BACKOFF_CAP_S)
+
+
 def _checked(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.warning("checking the pool's idle connections failed: %r", task.exception())
@@ -231,6 +250,7 @@ class Database:
         self.url = url
         self.limits = limits
         self.within_s = limits.answer_within_s  # each statement's bound, computed once
+        self.outage = Outage()  # told of every statement's failure, and of the first answer after one
         self.pool: AsyncConnectionPool[Connection] = LastInFirstOutPool(
             limits.conninfo(url),
             min_size=min_size,
@@ -259,25 +279,43 @@ class Database:
         """Run a statement; return how many rows it matched."""
         conn = await self._getconn()
         try:
-            return await _execute(conn, name, params, self.within_s)
+            matched = await _execute(conn, name, params, self.within_s)
+        except StorageError as exc:
+            self.outage.failed(exc)
+            raise
         finally:
             await self.pool.putconn(conn)
+        if self.outage.down_since is not None:
+            self.outage.answered()
+        return matched
 
     async def fetch_one(self, name: str, params: Mapping[str, Any] | None = None) -> Row | None:
         conn = await self._getconn()
         try:
             cur = await _cursor(conn, name, params, self.within_s)
-            return await cur.fetchone()
+            row = await cur.fetchone()
+        except StorageError as exc:
+            self.outage.failed(exc)
+            raise
         finally:
             await self.pool.putconn(conn)
+        if self.outage.down_since is not None:
+            self.outage.answered()
+        return row
 
     async def fetch_all(self, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
         conn = await self._getconn()
         try:
             cur = await _cursor(conn, name, params, self.within_s)
-            return await cur.fetchall()
+            rows = await cur.fetchall()
+        except StorageError as exc:
+            self.outage.failed(exc)
+            raise
         finally:
             await self.pool.putconn(conn)
+        if self.outage.down_since is not None:
+            self.outage.answered()
+        return rows
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Session]:

@@ -23,6 +23,14 @@ async def register(conn: Connection, holder: str, pid: int, host: str, *, within
     return int(rows[0]["lock_key"])
 
 
+async def retake(conn: Connection, holder: str, *, within_s: float | None) -> int | None:
+    """The liveness lock of `holder` taken again on `conn` after its connection was lost, its leases
+    given up (made lapsed) in the same statement; None when the identity cannot be kept (found dead or
+    stalled, or its lock is still held elsewhere): the caller closes `conn` and takes a new identity."""
+    rows = await database.run_on(conn, "leader.retake", {"id": holder}, within_s=within_s)
+    return int(rows[0]["lock_key"]) if rows else None
+
+
 async def heartbeat(conn: Connection, *, within_s: float | None) -> None:
     """The liveness connection answers: its lock is still held."""
     await database.run_on(conn, "leader.heartbeat", within_s=within_s)

@@ -16,6 +16,33 @@ INSERT INTO processes (id, lock_key, pid, host)
 SELECT %(id)s, locked.lock_key, %(pid)s, %(host)s FROM locked, announce
 RETURNING lock_key
 
+-- name: retake
+-- The liveness lock of a process that lost its liveness connection (the database failed over or
+-- restarted, and with it every session's locks), taken again under the same identity, unless the
+-- process was found dead or stalled meanwhile, or its lock is still held (by its own old session, which
+-- the server has not yet seen go): the process then comes back under a new identity (I4). A claim_dead
+-- racing this statement updates the same row: the row lock orders the two, and each re-checks its
+-- condition against the other's row (EvalPlanQual), so either the process is ended and this matches
+-- nothing (the lock it took goes with the connection the caller then closes), or it holds its lock and
+-- the claim passes it by.
+-- The leases it held are given up in the same statement (made lapsed, never deleted: the sweep claims
+-- them under a new attempt, I3): the process lost them all when its mark went (I14).
+WITH mine AS (
+    SELECT lock_key FROM processes WHERE id = %(id)s AND ended_at IS NULL AND stalled_at IS NULL
+), locked AS (
+    SELECT lock_key FROM mine WHERE pg_try_advisory_lock(7117, lock_key)
+), retaken AS (
+    UPDATE processes p SET lock_key = locked.lock_key
+      FROM locked
+     WHERE p.id = %(id)s AND p.ended_at IS NULL AND p.stalled_at IS NULL
+    RETURNING p.lock_key
+), given_up AS (
+    UPDATE leases SET expires_at = least(expires_at, now() - interval '1 millisecond')
+     WHERE holder = %(id)s AND EXISTS (SELECT 1 FROM retaken)
+    RETURNING name
+)
+SELECT lock_key, (SELECT count(*) FROM given_up) AS given_up FROM retaken
+
 -- name: heartbeat
 SELECT 1 AS alive
 

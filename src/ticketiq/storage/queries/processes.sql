@@ -25,3 +25,12 @@ SELECT p.id, p.host, p.pid, p.started_at, p.ended_at, p.ended_how AS how
  WHERE p.ended_at IS NOT NULL
  ORDER BY p.ended_at DESC, p.id DESC
  LIMIT %(limit)s
+
+-- name: synchrony
+-- How many copies a commit acknowledged now has: the standbys this primary streams to and which of
+-- them a commit waits for (pg_auto_failover empties synchronous_standby_names while the standby is
+-- gone: `wait_primary`, one copy). On the embedded server: no standby, one copy.
+SELECT current_setting('synchronous_standby_names') AS standby_names,
+       current_setting('synchronous_commit') AS synchronous_commit,
+       (SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming')::int AS streaming,
+       (SELECT count(*) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum'))::int AS synchronous
