@@ -173,8 +173,8 @@ class AppProcess:
             try:
                 kept = await self.liveness.retake()
             except Exception as exc:
-                # The database is not back yet (no primary takes writes): try again soon, then no faster
-                # than once a second.
+                # The database is not back yet (no primary takes writes): try again soon, then every
+                # half second (outage.backoff_s).
                 log.error("cannot take the liveness mark of %s again yet (%s); trying again", old, exc)
                 await asyncio.sleep(backoff_s(tries))
                 tries += 1

@@ -152,7 +152,7 @@ class Settings:
         "about to lapse.",
     )
     db_back_grace_s: float = _setting(
-        2.0,
+        1.0,
         "After the database came back (a failover, a restart), how long the leader waits before it judges "
         "any process dead or any lease lapsed: every process re-takes its liveness mark meanwhile.",
     )

@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.mutants.conditions import declared_mutants
 from tests.mutants.guards import GUARDS
 from tests.support.fence_rules import Mutant, all_mutants, judge_mutant
 
@@ -78,17 +79,25 @@ class Copy:
         target.write_text(mutant.apply(original))
         started = time.monotonic()
         try:
-            done = self.run(GUARDS[mutant.target])
+            done = self.run(guards_of(mutant))
         finally:
             target.write_text(original)
         took = time.monotonic() - started
-        static = bool(judge_mutant(mutant))
+        static = mutant.key not in DECLARED and bool(judge_mutant(mutant))
         failed = _FAILED.findall(done.stdout)
         if done.returncode == 1 and failed:
             return Verdict(mutant, static, "killed", failed[0].split("/")[-1], took)
         if done.returncode == 0:
             return Verdict(mutant, static, "survived", "", took)
         return Verdict(mutant, static, "error", f"pytest exited {done.returncode}: {done.stdout[-300:]!r}", took)
+
+
+# Hand-declared condition mutants (conditions.py) carry their own guards.
+DECLARED = {mutant.key: guards for mutant, guards in declared_mutants()}
+
+
+def guards_of(mutant: Mutant) -> list[str]:
+    return DECLARED.get(mutant.key) or GUARDS[mutant.target]
 
 
 def table(verdicts: list[Verdict]) -> str:
@@ -104,8 +113,8 @@ def table(verdicts: list[Verdict]) -> str:
 
 def main() -> int:
     only = os.environ.get("MUTANTS_ONLY", "")
-    mutants = [m for m in all_mutants() if only in m.target]
-    unguarded = sorted({m.target for m in mutants} - set(GUARDS))
+    mutants = [m for m in [*all_mutants(), *(m for m, _ in declared_mutants())] if only in m.target]
+    unguarded = sorted({m.target for m in mutants if m.key not in DECLARED} - set(GUARDS))
     if unguarded:
         print(f"no guard tests declared (tests/mutants/guards.py) for: {', '.join(unguarded)}")
         return 1
@@ -114,7 +123,7 @@ def main() -> int:
           f"{jobs} at a time")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="ticketiq-mutants-") as tmp:
         copies = [Copy(Path(tmp) / f"copy{i}") for i in range(jobs)]
-        baseline = copies[0].run(sorted({t for m in mutants for t in GUARDS[m.target]}))
+        baseline = copies[0].run(sorted({t for m in mutants for t in guards_of(m)}))
         if baseline.returncode != 0:
             print("the guard tests fail on the unmutated copy:\n" + baseline.stdout[-3000:])
             return 1

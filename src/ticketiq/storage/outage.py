@@ -28,7 +28,7 @@ import psycopg
 from ticketiq.errors import StorageError
 
 BACKOFF_FIRST_S = 0.1
-BACKOFF_CAP_S = 1.0
+BACKOFF_CAP_S = 0.5
 
 # SQLSTATEs that say the server went away rather than refused a statement: a connection failure (class
 # 08), an administrator's or the server's shutdown (57P01-57P03), and a read-only server where a write

@@ -1,0 +1,42 @@
+"""Mutants of conditions that are not attempt fences, declared by hand with the tests that guard them:
+each drops one conjunct an invariant rests on (`make mutants` runs them beside the fence mutants)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.support.fence_rules import Mutant
+from tests.support.fences import Span
+
+QUERIES = Path(__file__).resolve().parents[2] / "src" / "ticketiq" / "storage" / "queries"
+RETAKEN = "tests/integration/test_mark_retaken.py"
+
+# (statement, the conjunct as written in it, what it becomes, the guard tests)
+DECLARED: list[tuple[str, str, str, list[str]]] = [
+    # The retake re-checks, under the row lock a claim of the process took, that the process was not
+    # ended meanwhile: without it an identity found dead is taken again.
+    ("leader.retake", "AND p.ended_at IS NULL", "",
+     [f"{RETAKEN}::test_the_retake_matches_nothing_when_a_claim_ended_the_process_under_it"]),
+    # The retake gives up every lease the identity held: kept, a lease of a run no driver here drives
+    # waits out its TTL (and the run with it) instead of being claimed at once.
+    ("leader.retake", "UPDATE leases SET expires_at = least(expires_at, now() - interval '1 millisecond')",
+     "UPDATE leases SET expires_at = expires_at",
+     [f"{RETAKEN}::test_the_retake_keeps_the_identity_and_gives_its_leases_up_to_the_sweep"]),
+]  # fmt: skip
+
+
+def declared_mutants() -> list[tuple[Mutant, list[str]]]:
+    out = []
+    for target, original, replacement, guards in DECLARED:
+        area, name = target.split(".", 1)
+        path = QUERIES / f"{area}.sql"
+        text = path.read_text()
+        header = re.search(rf"^--\s*name:\s*{re.escape(name)}\s*$", text, re.MULTILINE)
+        assert header is not None, f"no statement {target}"
+        start = text.index(original, header.end())
+        following = re.search(r"^--\s*name:", text[header.end() :], re.MULTILINE)
+        assert following is None or start < header.end() + following.start(), f"{original!r} is not in {target}"
+        out.append((Mutant(target, "condition", path, Span(start, start + len(original)), original, replacement),
+                    guards))  # fmt: skip
+    return out

@@ -1,0 +1,61 @@
+"""What a process concludes from its database failing and coming back (storage/outage.py), and how many
+copies a commit has (storage/synchrony.py): pure decisions, no database."""
+
+from __future__ import annotations
+
+import random
+
+import psycopg
+
+from ticketiq.errors import StorageError
+from ticketiq.storage.outage import BACKOFF_CAP_S, BACKOFF_FIRST_S, Outage, backoff_s, server_gone
+from ticketiq.storage.synchrony import synchrony
+
+
+def test_backoff_starts_fast_doubles_and_is_capped_with_jitter() -> None:
+    rng = random.Random(7)
+    waits = [backoff_s(n, rng) for n in range(8)]
+    assert BACKOFF_FIRST_S * 0.75 <= waits[0] <= BACKOFF_FIRST_S
+    assert all(w <= BACKOFF_CAP_S for w in waits)
+    assert waits[-1] >= BACKOFF_CAP_S * 0.75  # capped, not grown without bound
+    assert backoff_s(2, random.Random(1)) != backoff_s(2, random.Random(2))  # processes do not retry in step
+
+
+def test_a_failure_counts_as_an_outage_only_when_the_server_went_away() -> None:
+    assert server_gone(StorageError("no answer", None, True))
+    assert server_gone(StorageError("reset", "08006", True))
+    assert server_gone(StorageError("shutdown", "57P01", True))
+    assert server_gone(StorageError("a standby answered", "25006", True))
+    assert not server_gone(StorageError("deadlock", "40P01", True))  # the statement, not the server
+    assert not server_gone(StorageError("bad input", "22P02", False))
+    assert server_gone(psycopg.OperationalError("connection refused"))
+    assert server_gone(ConnectionResetError())
+    assert not server_gone(ValueError("ours"))
+
+
+def test_the_sweep_settles_while_down_and_for_the_grace_after_the_database_came_back() -> None:
+    outage = Outage()
+    assert not outage.settling(1.0, now=0.0)  # never down: nothing to wait for
+    outage.failed(StorageError("deadlock", "40P01", True), now=1.0)
+    assert not outage.down  # a statement's failure is not an outage
+    outage.failed(StorageError("gone", None, True), now=2.0)
+    outage.failed(StorageError("gone again", None, True), now=3.0)
+    assert outage.down and outage.down_since == 2.0 and outage.outages == 1
+    assert outage.settling(1.0, now=100.0)  # down: however long
+    outage.answered(now=101.0)
+    assert not outage.down
+    assert outage.settling(1.0, now=101.9)
+    assert not outage.settling(1.0, now=102.0)
+    outage.answered(now=200.0)  # answers while up move nothing
+    assert outage.back_at == 101.0
+
+
+def test_a_commit_has_two_copies_only_while_a_synchronous_standby_streams() -> None:
+    both = synchrony("ANY 1 (pgautofailover_standby_2)", "on", streaming=1, synchronous=1)
+    assert (both.copies, both.view()["synchronous"]) == (2, True)
+    alone = synchrony("", "on", streaming=0, synchronous=0)  # wait_primary, or the embedded server
+    assert alone.copies == 1 and alone.says.startswith("ONE COPY")
+    named_gone = synchrony("ANY 1 (pgautofailover_standby_2)", "on", streaming=0, synchronous=0)
+    assert named_gone.copies == 1 and "commits wait for it" in named_gone.says
+    local = synchrony("ANY 1 (s)", "local", streaming=1, synchronous=1)  # commits do not wait for it
+    assert local.copies == 1 and "asynchronously" in local.says
