@@ -72,10 +72,10 @@ bench-recovery: $(STAMP)
 bench-waiting: $(STAMP)
 	$(BIN)/python bench/waiting.py
 
-evidence: $(STAMP) haproxy
+evidence: $(STAMP) haproxy pg-auto-failover
 	$(BIN)/python bench/evidence.py
 
-kill-trials: $(STAMP) haproxy
+kill-trials: $(STAMP) haproxy pg-auto-failover
 	LIYAGENT_KILL_TRIALS=$${LIYAGENT_KILL_TRIALS:-200} $(BIN)/python -m pytest tests/unit/test_kill_trials.py -q
 
 # Every fence of the SQL broken in turn (attempt conjunct dropped, `OR true`, row lock dropped, the job

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-MODES = ("kill", "stop", "db", "vendor", "jobs")
+MODES = ("kill", "stop", "db", "vendor", "jobs", "failover", "stall")
 # `jobs` is mode kill with every trial kind: the entry points and the background jobs (a source sync and
 # a workflow run), each round's victim claiming the jobs it was given (LIYAGENT_KILL_MIX).
 MIXES = {"jobs": ("kill", "cron,teams,webhook,sync,workflow")}

@@ -40,6 +40,7 @@ class Cluster:
     db_url: str
     tmp: Path
     standin_args: tuple[str, ...] = ()
+    standins_db_url: str | None = None  # where the stand-ins keep their records, when not beside the app's
     standins: Child | None = None
     apps: list[App] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
@@ -55,8 +56,10 @@ class Cluster:
             "TICKETIQ_SEAL_KEYS": "crash:crash-test-secret", "TICKETIQ_LOG_LEVEL": "INFO",
         })  # fmt: skip
         self.token = create_token(base, "cluster-admin", "admin")
-        self.standins = start_standins(base, self.tmp, *self.standin_args)
-        self.env = {**base, **self.standins.env}
+        standins_env = {**base, "TICKETIQ_DATABASE_URL": self.standins_db_url or self.db_url}
+        self.standins = start_standins(standins_env, self.tmp, *self.standin_args)
+        # The stand-ins print their settings, their database's URL among them: the apps keep theirs.
+        self.env = {**base, **self.standins.env, "TICKETIQ_DATABASE_URL": self.db_url}
         return self
 
     @property

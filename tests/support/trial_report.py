@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tests.support.trials import DEFAULT_MIX, RECOVERY_LIMIT_S, Tally
+from tests.support.trials import RECOVERY_LIMIT_S, Tally, default_mix
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 
@@ -77,15 +77,17 @@ def kinds_table(tally: Tally) -> Table:
     return table
 
 
-def result_name(mode: str, mix: tuple[str, ...] = DEFAULT_MIX) -> str:
-    """The result files' name: `kill-trials-<mode>`, with the kinds when the mix is not the default."""
-    return f"kill-trials-{mode}" if tuple(mix) == DEFAULT_MIX else f"kill-trials-{mode}-{'-'.join(mix)}"
+def result_name(mode: str, mix: tuple[str, ...] | None = None) -> str:
+    """The result files' name: `kill-trials-<mode>`, with the kinds when the mix is not the mode's default."""
+    mix = tuple(mix) if mix is not None else default_mix(mode)
+    return f"kill-trials-{mode}" if mix == default_mix(mode) else f"kill-trials-{mode}-{'-'.join(mix)}"
 
 
 def result(
     tally: Tally, mode: str, seed: int, command: str, started: datetime, elapsed_s: float,
-    mix: tuple[str, ...] = DEFAULT_MIX,
+    mix: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
+    mix = tuple(mix) if mix is not None else default_mix(mode)
     return {
         "mode": mode, "mix": list(mix), "seed": seed, "rounds": tally.rounds, "trials": tally.trials,
         "in_flight": tally.in_flight, "rounds_in_flight": tally.rounds_in_flight, "lost": tally.lost,
@@ -102,7 +104,7 @@ def write(outcome: dict[str, Any], tally: Tally, results: Path = RESULTS) -> Pat
     """The JSON result and the histogram, side by side in `results`; returns the JSON's path."""
     results.mkdir(parents=True, exist_ok=True)
     mode = outcome["mode"]
-    name = result_name(mode, tuple(outcome.get("mix", DEFAULT_MIX)))
+    name = result_name(mode, tuple(outcome.get("mix") or default_mix(mode)))
     path = results / f"{name}.json"
     path.write_text(json.dumps(outcome, indent=2) + "\n")
     histogram(tally.recoveries, mode, results / f"{name}.png")

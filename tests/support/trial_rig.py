@@ -15,6 +15,9 @@ Modes (LIYAGENT_KILL_MODE):
   and nobody restarts it but the app processes, which run with the suite's home as their TICKETIQ_HOME
   and so know its URL for their home's embedded server: one of them starts it again on its port, and
   every process reconnects and goes on. Measured: the SIGKILL to the server answering again.
+- `failover` and `stall` (`trial_formation.py`): the processes run on a pg_auto_failover formation whose
+  primary node is SIGKILLed (failover) or SIGSTOPped past its health checks (stall) while the round's
+  runs, its source sync and its workflow go; the old node is brought back between rounds.
 - `vendor`: Jira stalls the round's comments; the victim is SIGKILLed while its comment is held at the
   vendor (which then applies it). Jira has no idempotency key, so the survivor must wait until the
   comment can no longer be in flight and read it back (I14): still one comment.
@@ -39,13 +42,14 @@ import psycopg
 
 from tests.support.cluster import App, Cluster
 from tests.support.trial_entries import begin, declare_trigger, finished, observe
+from tests.support.trial_formation import FORMATION_MODES, STRIKE_WINDOW_S, FormationRig
 from tests.support.trial_jobs import SURVIVOR_JOB_POLL_S, first_claim, prepare, stall_searches
 from tests.support.trials import DEFAULT_MIX, JOB_KINDS, Trial, Verdict, judge
 from ticketiq.edge import Backend, start_edge
 from ticketiq.launch import Child, free_port
 from ticketiq.storage import embedded
 
-MODES = ("kill", "stop", "db", "vendor")
+MODES = ("kill", "stop", "db", "vendor", *FORMATION_MODES)
 KILL_WINDOW_S = (0.2, 4.0)
 # db mode strikes while the round's runs go (begun about 0.4 s after the victim is up, each about 2.2 s
 # long): a Postgres killed before they began or after they ended tests only that the processes reconnect.
@@ -62,7 +66,13 @@ RESUME_WATCH_S = 3.0  # stop mode: how long the resumed process is watched
 # stopped is read back 5 s after its mark rather than 10 s (I14: until then the stalled process might
 # still send it). With the defaults a stall recovers in up to 8 s + 10 s + the run's remaining steps.
 # Everything else is the default; the result file lists these settings.
-MODE_SETTINGS: dict[str, dict[str, Any]] = {"stop": {"lease_ttl_s": 4, "lease_renew_s": 1, "write_budget_s": 5}}
+# The formation modes open connections with libpq's least connect timeout (2 s): a frozen old primary,
+# first in the multi-host URL, costs every new connection that long before the next host is tried.
+MODE_SETTINGS: dict[str, dict[str, Any]] = {
+    "stop": {"lease_ttl_s": 4, "lease_renew_s": 1, "write_budget_s": 5},
+    "failover": {"db_connect_timeout_s": 2},
+    "stall": {"db_connect_timeout_s": 2},
+}
 # The Jira comments each kind's trial makes (vendor mode stalls that many a round): triage one, the
 # follow-up workflow two.
 COMMENTS = {"cron": 1, "teams": 1, "webhook": 1, "workflow": 2}
@@ -78,9 +88,17 @@ class Round:
 
 class Rig:
     def __init__(
-        self, cluster: Cluster, mode: str, rng: random.Random, pg_home: Path | None, mix: tuple[str, ...] = DEFAULT_MIX
+        self,
+        cluster: Cluster,
+        mode: str,
+        rng: random.Random,
+        pg_home: Path | None,
+        mix: tuple[str, ...] = DEFAULT_MIX,
+        formation: FormationRig | None = None,
     ) -> None:
         assert mode in MODES, mode
+        assert (formation is not None) == (mode in FORMATION_MODES), "the formation modes need a formation"
+        self.formation = formation
         self.cluster = cluster
         self.mode = mode
         self.mix = mix
@@ -146,7 +164,7 @@ class Rig:
                     except Exception as exc:
                         played.problems.append(f"round {no} {trial.kind}: could not begin: {exc}")
             self._await_end(trials)
-            if self.mode == "db":
+            if self.mode in ("db", *FORMATION_MODES):
                 played.problems += self._reconnected(victim, played.no)
             if self.mode == "stop":
                 played.problems += self._resumed_quietly(victim, before, played)
@@ -156,9 +174,14 @@ class Rig:
             if claimed:
                 played.extra["jobs_claimed_by_survivor"] = claimed.count("survivor")
                 played.extra["jobs_claimed_by_victim"] = claimed.count("victim")
-            spanning = self.mode == "db"
+            spanning = self.mode in ("db", *FORMATION_MODES)
             seen = [observe(self.cluster, t) for t in trials]
             played.verdicts = [judge(t, s, event_at, spanning) for t, s in zip(trials, seen, strict=True)]
+            if self.formation is not None:
+                # Each process should have re-taken its mark under its own identity (leader.retake): one
+                # found dead lost its runs for the failover alone (the victim is killed only after this).
+                dead = "SELECT count(*) AS n FROM processes WHERE ended_how = 'died' AND ended_at >= %s"
+                played.extra["processes_found_dead"] = int(self.cluster.rows(dead, event_at)[0]["n"])
             if claimed:  # how the event caught the jobs: taken over from the victim, or their request cut
                 played.extra["jobs_taken_over"] = sum(s.losses > 0 for t, s in zip(trials, seen, strict=True)
                                                       if t.kind in JOB_KINDS)  # fmt: skip
@@ -167,9 +190,11 @@ class Rig:
             if victim.child.alive():
                 os.kill(victim.pid, signal.SIGCONT)
                 victim.child.kill()
-        if self.mode == "db":
+        if self.mode in ("db", *FORMATION_MODES):
             assert self.survivor is not None
             played.problems += self._reconnected(self.survivor, played.no)
+        if self.formation is not None:
+            played.extra.update(self._formation_back(played))
         return played
 
     def _begin(self, trial: Trial, victim_base: str, fired: threading.Event, holder: str) -> None:
@@ -227,10 +252,15 @@ class Rig:
             played.extra["stall_engaged"] = held
             time.sleep(self.rng.uniform(0.3, STALL_S - 1.0) if held else 0.0)
         else:
-            window = DB_KILL_WINDOW_S if self.mode == "db" else KILL_WINDOW_S
+            window = DB_KILL_WINDOW_S if self.mode == "db" else STRIKE_WINDOW_S if self.formation else KILL_WINDOW_S
             time.sleep(max(0.0, up + self.rng.uniform(*window) - time.monotonic()))
         at = self._db_now()
-        if self.mode in ("kill", "vendor"):
+        if self.formation is not None:
+            struck = self.formation.strike(self.mode)
+            if struck.acknowledged_by_old:
+                played.problems.append(f"round {played.no}: {struck.probe}")
+            played.extra.update(self._struck_extra(struck))
+        elif self.mode in ("kill", "vendor"):
             victim.child.kill()
         elif self.mode == "stop":
             os.kill(victim.pid, signal.SIGSTOP)
@@ -268,6 +298,33 @@ class Rig:
             if all(t.ref and finished(observe(self.cluster, t)) for t in trials):
                 return
             time.sleep(0.1)
+
+    # ----- the formation modes ----------------------------------------------------------------------
+
+    def _struck_extra(self, struck: Any) -> dict[str, Any]:
+        assert self.formation is not None
+        outages = sorted(s.outage_s for s in self.formation.struck)
+        extra: dict[str, Any] = {
+            # Text, so that the rounds' figures are not summed: the strike to the URL taking writes again.
+            "outage_s": f"median {outages[len(outages) // 2]:.1f} s, max {outages[-1]:.1f} s over {len(outages)} "
+                        f"tries: {self.formation.outages()}",
+        }  # fmt: skip
+        if self.mode == "stall":
+            extra["old_primary_acknowledged"] = struck.acknowledged_by_old
+            extra["old_primary_probe"] = struck.probe
+        return extra
+
+    def _formation_back(self, played: Round) -> dict[str, Any]:
+        """The struck node back as the synchronous standby before the next round (one copy until then);
+        and how many processes were found dead for the failover alone (each should have re-taken its
+        mark under its own identity)."""
+        assert self.formation is not None
+        try:
+            took = self.formation.back()
+        except Exception as exc:
+            played.problems.append(f"round {played.no}: the old node did not come back: {exc}")
+            return {}
+        return {"node_back_s_total": round(took, 1)}
 
     # ----- stop mode: the resumed process must do nothing -----------------------------------------
 

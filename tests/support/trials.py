@@ -37,11 +37,20 @@ MIX_VARIABLE = "LIYAGENT_KILL_MIX"
 RECOVERY_LIMIT_S = 15.0
 
 
-def parse_mix(text: str | None) -> tuple[str, ...]:
+# The database modes strike while runs, a source sync and a workflow are in flight: every kind by default.
+MODE_MIX = {"failover": KINDS, "stall": KINDS}
+
+
+def default_mix(mode: str) -> tuple[str, ...]:
+    return MODE_MIX.get(mode, DEFAULT_MIX)
+
+
+def parse_mix(text: str | None, default: tuple[str, ...] = DEFAULT_MIX) -> tuple[str, ...]:
     """The trial kinds each round begins, from the comma list `LIYAGENT_KILL_MIX` (or
-    `TICKETIQ_KILL_MIX`); unset or blank: the default. A ValueError names the variable and the kinds."""
+    `TICKETIQ_KILL_MIX`); unset or blank: `default` (the mode's). A ValueError names the variable and
+    the kinds."""
     if text is None or not text.strip():
-        return DEFAULT_MIX
+        return default
     kinds = tuple(k.strip() for k in text.split(",") if k.strip())
     known = ", ".join(KINDS)
     unknown = [k for k in kinds if k not in KINDS] or ([] if kinds else [text])

@@ -9,10 +9,12 @@ Slow (about 10 s a round), so it runs only when asked:
     LIYAGENT_KILL_TRIALS=200 .venv/bin/python -m pytest tests/unit/test_kill_trials.py -q
 
 TICKETIQ_KILL_TRIALS is accepted too. LIYAGENT_KILL_SEED fixes the kill timings for a repeat run (the
-seed is printed). LIYAGENT_KILL_MODE is kill (default), stop, db or vendor (see trial_rig.py).
+seed is printed). LIYAGENT_KILL_MODE is kill (default), stop, db, vendor, failover or stall (see
+trial_rig.py; failover and stall run the processes on a pg_auto_failover formation and strike its
+primary node, `trial_formation.py`: `make pg-auto-failover` installs it).
 LIYAGENT_KILL_MIX is the comma list of trial kinds each round begins: cron, teams, webhook (the
-default), sync (a source sync of its own Jira project) and workflow (a run of the `follow-up`
-workflow), e.g. LIYAGENT_KILL_MIX=cron,teams,webhook,sync,workflow. The results land in
+default; every kind in the formation modes), sync (a source sync of its own Jira project) and workflow
+(a run of the `follow-up` workflow), e.g. LIYAGENT_KILL_MIX=cron,teams,webhook,sync,workflow. The results land in
 results/kill-trials-<mode>.json and .png (-<kinds> added for another mix); `make test` runs a smoke of
 3 rounds.
 """
@@ -32,8 +34,9 @@ from rich.console import Console
 from tests.support import trial_report
 from tests.support.cluster import Cluster
 from tests.support.postgres import SuitePostgres
+from tests.support.trial_formation import FORMATION_MODES, FormationRig
 from tests.support.trial_rig import MODE_SETTINGS, MODEL_LATENCY_MS, MODES, Rig
-from tests.support.trials import DEFAULT_MIX, RECOVERY_LIMIT_S, Tally, parse_mix
+from tests.support.trials import RECOVERY_LIMIT_S, Tally, default_mix, parse_mix
 
 
 def _setting(name: str, default: str | None = None) -> str | None:
@@ -58,35 +61,62 @@ pytestmark = [
 def mix() -> tuple[str, ...]:
     """The kinds each round begins; a bad LIYAGENT_KILL_MIX fails here, before any process starts."""
     try:
-        return parse_mix(MIX_TEXT)
+        return parse_mix(MIX_TEXT, default_mix(MODE))
     except ValueError as exc:
         problem = str(exc)
     pytest.fail(problem, pytrace=False)
 
 
 @pytest.fixture
-def cluster(mix: tuple[str, ...], db_url: str, tmp_path: Path) -> Iterator[Cluster]:
-    started = Cluster(db_url, tmp_path, standin_args=("--model-latency-ms", str(MODEL_LATENCY_MS)))
+def formation(tmp_path: Path) -> Iterator[FormationRig | None]:
+    """The formation modes' pg_auto_failover formation, in the trial's own home; stopped and deleted after."""
+    if MODE not in FORMATION_MODES:
+        yield None
+        return
+    made = FormationRig(tmp_path / "ha-home")
     try:
-        yield started.start()
+        made.up()
+        yield made
+    finally:
+        made.down()
+
+
+@pytest.fixture
+def cluster(mix: tuple[str, ...], db_url: str, tmp_path: Path, formation: FormationRig | None) -> Iterator[Cluster]:
+    # On the formation the stand-ins keep their records in the suite's Postgres (a vendor does not fail
+    # over with us), read from the formation through postgres_fdw.
+    app_url = formation.url if formation is not None else db_url
+    started = Cluster(app_url, tmp_path, standin_args=("--model-latency-ms", str(MODEL_LATENCY_MS)),
+                      standins_db_url=db_url if formation is not None else None)  # fmt: skip
+    try:
+        started.start()
+        if formation is not None:
+            formation.mirror_standins(db_url)
+        yield started
     finally:
         started.stop()
 
 
-def command(mix: tuple[str, ...] = DEFAULT_MIX) -> str:
+def command(mix: tuple[str, ...] | None = None) -> str:
+    mix = mix or default_mix(MODE)
     env = [f"LIYAGENT_KILL_TRIALS={ROUNDS}", f"LIYAGENT_KILL_SEED={SEED}"]
     env += [f"LIYAGENT_KILL_MODE={MODE}"] if MODE != "kill" else []
-    env += [f"LIYAGENT_KILL_MIX={','.join(mix)}"] if mix != DEFAULT_MIX else []
+    env += [f"LIYAGENT_KILL_MIX={','.join(mix)}"] if mix != default_mix(MODE) else []
     return " ".join(env) + " .venv/bin/python -m pytest tests/unit/test_kill_trials.py -q"
 
 
 def test_kill_trials_lose_nothing_and_double_nothing(
-    mix: tuple[str, ...], cluster: Cluster, pg: SuitePostgres, capsys: pytest.CaptureFixture[str]
+    mix: tuple[str, ...],
+    cluster: Cluster,
+    formation: FormationRig | None,
+    pg: SuitePostgres,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert MODE in MODES, f"LIYAGENT_KILL_MODE must be one of {', '.join(MODES)}, not {MODE!r}"
     if MODE == "db" and pg.server is None:
         pytest.skip("db mode restarts the suite's embedded Postgres; unset TICKETIQ_DATABASE_URL to run it")
-    rig = Rig(cluster, MODE, random.Random(SEED), pg.server.home if pg.server is not None else None, mix)
+    home = pg.server.home if pg.server is not None else None
+    rig = Rig(cluster, MODE, random.Random(SEED), home, mix, formation)
     tally = Tally()
     tally.extra["settings"] = ", ".join(f"TICKETIQ_{k.upper()}={v}" for k, v in MODE_SETTINGS.get(MODE, {}).items())
     started, clock = trial_report.now(), time.monotonic()
