@@ -114,7 +114,7 @@ def run_cluster(settings: Settings, processes: int, port: int, db: str = "embedd
     children: list[Child] = []
     target = _database(settings, db)
     try:
-        return _start_and_watch(target.url, names, port, children)
+        return _start_and_watch(target.url, names, port, children, ha=db == "ha")
     except KeyboardInterrupt:
         print("stopping ...", flush=True)
         return 0
@@ -142,7 +142,7 @@ def _database(settings: Settings, db: str) -> database.Target:
     return database.Target(url=made.url)
 
 
-def _start_and_watch(db_url: str, names: list[str], port: int, children: list[Child]) -> int:
+def _start_and_watch(db_url: str, names: list[str], port: int, children: list[Child], ha: bool = False) -> int:
     logs = Path(tempfile.mkdtemp(prefix="ticketiq-cluster-"))
     env = {**os.environ, "TICKETIQ_DATABASE_URL": db_url}
     print(f"database  {without_password(db_url)}  (logs in {logs})", flush=True)
@@ -164,8 +164,13 @@ def _start_and_watch(db_url: str, names: list[str], port: int, children: list[Ch
     url = f"http://{EDGE_HOST}:{port}"
     print(f"edge      pid {front.pid}: {url}  (haproxy; {logs / 'haproxy.cfg'})", flush=True)
     print(f"try       curl -s {url}/readyz   # each answer names the process that gave it", flush=True)
-    print("          API calls need a token: ticketiq tokens create --name me --role operator "
-          "(with the same TICKETIQ_HOME or TICKETIQ_DATABASE_URL)", flush=True)  # fmt: skip
+    same = (
+        f"TICKETIQ_DATABASE_URL='{without_password(db_url)}'"
+        if ha
+        else "the same TICKETIQ_HOME or TICKETIQ_DATABASE_URL"
+    )
+    print(f"          API calls need a token: ticketiq tokens create --name me --role operator (with {same})",
+          flush=True)  # fmt: skip
     print("running; Ctrl-C stops them all", flush=True)
     return _watch(apps, standins, front)
 

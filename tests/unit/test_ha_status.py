@@ -12,6 +12,9 @@ import pytest
 
 from ticketiq import cli
 from ticketiq.cli_ha import status_text
+from ticketiq.cluster import run_cluster
+from ticketiq.errors import RequestError
+from ticketiq.settings import Settings
 from ticketiq.storage.formation import Node, Process, Status, Synchrony, Verdict
 from ticketiq.storage.formation import processes as formation_processes
 from ticketiq.storage.formation.synchrony import NodeState, NodeView, verdict
@@ -117,3 +120,9 @@ def test_status_without_a_formation_exits_nonzero_and_says_how_to_make_one(
     assert "`ticketiq db ha up` makes one" in capsys.readouterr().err
     assert cli.main(["db", "ha", "status", "--json"]) == 1
     assert '"up": false' in capsys.readouterr().out
+
+
+def test_a_cluster_on_the_formation_refuses_a_database_url_as_well() -> None:
+    settings = Settings(database_url="postgresql://postgres@127.0.0.1:5432/ticketiq")
+    with pytest.raises(RequestError, match="unset TICKETIQ_DATABASE_URL"):
+        run_cluster(settings, 2, 8080, db="ha")

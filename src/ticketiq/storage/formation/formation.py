@@ -51,6 +51,7 @@ from ticketiq.storage.formation.processes import (
     RunAs,
     Tree,
     binaries,
+    current_user,
     ephemeral_floor,
     make_traversable,
     port_free,
@@ -317,6 +318,14 @@ class Formation:
 
     def _bring_up(self, name: str) -> None:
         """Make it if it was never made, tune it, and start its `pg_autoctl run` unless it runs."""
+        found = self.tree(name)
+        port = self.plan.ports[name]
+        if found.keeper is None and found.postmaster is None and not port_free(port):
+            # Its keeper would retry starting Postgres for ever; better to say now what is wrong.
+            raise FormationError(
+                f"port {port}, which {name} keeps (in {self.layout.state_file}), is in use by another program: stop "
+                "that program, or `ticketiq db ha down --purge` and `up` for new ports"
+            )
         if not self._made(name):
             self.say(f"making {name} (port {self.plan.ports[name]}) ...")
             pg_ctl = Path(self.run_as.env["PATH"].split(":")[0]) / "pg_ctl"
@@ -337,7 +346,7 @@ class Formation:
         for folder in folders:
             folder.mkdir(parents=True, exist_ok=True)
         (layout.xdg / "run").chmod(0o700)  # XDG_RUNTIME_DIR must be its user's alone
-        if self.run_as.user is not None:
+        if self.run_as.switch:
             make_traversable(layout.root)
             make_traversable(layout.sockets)
             self.run_as.own(*folders)
@@ -391,7 +400,7 @@ def _plan(layout: Layout) -> Plan:
             pass
         floor = PORT_FLOOR if ephemeral_floor() > PORT_FLOOR + 1000 else 1024
         candidates = random.sample(range(floor, max(floor + 1000, ephemeral_floor())), 200)
-        plan = new_plan(SYSTEM_USER if os.geteuid() == 0 else None, choose_ports(3, candidates, port_free))
+        plan = new_plan(SYSTEM_USER if os.geteuid() == 0 else current_user(), choose_ports(3, candidates, port_free))
         _save(layout, plan)
         return plan
 

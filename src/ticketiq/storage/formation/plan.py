@@ -153,7 +153,7 @@ class Keeper:
 class Plan:
     """What the state file keeps: the ports, chosen once, and the keepers running now."""
 
-    user: str | None  # the system user it runs as; None: whoever ran `up`
+    user: str  # the user it runs as: the system user when `up` ran as root, else whoever ran it
     monitor_port: int
     node_ports: Mapping[str, int]
     keepers: Mapping[str, Keeper] = field(default_factory=dict)
@@ -184,6 +184,8 @@ class Plan:
             node_ports = {str(name): int(port) for name, port in data["node_ports"].items()}
             if tuple(node_ports) != NODES:
                 raise ValueError(f"nodes {', '.join(node_ports)}, not {', '.join(NODES)}")
+            if not isinstance(data["user"], str):
+                raise ValueError(f"user {data['user']!r}")
             return cls(data["user"], int(data["monitor_port"]), node_ports, keepers)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise FormationError(f"the formation's state file is unreadable ({exc})") from exc
@@ -200,7 +202,7 @@ def choose_ports(count: int, candidates: Iterable[int], free: Callable[[int], bo
     raise FormationError(f"found {len(chosen)} free ports of the {count} the formation needs")
 
 
-def new_plan(user: str | None, ports: tuple[int, ...]) -> Plan:
+def new_plan(user: str, ports: tuple[int, ...]) -> Plan:
     monitor_port, *node_ports = ports
     return Plan(user, monitor_port, dict(zip(NODES, node_ports, strict=True)))
 

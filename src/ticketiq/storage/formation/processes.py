@@ -91,26 +91,27 @@ def ephemeral_floor() -> int:
 class RunAs:
     """Who the formation's processes run as, and their environment."""
 
-    user: str | None  # None: this process's own user
+    user: str
     uid: int
     gid: int
+    switch: bool  # root runs them as `user`; anyone else is `user`
     pg_autoctl: str
     env: dict[str, str]
 
     @classmethod
-    def for_plan(cls, user: str | None, pg_autoctl: str, env: dict[str, str]) -> RunAs:
-        if user is None:
-            if os.geteuid() == 0:
-                raise FormationError("this formation was made to run as the current user, and root may not run it")
-            return cls(None, os.geteuid(), os.getegid(), pg_autoctl, env)
-        if os.geteuid() != 0:
-            raise FormationError(f"this formation runs as the system user {user}: run ticketiq as root")
-        entry = ensure_system_user(user)
-        return cls(user, entry.pw_uid, entry.pw_gid, pg_autoctl, env)
+    def for_plan(cls, user: str, pg_autoctl: str, env: dict[str, str]) -> RunAs:
+        """Root runs the formation as its user (the system user, made when missing); anyone else must be
+        that user."""
+        if os.geteuid() == 0:
+            entry = ensure_system_user(user) if user == SYSTEM_USER else _user(user)
+            return cls(user, entry.pw_uid, entry.pw_gid, True, pg_autoctl, env)
+        if _user(user).pw_uid != os.geteuid():
+            raise FormationError(f"this formation runs as {user}: run ticketiq as {user}, or as root")
+        return cls(user, os.geteuid(), os.getegid(), False, pg_autoctl, env)
 
     def _popen_identity(self) -> tuple[int | None, int | None, list[int] | None]:
-        """subprocess's user, group and extra_groups: this user's, or none but the formation user's."""
-        return (None, None, None) if self.user is None else (self.uid, self.gid, [])
+        """subprocess's user, group and extra_groups: unchanged, or the formation user's alone."""
+        return (self.uid, self.gid, []) if self.switch else (None, None, None)
 
     def run(self, args: Sequence[str], log: Path, timeout_s: float) -> None:
         """Run a pg_autoctl command to its end, its output appended to `log`."""
@@ -143,7 +144,7 @@ class RunAs:
 
     def own(self, *paths: Path) -> None:
         """Hand files and folders (not their contents) to the formation's user."""
-        if self.user is None:
+        if not self.switch:
             return
         for path in paths:
             if path.exists() and (path.stat().st_uid, path.stat().st_gid) != (self.uid, self.gid):
@@ -155,6 +156,17 @@ class RunAs:
         scratch.write_text(text)
         self.own(scratch)
         scratch.replace(path)
+
+
+def current_user() -> str:
+    return pwd.getpwuid(os.geteuid()).pw_name
+
+
+def _user(name: str) -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        raise FormationError(f"the formation's user {name} does not exist on this machine") from None
 
 
 def ensure_system_user(user: str = SYSTEM_USER) -> pwd.struct_passwd:
