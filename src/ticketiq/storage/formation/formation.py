@@ -124,6 +124,11 @@ class Status:
 
 @dataclass
 class Formation:
+    """A formation made by `up`, as the kill trials drive it: `Formation.load(home)`, then `status()`,
+    `nodes()`, `primary()`, `pids(name)`, `kill(name)`, `stop(name)` / `cont(name)`, `start(name)`,
+    `restart(name)`, `wait_primary()`, `wait_synchronous()`; `url` is the app's multi-host URL. Names are
+    "node1", "node2" and "monitor". Every wait is bounded and raises FormationError when out of time."""
+
     layout: Layout
     plan: Plan
     run_as: RunAs
@@ -211,8 +216,7 @@ class Formation:
         """Start the node's `pg_autoctl run` (not waiting for anything); FormationError when it runs."""
         if self.tree(name).keeper is not None:
             raise FormationError(f"{name}'s pg_autoctl is running already")
-        # A postmaster whose keeper was killed alone keeps serving; the new keeper adopts it (and a
-        # killed one's processes exit at once, but must be gone before a new postmaster can start).
+        # A postmaster left serving by a keeper killed alone is adopted by the new keeper, not restarted.
         keeper = self.run_as.spawn(run_command(self.layout, name), self.layout.log(name))
         self._record(name, keeper)
         return keeper
