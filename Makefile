@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint types schema bench bench-recovery bench-waiting kill-trials mutants clean haproxy cluster evidence chromium screenshots
+.PHONY: demo test lint types schema bench bench-recovery bench-waiting kill-trials mutants clean haproxy cluster evidence chromium screenshots pg-auto-failover
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,14 @@ haproxy:
 	  { if [ "$$(id -u)" -eq 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; \
 	    else echo "haproxy is missing and this is not root (no sudo): install it as root" >&2; exit 1; fi; \
 	    $$SUDO apt-get update && $$SUDO apt-get install -y haproxy; }
+
+# pg_auto_failover (a monitor and pg_autoctl for PostgreSQL 15), the formation of `ticketiq db ha` and of its
+# test (Debian/Ubuntu; sudo when not root).
+pg-auto-failover:
+	@{ command -v pg_autoctl >/dev/null || test -x /usr/bin/pg_autoctl; } && test -e /usr/lib/postgresql/15/lib/pgautofailover.so || \
+	  { if [ "$$(id -u)" -eq 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; \
+	    else echo "pg_auto_failover is missing and this is not root (no sudo): install it as root" >&2; exit 1; fi; \
+	    $$SUDO apt-get update && $$SUDO apt-get install -y postgresql-15-auto-failover pg-auto-failover-cli; }
 
 # Chromium, the browser of the console's tests (tests/browser/) and screenshots, driven by Playwright through
 # its executable_path (Debian/Ubuntu; sudo when not root).
@@ -52,7 +60,7 @@ schema: $(STAMP)
 # from a busy one (worksteal). Then a smoke run of the kill trials (3 rounds behind HAProxy) so every CI
 # run exercises the harness; `make kill-trials` runs the full 200.
 TEST_WORKERS ?= 4
-test: lint types haproxy chromium
+test: lint types haproxy chromium pg-auto-failover
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 	# The smoke fixes its kill times (a seed whose events land 0.2-4 s in, mostly while runs are in flight):
 	# with 3 rounds a random draw of late kills can leave fewer than half the trials caught, which says

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ticketiq import cli_ha
 from ticketiq.cli_client import Failed
 from ticketiq.errors import Conflict, NotFound, TicketIQError
 from ticketiq.settings import Settings
@@ -227,13 +228,17 @@ def build_parser() -> argparse.ArgumentParser:
     p_stand.add_argument("--port", type=int, default=9000, help="0 picks a free port")
     p_stand.add_argument("--model-latency-ms", type=int, default=0)
     p_stand.add_argument("--position-ids", action="store_true", help="answer with call_0, call_1 ids")
-    p_db = sub.add_parser("db", help="the embedded Postgres of TICKETIQ_HOME")
-    p_db.add_argument(
-        "action",
-        choices=["url", "stop"],
-        help="url: print its URL, starting it if needed on the port the home keeps (it keeps running); stop: stop "
-        "it on purpose (the processes using it leave it stopped until `db url` starts it again)",
-    )
+    p_db = sub.add_parser("db", help="the embedded Postgres of TICKETIQ_HOME, or its HA formation (`db ha`)")
+    db_actions = p_db.add_subparsers(dest="action", required=True)
+    db_actions.add_parser(
+        "url", help="print the embedded Postgres's URL, starting it if needed on the port the home keeps (it keeps "
+        "running)"
+    )  # fmt: skip
+    db_actions.add_parser(
+        "stop", help="stop the embedded Postgres on purpose (the processes using it leave it stopped until `db url` "
+        "starts it again)"
+    )  # fmt: skip
+    cli_ha.add_parser(db_actions)
     p_tokens = sub.add_parser("tokens", help="bearer tokens of the HTTP API: create (shown once), list, revoke")
     actions = p_tokens.add_subparsers(dest="action", required=True)
     p_create = actions.add_parser("create", help="make a token; prints it once on stdout")
@@ -253,6 +258,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p_cluster.add_argument("--processes", type=int, default=2, help="app processes behind the edge")
     p_cluster.add_argument("--port", type=int, default=8080, help="the edge's port, on 127.0.0.1")
+    p_cluster.add_argument(
+        "--db",
+        choices=["embedded", "ha"],
+        default="embedded",
+        help="embedded (default): TICKETIQ_DATABASE_URL, else the embedded Postgres of TICKETIQ_HOME. ha: the "
+        "pg_auto_failover formation of TICKETIQ_HOME (primary + synchronous standby), started first if it is not "
+        "up; it is left running when the cluster stops, as a database outlives its app processes (the next "
+        "cluster starts at once on the same data; `ticketiq db ha down` stops it)",
+    )
     sub.add_parser("settings", help="print every TICKETIQ_* setting with its default")
     p_jobs = sub.add_parser("jobs", help="background jobs over the API (--url, --token)")
     job_actions = p_jobs.add_subparsers(dest="action", required=True)
@@ -323,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
 
             server.run(args.port, args.model_latency_ms, args.position_ids, settings)
             return 0
+        if args.command == "db" and args.action == "ha":
+            return cli_ha.ha_command(settings, args)
         if args.command == "db":
             return db_command(settings, args.action)
         if args.command == "tokens":
@@ -334,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "cluster":
             from ticketiq.cluster import run_cluster
 
-            return run_cluster(settings, args.processes, args.port)
+            return run_cluster(settings, args.processes, args.port, db=args.db)
         if args.command == "settings":
             return settings_table(settings)
         if args.command == "jobs":

@@ -1,8 +1,9 @@
 """`ticketiq cluster`: production's shape on one machine. A Postgres (the embedded one, or
-TICKETIQ_DATABASE_URL), the stand-ins, N app processes (app1 started first, so it takes the leader
-lease) and HAProxy in front of them on one port (`edge.py`). It prints where each part listens, says
-so when an app process dies (it is not restarted: the edge sends its requests to the others), and
-stops everything it started on Ctrl-C or SIGTERM."""
+TICKETIQ_DATABASE_URL; with `--db ha` the pg_auto_failover formation of TICKETIQ_HOME, a primary and its
+synchronous standby behind one multi-host URL, which it leaves running), the stand-ins, N app processes
+(app1 started first, so it takes the leader lease) and HAProxy in front of them on one port (`edge.py`).
+It prints where each part listens, says so when an app process dies (it is not restarted: the edge sends
+its requests to the others), and stops everything it started on Ctrl-C or SIGTERM."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from ticketiq import edge
 from ticketiq.errors import RequestError, TicketIQError
 from ticketiq.launch import Child, free_port, start_serve, start_standins
 from ticketiq.settings import Settings
-from ticketiq.storage import database
+from ticketiq.storage import database, formation
 
 EDGE_HOST = "127.0.0.1"
 POLL_S = 0.5  # how often the children are looked at
@@ -95,11 +96,13 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def run_cluster(settings: Settings, processes: int, port: int) -> int:
+def run_cluster(settings: Settings, processes: int, port: int, db: str = "embedded") -> int:
     """Start the cluster and watch it until Ctrl-C or SIGTERM; 0 when stopped so, 1 when it fell apart.
     Bad input is refused before anything starts."""
     names = app_names(processes)
     checked_port(port)
+    if db == "ha" and settings.database_url:
+        raise RequestError("--db", "--db ha runs on the formation of TICKETIQ_HOME: unset TICKETIQ_DATABASE_URL")
     if edge.haproxy_binary() is None:
         raise TicketIQError(edge.MISSING)
     if edge.port_taken(EDGE_HOST, port):
@@ -109,9 +112,9 @@ def run_cluster(settings: Settings, processes: int, port: int) -> int:
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     children: list[Child] = []
-    target = database.resolve(settings)
+    target = _database(settings, db)
     try:
-        return _start_and_watch(target.url, names, port, children)
+        return _start_and_watch(target.url, names, port, children, ha=db == "ha")
     except KeyboardInterrupt:
         print("stopping ...", flush=True)
         return 0
@@ -125,9 +128,21 @@ def run_cluster(settings: Settings, processes: int, port: int) -> int:
         target.release()  # the embedded server stops here unless another process still uses it
         stopped = ", ".join(f"{c.name} (pid {c.pid})" for c in reversed(children)) or "nothing was running"
         print(f"stopped {stopped}{'; released the embedded Postgres' if embedded else ''}", flush=True)
+        if db == "ha":
+            print("the HA formation keeps running: `ticketiq db ha down` stops it", flush=True)
 
 
-def _start_and_watch(db_url: str, names: list[str], port: int, children: list[Child]) -> int:
+def _database(settings: Settings, db: str) -> database.Target:
+    """The embedded server (or TICKETIQ_DATABASE_URL), or the HA formation, brought up if it is not."""
+    if db != "ha":
+        return database.resolve(settings)
+    made = formation.up(Path(settings.home), say=lambda line: print(f"db ha     {line}", flush=True))
+    state = "was up" if made.already else f"up in {made.seconds:.1f} s"
+    print(f"db ha     {made.status.verdict.message if made.status.verdict else ''} ({state})", flush=True)
+    return database.Target(url=made.url)
+
+
+def _start_and_watch(db_url: str, names: list[str], port: int, children: list[Child], ha: bool = False) -> int:
     logs = Path(tempfile.mkdtemp(prefix="ticketiq-cluster-"))
     env = {**os.environ, "TICKETIQ_DATABASE_URL": db_url}
     print(f"database  {without_password(db_url)}  (logs in {logs})", flush=True)
@@ -149,8 +164,13 @@ def _start_and_watch(db_url: str, names: list[str], port: int, children: list[Ch
     url = f"http://{EDGE_HOST}:{port}"
     print(f"edge      pid {front.pid}: {url}  (haproxy; {logs / 'haproxy.cfg'})", flush=True)
     print(f"try       curl -s {url}/readyz   # each answer names the process that gave it", flush=True)
-    print("          API calls need a token: ticketiq tokens create --name me --role operator "
-          "(with the same TICKETIQ_HOME or TICKETIQ_DATABASE_URL)", flush=True)  # fmt: skip
+    same = (
+        f"TICKETIQ_DATABASE_URL='{without_password(db_url)}'"
+        if ha
+        else "the same TICKETIQ_HOME or TICKETIQ_DATABASE_URL"
+    )
+    print(f"          API calls need a token: ticketiq tokens create --name me --role operator (with {same})",
+          flush=True)  # fmt: skip
     print("running; Ctrl-C stops them all", flush=True)
     return _watch(apps, standins, front)
 

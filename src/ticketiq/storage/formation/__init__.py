@@ -1,0 +1,29 @@
+"""A local pg_auto_failover formation (a monitor, a primary and its synchronous standby on 127.0.0.1),
+for `ticketiq db ha` and the kill trials that fail it over.
+
+- `plan.py`: pure: where its files live, its ports, URLs, server settings, keeper timeouts, commands.
+- `synchrony.py`: pure: whether commits are on two nodes now, from the monitor's node table.
+- `monitor.py` (with `formation.sql`): reads the monitor's node table; probes the URL with a write.
+- `processes.py`: the user it runs as, starting pg_autoctl, a node's processes found and signalled by pid.
+- `formation.py`: `up`, `down` and `Formation`, the API of the trials.
+
+Part of the storage package (it runs SQL on the monitor); imports only from storage, errors and psutil.
+"""
+
+from ticketiq.storage.formation.formation import Down, Formation, Node, Status, Up, down, up
+from ticketiq.storage.formation.plan import FormationError
+from ticketiq.storage.formation.synchrony import Process, Synchrony, Verdict
+
+__all__ = [
+    "Down",
+    "Formation",
+    "FormationError",
+    "Node",
+    "Process",
+    "Status",
+    "Synchrony",
+    "Up",
+    "Verdict",
+    "down",
+    "up",
+]

@@ -1,0 +1,171 @@
+"""`ticketiq db ha` for real: the CLI makes a pg_auto_failover formation in a temporary TICKETIQ_HOME, a
+row is written through the URL it prints, the primary node's whole tree is SIGKILLed through the
+formation's API, and the same URL takes writes again on the promoted standby with the row there. Status
+says ONE COPY until the old node is brought back, synchronous again after; `down` leaves no process of
+the formation running. The outage (the SIGKILL to the first write that commits) is printed.
+
+Needs pg_auto_failover (`make pg-auto-failover`, which `make test` runs); skipped without it when not
+root, since only root (or sudo) can install it. About 30 s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import psycopg
+import pytest
+
+from ticketiq.storage.formation import Formation
+
+INSTALLED = shutil.which("pg_autoctl") is not None or os.access("/usr/bin/pg_autoctl", os.X_OK)
+pytestmark = pytest.mark.skipif(
+    not INSTALLED and os.geteuid() != 0,
+    reason="pg_auto_failover is not installed and this is not root: `make pg-auto-failover` installs it (as root, "
+    "or with sudo)",
+)
+URL = re.compile(
+    r"postgresql://postgres@127\.0\.0\.1:(\d+),127\.0\.0\.1:(\d+)/ticketiq\?target_session_attrs=read-write"
+)
+WRITE_WITHIN_S = 30.0
+
+
+@dataclass
+class Home:
+    """A TICKETIQ_HOME for the formation, and every pid of it any status showed (for the checks and the
+    clean-up)."""
+
+    path: Path
+    seen: dict[int, float] = field(default_factory=dict)  # pid -> its start time, so a reused pid is left be
+
+    def cli(self, *args: str, timeout_s: float = 180) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if k != "TICKETIQ_DATABASE_URL"}
+        env["TICKETIQ_HOME"] = str(self.path)
+        return subprocess.run([sys.executable, "-m", "ticketiq.cli", "db", "ha", *args], env=env, capture_output=True,
+                              text=True, timeout=timeout_s)  # fmt: skip
+
+    def status(self) -> dict[str, Any]:
+        done = self.cli("status", "--json", timeout_s=30)
+        shown: dict[str, Any] = json.loads(done.stdout)
+        for part in [shown.get("monitor"), *shown.get("nodes", [])]:
+            for pid in part["pids"] if part else []:
+                with contextlib.suppress(psutil.Error):
+                    self.seen.setdefault(pid, psutil.Process(pid).create_time())
+        return shown
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[Home]:
+    """Runs `down --purge` whatever happened, then SIGKILLs any pid of the formation still alive."""
+    made = Home(tmp_path / "home")
+    try:
+        yield made
+    finally:
+        with_status = made.path / "ha" / "formation.json"
+        if with_status.exists():
+            made.status()
+        made.cli("down", "--purge", timeout_s=120)
+        for pid, started_at in made.seen.items():
+            with contextlib.suppress(psutil.Error):
+                left = psutil.Process(pid)
+                if left.create_time() == started_at and left.status() != psutil.STATUS_ZOMBIE:
+                    left.kill()
+
+
+def write(url: str, mark: str) -> int:
+    """Insert a row through the URL; the port of the node that took it."""
+    with psycopg.connect(url, autocommit=True, connect_timeout=2) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS ha_probe (mark text PRIMARY KEY)")
+        conn.execute("INSERT INTO ha_probe (mark) VALUES (%s)", (mark,))
+        return int(conn.info.port)
+
+
+def marks(url: str) -> set[str]:
+    with psycopg.connect(url, autocommit=True, connect_timeout=2) as conn:
+        return {row[0] for row in conn.execute("SELECT mark FROM ha_probe").fetchall()}
+
+
+def wait_for(home: Home, synchrony: str, within_s: float) -> dict[str, Any]:
+    deadline = time.monotonic() + within_s
+    while True:
+        shown = home.status()
+        if shown.get("synchrony") == synchrony or time.monotonic() > deadline:
+            return shown
+        time.sleep(0.3)
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def test_the_formation_fails_over_loses_nothing_and_comes_back_synchronous(home: Home) -> None:
+    made = home.cli("up")
+    assert made.returncode == 0, made.stdout + made.stderr
+    url = made.stdout.splitlines()[-1]
+    assert URL.fullmatch(url), made.stdout
+    took = re.search(r"formation up in \d+\.\d s", made.stdout)
+    assert took, made.stdout
+    print(f"\n{took.group(0)}")
+
+    again = home.cli("up")
+    assert again.returncode == 0 and "up already" in again.stdout and again.stdout.splitlines()[-1] == url
+
+    shown = home.status()
+    assert shown["synchrony"] == "synchronous", shown
+    assert sorted((n["reported"], n["assigned"]) for n in shown["nodes"]) == [("primary", "primary"),
+                                                                              ("secondary", "secondary")]  # fmt: skip
+    assert shown["url"] == url
+
+    first_port = write(url, "before")
+    formation = Formation.load(home.path)
+    primary = formation.primary()
+    assert primary is not None and primary.port == first_port
+
+    killed = formation.kill(primary.name)
+    struck = time.monotonic()
+    assert primary.keeper_pid in killed and primary.postmaster_pid in killed
+    assert not [pid for pid in killed if alive(pid)]
+    while True:
+        try:
+            second_port = write(url, "after")
+            break
+        except psycopg.OperationalError:
+            assert time.monotonic() - struck < WRITE_WITHIN_S, f"no write through {url} within {WRITE_WITHIN_S:g} s"
+            time.sleep(0.05)
+    outage = time.monotonic() - struck
+    print(f"failover outage: {outage:.2f} s (SIGKILL of {primary.name}'s tree to the first committed write)")
+    assert second_port != first_port
+    assert marks(url) == {"before", "after"}
+
+    alone = wait_for(home, "one_copy", 15)
+    assert alone["synchrony"] == "one_copy", alone
+    assert alone["message"].startswith("ONE COPY")
+    text = home.cli("status")
+    assert text.returncode == 0 and "ONE COPY: commits are acknowledged by the primary alone" in text.stdout
+
+    back_at = time.monotonic()
+    formation.restart(primary.name, timeout_s=60)
+    print(f"{primary.name} back as the synchronous standby in {time.monotonic() - back_at:.1f} s")
+    together = home.status()
+    assert together["synchrony"] == "synchronous", together
+    assert together["standby"] == primary.name
+    assert marks(url) == {"before", "after"}
+
+    stopped = home.cli("down")
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert home.seen and not [pid for pid in home.seen if alive(pid)]
+    assert home.cli("status").returncode == 1
