@@ -142,6 +142,7 @@ class AppProcess:
         engine.events.start()
         handoffs.start()
         process.jobs = JobWorker(engine)
+        engine.wake_jobs = process.jobs.wake
         process.jobs.start()
         if settings.lead:
             process.elector.start()
@@ -183,6 +184,9 @@ class AppProcess:
                 self.db.outage.answered()
                 self.liveness.start()
                 self.engine.admitted.set()
+                # Runs given to it and queued jobs are looked for now, not at the next poll.
+                self.handoffs.heard()
+                self.jobs.wake()
                 log.warning("process %s holds its liveness mark again; its runs were given up to the sweep", old)
                 return
             break

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import threading
 import time
@@ -32,7 +33,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import psycopg
+
+from ticketiq.standins.records import SCHEMA
 from ticketiq.storage.formation import Formation, FormationError, down, up
+from ticketiq.storage.formation.plan import monitor_url
 
 FORMATION_MODES = ("failover", "stall")
 # Strike while the round's runs go (begun about 0.4 s after the victim is up, each about 2.2 s long).
@@ -67,6 +71,11 @@ class FormationRig:
         return self.url
 
     def down(self) -> None:
+        """Stop the formation and delete its data; its logs are kept beside its home (`ha-logs`)."""
+        with contextlib.suppress(OSError):
+            logs = self.home / "ha" / "logs"
+            if logs.is_dir():
+                shutil.copytree(logs, self.home.parent / "ha-logs", dirs_exist_ok=True)
         down(self.home, purge=True)
 
     def mirror_standins(self, standins_db_url: str) -> None:
@@ -75,6 +84,9 @@ class FormationRig:
         options = {"host": parts.hostname or "127.0.0.1", "port": str(parts.port or 5432),
                    "dbname": parts.path.lstrip("/")}  # fmt: skip
         user = parts.username or "postgres"
+        # The stand-ins make their schema at their first write; it is made now, so it can be imported.
+        with psycopg.connect(standins_db_url, autocommit=True) as conn:
+            conn.execute(SCHEMA.encode())
         with psycopg.connect(self.url, autocommit=True) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS postgres_fdw")
             conn.execute("DROP SCHEMA IF EXISTS standin CASCADE")
@@ -88,7 +100,25 @@ class FormationRig:
     # ----- the event ---------------------------------------------------------------------------------
 
     def strike(self, mode: str) -> Struck:
-        """The mode's event on the node that is primary now; returns once the URL takes writes again."""
+        """The mode's event on the node that is primary now; returns once the URL takes writes again. When
+        no node takes writes in time, the monitor's last events and each node's state say why."""
+        try:
+            return self._strike(mode)
+        except FormationError as exc:
+            raise FormationError(f"{exc}\n{self.diagnosis()}") from exc
+
+    def diagnosis(self) -> str:
+        formation = self._formation()
+        lines = []
+        with contextlib.suppress(Exception):
+            lines += [f"{n.name}: {n.to_json()}" for n in formation.nodes()]
+        with contextlib.suppress(Exception), psycopg.connect(monitor_url(formation.plan.monitor_port)) as conn:
+            events = conn.execute("SELECT eventtime, nodename, reportedstate, goalstate, description "
+                                  "FROM pgautofailover.event ORDER BY eventid DESC LIMIT 25").fetchall()  # fmt: skip
+            lines += [" | ".join(str(v) for v in e) for e in reversed(events)]
+        return "\n".join(lines)
+
+    def _strike(self, mode: str) -> Struck:
         formation = self._formation()
         primary = formation.primary()
         if primary is None:
@@ -114,13 +144,21 @@ class FormationRig:
         return struck
 
     def back(self) -> float:
-        """Between rounds: the struck node back as the synchronous standby; returns how long it took."""
+        """Between rounds: the struck node back as the synchronous standby; returns how long it took. When
+        it does not come back, its log's last lines and the monitor's events say why."""
         formation = self._formation()
         began = time.monotonic()
         last = self.struck[-1] if self.struck else None
         if last is not None and formation.tree(last.node).keeper is None:
             formation.start(last.node)  # killed: its keeper is started again (a stopped one rejoins alone)
-        formation.wait_synchronous(SYNCHRONOUS_WITHIN_S)
+        try:
+            formation.wait_synchronous(SYNCHRONOUS_WITHIN_S)
+        except FormationError as exc:
+            tail = ""
+            if last is not None:
+                with contextlib.suppress(OSError):
+                    tail = "\n".join(formation.layout.log(last.node).read_text(errors="replace").splitlines()[-40:])
+            raise FormationError(f"{exc}\n{self.diagnosis()}\n--- {last.node if last else ''} log ---\n{tail}") from exc
         return time.monotonic() - began
 
     def outages(self) -> str:

@@ -17,7 +17,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +52,11 @@ from ticketiq.storage.timeline_store import TimelineStore
 
 log = logging.getLogger(__name__)
 
+
+def _nothing() -> None:
+    return None
+
+
 TERMINAL = frozenset({"succeeded", "failed", "interrupted", "stopped"})
 # Takes that took a run from a process that lost it (I5): its driver resumes it as a takeover.
 CLAIMED = frozenset({"dead", "lapsed"})
@@ -77,6 +82,8 @@ class Engine:
         # Set while the process holds a liveness mark under its current identity.
         self.admitted = asyncio.Event()
         self.admitted.set()
+        # Told when the leader's sweep queued jobs again: the process's job worker looks at once.
+        self.wake_jobs: Callable[[], None] = _nothing
         # Wakes followers of a run when its status changes (set by the process; None: they poll).
         self.events: RunEvents | None = None
         self.timeline_store = TimelineStore(deps.db)

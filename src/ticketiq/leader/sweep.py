@@ -75,17 +75,21 @@ class Sweeper:
 
     def settling(self) -> bool:
         """The database came back moments ago (a failover, a restart): every process is re-taking its
-        liveness mark, so a free mark says nothing yet and a lease lapsed during the outage is its
-        holder's to give up (`storage/outage.py`). Nothing is claimed until TICKETIQ_DB_BACK_GRACE_S
-        passed; the runs then claimed go to every process that came back, not to the first one."""
+        liveness mark, so a free mark says nothing yet (`storage/outage.py`). No process is judged dead
+        until TICKETIQ_DB_BACK_GRACE_S passed; lapsed leases and lost jobs are claimed meanwhile (their
+        holders gave them up when their marks went, or let them lapse)."""
         return self.engine.deps.db.outage.settling(self.settings.db_back_grace_s)
 
     async def sweep_once(self, lapsed: bool) -> float | None:
         """Claim what is dead (and, when `lapsed`, what lapsed); return the seconds until the next
         checkpoint lease would lapse, when that was looked up."""
         store = self.engine.deps.store
-        await self.claim("dead")
-        await self.sweep_jobs()
+        if not self.settling():
+            await self.claim("dead")
+        # Lapsed leases and lost jobs are claimed meanwhile: their holders gave them up (leader.retake),
+        # or let them lapse, whatever became of the holders.
+        if await self.sweep_jobs():
+            self.engine.wake_jobs()  # queued again: this process's worker looks at once
         await self.fire_schedules()
         if not lapsed:
             return None
@@ -149,15 +153,9 @@ class Sweeper:
         next_sweep = 0.0
         try:
             while True:
-                if self.settling():
-                    # Statements still answer (the outage is read from them): the ping below says whether
-                    # the database is back, and the first sweep after the grace also looks for lapses.
-                    next_sweep = 0.0
-                    with contextlib.suppress(Exception):
-                        await self.engine.deps.store.ping()
-                    await asyncio.sleep(min(self.settings.liveness_poll_s, 0.25))
-                    continue
-                lapsed = time.monotonic() >= next_sweep
+                # While processes are coming back (after a failover) each one's retake gives its leases
+                # up: they are looked for at every turn, not only at the sweep interval.
+                lapsed = time.monotonic() >= next_sweep or self.settling()
                 try:
                     next_lapse = await self.sweep_once(lapsed=lapsed)
                     if lapsed:

@@ -40,8 +40,12 @@ WITH mine AS (
     UPDATE leases SET expires_at = least(expires_at, now() - interval '1 millisecond')
      WHERE holder = %(id)s AND EXISTS (SELECT 1 FROM retaken)
     RETURNING name
+), announce AS (
+    -- The leader's sweep wakes at once and claims what was given up.
+    SELECT pg_notify('ticketiq_processes', %(id)s) FROM retaken
 )
-SELECT lock_key, (SELECT count(*) FROM given_up) AS given_up FROM retaken
+SELECT lock_key, (SELECT count(*) FROM given_up) AS given_up, (SELECT count(*) FROM announce) AS announced
+  FROM retaken
 
 -- name: heartbeat
 SELECT 1 AS alive
