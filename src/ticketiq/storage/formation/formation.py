@@ -214,9 +214,13 @@ class Formation:
 
     def start(self, name: str) -> Keeper:
         """Start the node's `pg_autoctl run` (not waiting for anything); FormationError when it runs."""
-        if self.tree(name).keeper is not None:
+        found = self.tree(name)
+        if found.keeper is not None:
             raise FormationError(f"{name}'s pg_autoctl is running already")
-        # A postmaster left serving by a keeper killed alone is adopted by the new keeper, not restarted.
+        # The services a keeper killed alone left would go on beside the new ones; its postmaster, left
+        # serving, is adopted by the new keeper rather than restarted.
+        send(found.orphans, signal.SIGKILL)
+        wait_gone(found.orphans, 10)
         keeper = self.run_as.spawn(run_command(self.layout, name), self.layout.log(name))
         self._record(name, keeper)
         return keeper
@@ -448,8 +452,9 @@ def _stop_tree(found: Tree, timeout_s: float) -> list[int]:
     send(found.processes, signal.SIGCONT)  # a stopped (SIGSTOPped) process would not act on SIGTERM
     if found.keeper is not None:
         send([found.keeper], signal.SIGTERM)
-    elif found.postmaster is not None:
-        send([found.postmaster], signal.SIGINT)
+    else:
+        send(found.orphans, signal.SIGTERM)
+        send([found.postmaster] if found.postmaster else [], signal.SIGINT)
     left = wait_gone(found.processes, timeout_s)
     if left:
         send(left, signal.SIGKILL)

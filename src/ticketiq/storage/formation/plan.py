@@ -107,6 +107,11 @@ class Layout:
         return self.root / "xdg"
 
     @property
+    def runtime_dir(self) -> Path:
+        """pg_autoctl's XDG_RUNTIME_DIR: its pid files."""
+        return self.xdg / "run"
+
+    @property
     def sockets(self) -> Path:
         return socket_dir(self.root)
 
@@ -125,7 +130,7 @@ class Layout:
             "LANG": lang,
             "XDG_CONFIG_HOME": str(self.xdg / "config"),
             "XDG_DATA_HOME": str(self.xdg / "data"),
-            "XDG_RUNTIME_DIR": str(self.xdg / "run"),
+            "XDG_RUNTIME_DIR": str(self.runtime_dir),
             "PGHOST": str(self.sockets),
             "PG_REGRESS_SOCK_DIR": str(self.sockets),
         }

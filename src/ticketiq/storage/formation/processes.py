@@ -33,6 +33,7 @@ from ticketiq.storage.formation.plan import (
     SYSTEM_USER,
     FormationError,
     Keeper,
+    KeeperPidfile,
     Layout,
     parse_keeper_pidfile,
     postgres_bin_dir,
@@ -231,15 +232,36 @@ def keeper_top(layout: Layout, name: str, recorded: Keeper | None, uid: int) -> 
         proc = _process(recorded.pid)
         if proc is not None and _live(proc) and abs(proc.create_time() - recorded.started_at) < 0.01:
             return proc
-    try:
-        pidfile = parse_keeper_pidfile(layout.keeper_file(name, "pid").read_text())
-    except OSError:
-        pidfile = None
+    pidfile = _keeper_pidfile(layout, name)
     if pidfile is not None:
         proc = _process(pidfile.pid)
         if proc is not None and _live(proc) and _names(proc, uid, layout.pgdata(name), "pg_autoctl"):
             return proc
     return None
+
+
+def _keeper_pidfile(layout: Layout, name: str) -> KeeperPidfile | None:
+    try:
+        return parse_keeper_pidfile(layout.keeper_file(name, "pid").read_text())
+    except OSError:
+        return None
+
+
+def orphaned_services(layout: Layout, name: str, uid: int) -> list[psutil.Process]:
+    """The services (start/stop postgres, node active) of a `pg_autoctl run` that was killed alone: init's
+    children now, named by the dead one's pid file. Their titles name no data folder, so they are known
+    by their environment: the formation's own XDG_RUNTIME_DIR, where that pid file lives."""
+    pidfile = _keeper_pidfile(layout, name)
+    services = [_process(pid) for pid in (pidfile.services.values() if pidfile is not None else ())]
+    return [p for p in services if p is not None and _service_of(p, uid, layout.runtime_dir)]
+
+
+def _service_of(proc: psutil.Process, uid: int, runtime_dir: Path) -> bool:
+    try:
+        ours = proc.uids().real == uid and proc.name().startswith("pg_autoctl")
+        return ours and _live(proc) and proc.environ().get("XDG_RUNTIME_DIR") == str(runtime_dir)
+    except psutil.Error:
+        return False
 
 
 def postmaster(layout: Layout, name: str, uid: int) -> psutil.Process | None:
@@ -253,11 +275,13 @@ def postmaster(layout: Layout, name: str, uid: int) -> psutil.Process | None:
 
 @dataclass(frozen=True)
 class Tree:
-    """A node's processes: its `pg_autoctl run` with its services, and its postmaster with its children."""
+    """A node's processes: its `pg_autoctl run` with its services (or, that one killed alone, the services
+    it left), and its postmaster with its children."""
 
     keeper: psutil.Process | None
+    orphans: tuple[psutil.Process, ...]  # services left by a `pg_autoctl run` killed alone
     postmaster: psutil.Process | None
-    processes: tuple[psutil.Process, ...]  # the keeper's first, then the postmaster's
+    processes: tuple[psutil.Process, ...]  # pg_autoctl's first, then the postmaster's
 
     @property
     def pids(self) -> list[int]:
@@ -276,16 +300,17 @@ class Tree:
 
 def tree(layout: Layout, name: str, recorded: Keeper | None, uid: int) -> Tree:
     top = keeper_top(layout, name, recorded, uid)
+    orphans = () if top is not None else tuple(orphaned_services(layout, name, uid))
     pm = postmaster(layout, name, uid)
     found: list[psutil.Process] = []
-    for root in (top, pm):
+    for root in (top, *orphans, pm):
         if root is None:
             continue
         with contextlib.suppress(psutil.Error):
             for proc in [root, *root.children(recursive=True)]:
                 if proc.pid not in {p.pid for p in found}:
                     found.append(proc)
-    return Tree(top, pm, tuple(found))
+    return Tree(top, orphans, pm, tuple(found))
 
 
 def send(processes: Iterable[psutil.Process], sig: signal.Signals) -> list[int]:
