@@ -9,7 +9,10 @@ parents are made traversable (o+x) so that user can reach it. As anyone else it 
 A process is only ever signalled once it is shown to be the formation's: the `pg_autoctl run` the state
 file recorded (same pid and start time), or the one pg_autoctl's pid file names and whose command line
 names the node's data folder; the postmaster that the data folder's postmaster.pid names and whose
-command line names it too; and their children. Nothing is looked up by name.
+command line names it too; their children; and any process of the formation's user whose environment
+holds the node's own XDG_RUNTIME_DIR (a folder of the formation), which pg_autoctl's processes and
+Postgres's inherit, so that one left behind by a killed parent is still found. Nothing is looked up by
+name alone.
 """
 
 from __future__ import annotations
