@@ -10,8 +10,8 @@ A process is only ever signalled once it is shown to be the formation's: the `pg
 file recorded (same pid and start time), or the one pg_autoctl's pid file names and whose command line
 names the node's data folder; the postmaster that the data folder's postmaster.pid names and whose
 command line names it too; their children; and any process of the formation's user whose environment
-holds the node's own XDG_RUNTIME_DIR (a folder of the formation), which pg_autoctl's processes and
-Postgres's inherit, so that one left behind by a killed parent is still found. Nothing is looked up by
+holds the node's own XDG_RUNTIME_DIR (a folder of the formation), which pg_autoctl's processes and the
+postmaster inherit, so that one left behind by a killed parent is still found. Nothing is looked up by
 name alone.
 """
 
@@ -293,8 +293,9 @@ class Tree:
 
 def tree(layout: Layout, name: str, recorded: Keeper | None, uid: int) -> Tree:
     """Every live process of the node: those run by the formation's user with the node's own
-    XDG_RUNTIME_DIR in their environment (pg_autoctl's, and Postgres's, which inherit it), whoever their
-    parent is now, and the children of its `pg_autoctl run` and of its postmaster."""
+    XDG_RUNTIME_DIR in their environment (pg_autoctl's and the postmaster's, whoever their parent is
+    now), and the children of its `pg_autoctl run` and of its postmaster (a backend's title overwrites
+    the environment it inherited)."""
     top = keeper_top(layout, name, recorded, uid)
     pm = postmaster(layout, name, uid)
     found = {p.pid: p for p in _with_environment(uid, "XDG_RUNTIME_DIR", str(layout.runtime_dir(name)))}
