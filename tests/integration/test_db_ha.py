@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ class Home:
 
     def status(self) -> dict[str, Any]:
         done = self.cli("status", "--json", timeout_s=30)
+        assert done.returncode in (0, 1), done.stdout + done.stderr  # up, or not up; anything else is a crash
         shown: dict[str, Any] = json.loads(done.stdout)
         for part in [shown.get("monitor"), *shown.get("nodes", [])]:
             for pid in part["pids"] if part else []:
@@ -67,20 +69,32 @@ class Home:
 
 @pytest.fixture
 def home(tmp_path: Path) -> Iterator[Home]:
-    """Runs `down --purge` whatever happened, then SIGKILLs any pid of the formation still alive."""
-    made = Home(tmp_path / "home")
+    """A home outside pytest's temporary root: a pytest session started meanwhile (another worker's, another
+    checkout's) deletes all but the newest few of those roots, and the servers' folders with them. Runs
+    `down --purge` whatever happened, then SIGKILLs any process of the formation still alive."""
+    made = Home(Path(tempfile.mkdtemp(prefix="ticketiq-ha-test-")) / "home")
     try:
         yield made
     finally:
-        with_status = made.path / "ha" / "formation.json"
-        if with_status.exists():
-            made.status()
-        made.cli("down", "--purge", timeout_s=120)
-        for pid, started_at in made.seen.items():
+        if (made.path / "ha" / "formation.json").exists():
+            with contextlib.suppress(AssertionError):
+                made.status()
+        logs = made.path / "ha" / "logs"
+        if logs.exists():  # pg_autoctl's logs outlive the purge, in the test's temporary folder
+            shutil.copytree(logs, tmp_path / "ha-logs")
+        gone = made.cli("down", "--purge", timeout_s=120)
+        leftovers: list[int] = []
+        for proc in psutil.process_iter():
             with contextlib.suppress(psutil.Error):
-                left = psutil.Process(pid)
-                if left.create_time() == started_at and left.status() != psutil.STATUS_ZOMBIE:
-                    left.kill()
+                started = made.seen.get(proc.pid) == proc.create_time()
+                # pg_autoctl and Postgres carry the formation's folder in their environment.
+                ours = started or proc.environ().get("XDG_RUNTIME_DIR", "").startswith(str(made.path))
+                if ours and proc.status() != psutil.STATUS_ZOMBIE:
+                    proc.kill()
+                    leftovers.append(proc.pid)
+        shutil.rmtree(made.path.parent, ignore_errors=True)
+        assert gone.returncode == 0, gone.stdout + gone.stderr
+        assert not leftovers, f"down --purge left pids {leftovers} running (SIGKILLed now)"
 
 
 def write(url: str, mark: str) -> int:

@@ -144,13 +144,20 @@ def test_the_commands_make_a_local_formation_reached_on_127_0_0_1_only() -> None
 
 
 def test_pg_autoctl_files_live_under_the_formation_folder_named_after_the_data_folder() -> None:
-    assert LAYOUT.keeper_file("node1", "pid") == Path("/srv/tq/ha/xdg/run/pg_autoctl/srv/tq/ha/node1/pg_autoctl.pid")
-    assert LAYOUT.keeper_file("node2", "cfg") == Path("/srv/tq/ha/xdg/config/pg_autoctl/srv/tq/ha/node2/pg_autoctl.cfg")
+    assert LAYOUT.keeper_file("node1", "pid") == Path(
+        "/srv/tq/ha/xdg/node1/run/pg_autoctl/srv/tq/ha/node1/pg_autoctl.pid"
+    )
+    assert LAYOUT.keeper_file("node2", "cfg") == Path(
+        "/srv/tq/ha/xdg/node2/config/pg_autoctl/srv/tq/ha/node2/pg_autoctl.cfg"
+    )
     assert LAYOUT.keeper_file("node2", "init").parent == LAYOUT.keeper_file("node2", "state").parent
-    env = LAYOUT.environment(Path("/usr/lib/postgresql/15/bin"), "C.UTF-8")
+    env = LAYOUT.environment("node2", Path("/usr/lib/postgresql/15/bin"), "C.UTF-8")
     assert env["PG_REGRESS_SOCK_DIR"] == env["PGHOST"] == "/srv/tq/ha/sockets"
     assert env["PATH"].startswith("/usr/lib/postgresql/15/bin:")
     assert not any(k in env for k in ("PGPORT", "PGUSER", "PGDATABASE", "PGPASSWORD"))
+    # Each node's own runtime folder: its processes are known by it in their environment.
+    runtime = {LAYOUT.environment(name, Path("/b"), "C")["XDG_RUNTIME_DIR"] for name in ("monitor", "node1", "node2")}
+    assert len(runtime) == 3
 
 
 def test_a_socket_folder_too_deep_for_a_unix_socket_moves_to_tmp() -> None:

@@ -53,6 +53,7 @@ from ticketiq.storage.formation.processes import (
     binaries,
     current_user,
     ephemeral_floor,
+    is_pg_autoctl,
     make_traversable,
     port_free,
     send,
@@ -132,6 +133,7 @@ class Formation:
     layout: Layout
     plan: Plan
     run_as: RunAs
+    bin_dir: Path  # the Postgres whose pgautofailover extension is installed
     say: Callable[[str], None] = field(default=lambda line: None)
 
     @classmethod
@@ -143,12 +145,14 @@ class Formation:
         except FileNotFoundError:
             raise FormationError(f"no formation in {layout.root}: `ticketiq db ha up` makes one") from None
         pg_autoctl, bin_dir = binaries()
-        run_as = RunAs.for_plan(plan.user, pg_autoctl, layout.environment(bin_dir, _lang()))
-        return cls(layout, plan, run_as, say or (lambda line: None))
+        return cls(layout, plan, RunAs.for_plan(plan.user, pg_autoctl), bin_dir, say or (lambda line: None))
 
     @property
     def url(self) -> str:
         return multi_host_url(self.plan.node_ports.values())
+
+    def _env(self, name: str) -> dict[str, str]:
+        return self.layout.environment(name, self.bin_dir, _lang())
 
     # ----- looking ---------------------------------------------------------------------------------
 
@@ -214,10 +218,14 @@ class Formation:
 
     def start(self, name: str) -> Keeper:
         """Start the node's `pg_autoctl run` (not waiting for anything); FormationError when it runs."""
-        if self.tree(name).keeper is not None:
+        found = self.tree(name)
+        if found.keeper is not None:
             raise FormationError(f"{name}'s pg_autoctl is running already")
-        # A postmaster left serving by a keeper killed alone is adopted by the new keeper, not restarted.
-        keeper = self.run_as.spawn(run_command(self.layout, name), self.layout.log(name))
+        # The services a keeper killed alone left would go on beside the new ones; its postmaster, left
+        # serving, is adopted by the new keeper rather than restarted.
+        send(found.orphans, signal.SIGKILL)
+        wait_gone(found.orphans, 10)
+        keeper = self.run_as.spawn(run_command(self.layout, name), self._env(name), self.layout.log(name))
         self._record(name, keeper)
         return keeper
 
@@ -318,7 +326,7 @@ class Formation:
             self.run_as.write(pgdata / "postgresql.conf", included)
         if name != MONITOR:
             for command in config_set_commands(self.layout, name):
-                self.run_as.run(command, self.layout.log("create"), timeout_s=30)
+                self.run_as.run(command, self._env(name), self.layout.log("create"), timeout_s=30)
 
     def _bring_up(self, name: str) -> None:
         """Make it if it was never made, tune it, and start its `pg_autoctl run` unless it runs."""
@@ -332,24 +340,35 @@ class Formation:
             )
         if not self._made(name):
             self.say(f"making {name} (port {self.plan.ports[name]}) ...")
-            pg_ctl = Path(self.run_as.env["PATH"].split(":")[0]) / "pg_ctl"
+            pg_ctl = self.bin_dir / "pg_ctl"
             if name == MONITOR:
                 command = create_monitor_command(self.layout, pg_ctl, self.plan.monitor_port)
             else:
                 command = create_node_command(self.layout, pg_ctl, name, self.plan.ports[name], self.plan.monitor_port)
-            self.run_as.run(command, self.layout.log("create"), timeout_s=CREATE_TIMEOUT_S)
+            self.run_as.run(command, self._env(name), self.layout.log("create"), timeout_s=CREATE_TIMEOUT_S)
+            self._clear_leftovers(name)
         if self.tree(name).keeper is None:
             self._tune(name)
             self.start(name)
             self.say(f"started {name}'s pg_autoctl (pid {self.plan.keepers[name].pid}; log {self.layout.log(name)})")
 
+    def _clear_leftovers(self, name: str) -> None:
+        """`pg_autoctl create` runs its own services and, now and then under load, exits before its
+        start/stop-postgres service does. Left running, that one would start Postgres again behind the
+        keeper's back (seen: after `down`). No keeper runs yet, so every pg_autoctl of the node is one."""
+        leftovers = [p for p in self.tree(name).processes if is_pg_autoctl(p)]
+        send(leftovers, signal.SIGTERM)
+        send(wait_gone(leftovers, 10), signal.SIGKILL)
+
     def _prepare_folders(self) -> None:
         layout = self.layout
-        folders = [layout.root, layout.logs, layout.xdg, layout.xdg / "config", layout.xdg / "data",
-                   layout.xdg / "run", layout.sockets]  # fmt: skip
+        folders = [layout.root, layout.logs, layout.sockets, layout.root / "xdg"]
+        for name in (MONITOR, *NODES):
+            folders += [layout.xdg(name), *(layout.xdg(name) / kind for kind in ("config", "data", "run"))]
         for folder in folders:
             folder.mkdir(parents=True, exist_ok=True)
-        (layout.xdg / "run").chmod(0o700)  # XDG_RUNTIME_DIR must be its user's alone
+        for name in (MONITOR, *NODES):
+            layout.runtime_dir(name).chmod(0o700)  # an XDG_RUNTIME_DIR must be its user's alone
         if self.run_as.switch:
             make_traversable(layout.root)
             make_traversable(layout.sockets)
@@ -375,8 +394,7 @@ def up(home: Path, timeout_s: float = 120.0, say: Callable[[str], None] | None =
     layout = _layout(home)
     with _locked(layout, "run"):
         plan = _plan(layout)
-        run_as = RunAs.for_plan(plan.user, pg_autoctl, layout.environment(bin_dir, _lang()))
-        formation = Formation(layout, plan, run_as, say or (lambda line: None))
+        formation = Formation(layout, plan, RunAs.for_plan(plan.user, pg_autoctl), bin_dir, say or (lambda line: None))
         now = formation.status()
         running = all(n.process is Process.RUNNING for n in (now.monitor, *now.nodes))
         if running and now.verdict is not None and now.verdict.synchrony is Synchrony.SYNCHRONOUS:
@@ -427,8 +445,8 @@ def down(home: Path, purge: bool = False, timeout_s: float = STOP_TIMEOUT_S) -> 
         return Down({}, False, layout.root)
     with _locked(layout, "run"):
         formation = Formation.load(home)
-        stopped = {name: _stop_tree(formation.tree(name), timeout_s) for name in NODES}
-        stopped[MONITOR] = _stop_tree(formation.tree(MONITOR), timeout_s)
+        stopped = {name: _stop(formation, name, timeout_s) for name in NODES}
+        stopped[MONITOR] = _stop(formation, MONITOR, timeout_s)
         for name in (MONITOR, *NODES):
             formation._record(name, None)
     if purge:
@@ -439,22 +457,31 @@ def down(home: Path, purge: bool = False, timeout_s: float = STOP_TIMEOUT_S) -> 
     return Down({k: v for k, v in stopped.items() if v}, purge, layout.root)
 
 
-def _stop_tree(found: Tree, timeout_s: float) -> list[int]:
-    """SIGTERM its `pg_autoctl run` (which stops its Postgres, fast, and exits); a postmaster left
-    without its keeper gets SIGINT (Postgres's fast shutdown). What outlives `timeout_s` is SIGKILLed."""
-    pids = found.pids
-    if not pids:
-        return []
-    send(found.processes, signal.SIGCONT)  # a stopped (SIGSTOPped) process would not act on SIGTERM
-    if found.keeper is not None:
-        send([found.keeper], signal.SIGTERM)
-    elif found.postmaster is not None:
-        send([found.postmaster], signal.SIGINT)
-    left = wait_gone(found.processes, timeout_s)
-    if left:
-        send(left, signal.SIGKILL)
-        wait_gone(left, 10)
-    return pids
+def _stop(formation: Formation, name: str, timeout_s: float) -> list[int]:
+    """Stop every process of the node: SIGTERM to its `pg_autoctl run` (which stops its Postgres, fast,
+    and exits); without one, SIGTERM to the services it left and SIGINT (Postgres's fast shutdown) to the
+    postmaster. The node is looked at again until nothing of it is left, so a process started meanwhile
+    is stopped too; what is still there after `timeout_s` is SIGKILLed. Returns every pid it saw."""
+    seen: dict[int, None] = {}
+    asked: set[int] = set()
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = formation.tree(name)
+        if not found.processes:
+            return list(seen)
+        seen |= dict.fromkeys(found.pids)
+        if time.monotonic() > deadline + 10:
+            raise FormationError(f"{name}: pids {found.pids} are still running after SIGKILL")
+        send(found.processes, signal.SIGCONT)  # a stopped (SIGSTOPped) process would not act on a signal
+        if time.monotonic() > deadline:
+            send(found.processes, signal.SIGKILL)
+        elif found.keeper is not None:
+            asked |= set(send([p for p in [found.keeper] if p.pid not in asked], signal.SIGTERM))
+        else:
+            asked |= set(send([p for p in found.orphans if p.pid not in asked], signal.SIGTERM))
+            postmaster = [p for p in [found.postmaster] if p is not None and p.pid not in asked]
+            asked |= set(send(postmaster, signal.SIGINT))
+        wait_gone(found.processes, 0.5)
 
 
 def _with_lag(node: Node, primary_lsn: str) -> Node:

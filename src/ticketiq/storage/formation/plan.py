@@ -102,9 +102,14 @@ class Layout:
     def pgdata(self, name: str) -> Path:
         return self.root / name
 
-    @property
-    def xdg(self) -> Path:
-        return self.root / "xdg"
+    def xdg(self, name: str) -> Path:
+        """The node's own XDG folders, where pg_autoctl keeps its configuration, state and pid files. Its
+        own, so that XDG_RUNTIME_DIR in a process's environment (pg_autoctl's, and Postgres's that inherit
+        it) says which node the process belongs to."""
+        return self.root / "xdg" / name
+
+    def runtime_dir(self, name: str) -> Path:
+        return self.xdg(name) / "run"
 
     @property
     def sockets(self) -> Path:
@@ -114,18 +119,18 @@ class Layout:
         """pg_autoctl's file of one node: `cfg` (its configuration), `state`, `init` (there while it is
         being made), `pid` (the running service's pids)."""
         folder = {"cfg": "config", "state": "data", "init": "data", "pid": "run"}[kind]
-        return self.xdg / folder / "pg_autoctl" / str(self.pgdata(name)).lstrip("/") / f"pg_autoctl.{kind}"
+        return self.xdg(name) / folder / "pg_autoctl" / str(self.pgdata(name)).lstrip("/") / f"pg_autoctl.{kind}"
 
-    def environment(self, bin_dir: Path, lang: str) -> dict[str, str]:
-        """The whole environment of pg_autoctl (none of the caller's PG* settings leak in). Its sockets go
-        to a folder of ours (PG_REGRESS_SOCK_DIR becomes Postgres's -k), not /var/run/postgresql."""
+    def environment(self, name: str, bin_dir: Path, lang: str) -> dict[str, str]:
+        """The whole environment of the node's pg_autoctl (none of the caller's PG* settings leak in). Its
+        sockets go to a folder of ours (PG_REGRESS_SOCK_DIR becomes Postgres's -k), not /var/run/postgresql."""
         return {
             "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
             "HOME": str(self.root),
             "LANG": lang,
-            "XDG_CONFIG_HOME": str(self.xdg / "config"),
-            "XDG_DATA_HOME": str(self.xdg / "data"),
-            "XDG_RUNTIME_DIR": str(self.xdg / "run"),
+            "XDG_CONFIG_HOME": str(self.xdg(name) / "config"),
+            "XDG_DATA_HOME": str(self.xdg(name) / "data"),
+            "XDG_RUNTIME_DIR": str(self.runtime_dir(name)),
             "PGHOST": str(self.sockets),
             "PG_REGRESS_SOCK_DIR": str(self.sockets),
         }

@@ -9,7 +9,10 @@ parents are made traversable (o+x) so that user can reach it. As anyone else it 
 A process is only ever signalled once it is shown to be the formation's: the `pg_autoctl run` the state
 file recorded (same pid and start time), or the one pg_autoctl's pid file names and whose command line
 names the node's data folder; the postmaster that the data folder's postmaster.pid names and whose
-command line names it too; and their children. Nothing is looked up by name.
+command line names it too; their children; and any process of the formation's user whose environment
+holds the node's own XDG_RUNTIME_DIR (a folder of the formation), which pg_autoctl's processes and the
+postmaster inherit, so that one left behind by a killed parent is still found. Nothing is looked up by
+name alone.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from ticketiq.storage.formation.plan import (
     SYSTEM_USER,
     FormationError,
     Keeper,
+    KeeperPidfile,
     Layout,
     parse_keeper_pidfile,
     postgres_bin_dir,
@@ -89,38 +93,37 @@ def ephemeral_floor() -> int:
 
 @dataclass(frozen=True)
 class RunAs:
-    """Who the formation's processes run as, and their environment."""
+    """Who the formation's processes run as."""
 
     user: str
     uid: int
     gid: int
     switch: bool  # root runs them as `user`; anyone else is `user`
     pg_autoctl: str
-    env: dict[str, str]
 
     @classmethod
-    def for_plan(cls, user: str, pg_autoctl: str, env: dict[str, str]) -> RunAs:
+    def for_plan(cls, user: str, pg_autoctl: str) -> RunAs:
         """Root runs the formation as its user (the system user, made when missing); anyone else must be
         that user."""
         if os.geteuid() == 0:
             entry = ensure_system_user(user) if user == SYSTEM_USER else _user(user)
-            return cls(user, entry.pw_uid, entry.pw_gid, True, pg_autoctl, env)
+            return cls(user, entry.pw_uid, entry.pw_gid, True, pg_autoctl)
         if _user(user).pw_uid != os.geteuid():
             raise FormationError(f"this formation runs as {user}: run ticketiq as {user}, or as root")
-        return cls(user, os.geteuid(), os.getegid(), False, pg_autoctl, env)
+        return cls(user, os.geteuid(), os.getegid(), False, pg_autoctl)
 
     def _popen_identity(self) -> tuple[int | None, int | None, list[int] | None]:
         """subprocess's user, group and extra_groups: unchanged, or the formation user's alone."""
         return (self.uid, self.gid, []) if self.switch else (None, None, None)
 
-    def run(self, args: Sequence[str], log: Path, timeout_s: float) -> None:
+    def run(self, args: Sequence[str], env: dict[str, str], log: Path, timeout_s: float) -> None:
         """Run a pg_autoctl command to its end, its output appended to `log`."""
         command = [self.pg_autoctl, *args[1:]]
         user, group, extra_groups = self._popen_identity()
         with open(log, "ab") as out:
             try:
                 done = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                      env=self.env, timeout=timeout_s, user=user, group=group,
+                                      env=env, timeout=timeout_s, user=user, group=group,
                                       extra_groups=extra_groups)  # fmt: skip
             except subprocess.TimeoutExpired:
                 raise FormationError(f"`{' '.join(args[:3])}` did not end within {timeout_s:g} s; see {log}:\n"
@@ -128,12 +131,12 @@ class RunAs:
         if done.returncode != 0:
             raise FormationError(f"`{' '.join(args[:3])}` failed (exit {done.returncode}); see {log}:\n{tail(log)}")
 
-    def spawn(self, args: Sequence[str], log: Path) -> Keeper:
+    def spawn(self, args: Sequence[str], env: dict[str, str], log: Path) -> Keeper:
         """Start a service that outlives this process; its output goes to `log`."""
         command = ["/bin/sh", "-c", _LAUNCH, "sh", self.pg_autoctl, *args[1:]]
         user, group, extra_groups = self._popen_identity()
         done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30,
-                              env={**self.env, "TICKETIQ_HA_LOG": str(log)}, user=user, group=group,
+                              env={**env, "TICKETIQ_HA_LOG": str(log)}, user=user, group=group,
                               extra_groups=extra_groups)  # fmt: skip
         try:
             pid = int(done.stdout.strip())
@@ -219,6 +222,10 @@ def _names(proc: psutil.Process, uid: int, pgdata: Path, program: str) -> bool:
 
 
 def _process(pid: int) -> psutil.Process | None:
+    """The process, if `pid` names one. Postgres writes a negative pid in postmaster.pid while it runs as
+    a single-user backend (pg_autoctl's crash recovery before pg_rewind): no postmaster."""
+    if pid <= 0:
+        return None
     try:
         return psutil.Process(pid)
     except psutil.Error:
@@ -231,15 +238,19 @@ def keeper_top(layout: Layout, name: str, recorded: Keeper | None, uid: int) -> 
         proc = _process(recorded.pid)
         if proc is not None and _live(proc) and abs(proc.create_time() - recorded.started_at) < 0.01:
             return proc
-    try:
-        pidfile = parse_keeper_pidfile(layout.keeper_file(name, "pid").read_text())
-    except OSError:
-        pidfile = None
+    pidfile = _keeper_pidfile(layout, name)
     if pidfile is not None:
         proc = _process(pidfile.pid)
         if proc is not None and _live(proc) and _names(proc, uid, layout.pgdata(name), "pg_autoctl"):
             return proc
     return None
+
+
+def _keeper_pidfile(layout: Layout, name: str) -> KeeperPidfile | None:
+    try:
+        return parse_keeper_pidfile(layout.keeper_file(name, "pid").read_text())
+    except OSError:
+        return None
 
 
 def postmaster(layout: Layout, name: str, uid: int) -> psutil.Process | None:
@@ -253,15 +264,21 @@ def postmaster(layout: Layout, name: str, uid: int) -> psutil.Process | None:
 
 @dataclass(frozen=True)
 class Tree:
-    """A node's processes: its `pg_autoctl run` with its services, and its postmaster with its children."""
+    """A node's processes: its `pg_autoctl run` and the services it runs, its postmaster and the
+    postmaster's children."""
 
-    keeper: psutil.Process | None
+    keeper: psutil.Process | None  # its live `pg_autoctl run`
     postmaster: psutil.Process | None
-    processes: tuple[psutil.Process, ...]  # the keeper's first, then the postmaster's
+    processes: tuple[psutil.Process, ...]  # pg_autoctl's first (`run` leading), then Postgres's
 
     @property
     def pids(self) -> list[int]:
         return [p.pid for p in self.processes]
+
+    @property
+    def orphans(self) -> list[psutil.Process]:
+        """pg_autoctl's services left running by a `pg_autoctl run` that was killed alone."""
+        return [] if self.keeper is not None else [p for p in self.processes if is_pg_autoctl(p)]
 
     @property
     def process(self) -> Process:
@@ -275,17 +292,37 @@ class Tree:
 
 
 def tree(layout: Layout, name: str, recorded: Keeper | None, uid: int) -> Tree:
+    """Every live process of the node: those run by the formation's user with the node's own
+    XDG_RUNTIME_DIR in their environment (pg_autoctl's and the postmaster's, whoever their parent is
+    now), and the children of its `pg_autoctl run` and of its postmaster (a backend's title overwrites
+    the environment it inherited)."""
     top = keeper_top(layout, name, recorded, uid)
     pm = postmaster(layout, name, uid)
-    found: list[psutil.Process] = []
+    found = {p.pid: p for p in _with_environment(uid, "XDG_RUNTIME_DIR", str(layout.runtime_dir(name)))}
     for root in (top, pm):
-        if root is None:
-            continue
         with contextlib.suppress(psutil.Error):
-            for proc in [root, *root.children(recursive=True)]:
-                if proc.pid not in {p.pid for p in found}:
-                    found.append(proc)
-    return Tree(top, pm, tuple(found))
+            found |= {p.pid: p for p in [root, *root.children(recursive=True)]} if root is not None else {}
+    live = [p for p in found.values() if _live(p)]
+    # Signals go in this order: the keeper first (so it restarts nothing), the postmaster before its backends.
+    rank = {**({top.pid: 0} if top else {}), **({pm.pid: 2} if pm else {})}
+    live.sort(key=lambda p: (rank.get(p.pid, 1 if is_pg_autoctl(p) else 3), p.pid))
+    return Tree(top, pm, tuple(live))
+
+
+def _with_environment(uid: int, key: str, value: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if proc.uids().real == uid and proc.environ().get(key) == value:
+                found.append(proc)
+    return found
+
+
+def is_pg_autoctl(proc: psutil.Process) -> bool:
+    try:
+        return proc.name().startswith("pg_autoctl")
+    except psutil.Error:
+        return False
 
 
 def send(processes: Iterable[psutil.Process], sig: signal.Signals) -> list[int]:
