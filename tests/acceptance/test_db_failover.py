@@ -34,7 +34,7 @@ TICKETS = (1801, 1802, 1803, 1804)
 
 @pytest.fixture
 def formation(tmp_path: Path) -> Iterator[FormationRig]:
-    made = FormationRig(tmp_path / "ha-home")
+    made = FormationRig(tmp_path)
     try:
         made.up()
         yield made

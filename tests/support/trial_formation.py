@@ -25,6 +25,7 @@ import contextlib
 import os
 import shutil
 import socket
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import psutil
 import psycopg
 
 from ticketiq.standins.records import SCHEMA
@@ -59,24 +61,52 @@ class Struck:
 
 @dataclass
 class FormationRig:
-    home: Path
+    """A formation in a home of its own outside pytest's temporary root (a pytest session started
+    meanwhile deletes all but the newest few of those roots, and a running formation's folders with
+    them); its logs are copied to `logs_to` when it goes down."""
+
+    logs_to: Path
+    home: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="ticketiq-ha-trials-")) / "home")
     url: str = ""
     struck: list[Struck] = field(default_factory=list)
     formation: Formation | None = None
+    seen: dict[int, float] = field(default_factory=dict)  # every pid of it seen, with its start time
 
     def up(self) -> str:
-        made = up(self.home)
-        self.formation = Formation.load(self.home)
+        try:
+            made = up(self.home)
+        finally:
+            with contextlib.suppress(FormationError):
+                self.formation = Formation.load(self.home)
+                self._remember()
         self.url = made.url
         return self.url
 
     def down(self) -> None:
-        """Stop the formation and delete its data; its logs are kept beside its home (`ha-logs`)."""
+        """Stop the formation and delete its data, its logs copied first; then any process of it still
+        alive (one whose parent was killed under it) is SIGKILLed, by pid."""
         with contextlib.suppress(OSError):
             logs = self.home / "ha" / "logs"
             if logs.is_dir():
-                shutil.copytree(logs, self.home.parent / "ha-logs", dirs_exist_ok=True)
-        down(self.home, purge=True)
+                shutil.copytree(logs, self.logs_to / "ha-logs", dirs_exist_ok=True)
+        self._remember()
+        try:
+            down(self.home, purge=True)
+        finally:
+            for pid, started in self.seen.items():
+                with contextlib.suppress(psutil.Error):
+                    left = psutil.Process(pid)
+                    if left.create_time() == started:
+                        left.kill()
+            shutil.rmtree(self.home.parent, ignore_errors=True)
+
+    def _remember(self) -> None:
+        if self.formation is None:
+            return
+        for name in ("monitor", "node1", "node2"):
+            for pid in self.formation.pids(name):
+                with contextlib.suppress(psutil.Error):
+                    self.seen.setdefault(pid, psutil.Process(pid).create_time())
 
     def mirror_standins(self, standins_db_url: str) -> None:
         """The stand-ins' records, read in the formation's app database as the foreign schema `standin`."""
@@ -120,6 +150,7 @@ class FormationRig:
 
     def _strike(self, mode: str) -> Struck:
         formation = self._formation()
+        self._remember()
         primary = formation.primary()
         if primary is None:
             raise FormationError("no primary to strike: the formation is not up")
@@ -153,6 +184,7 @@ class FormationRig:
             formation.start(last.node)  # killed: its keeper is started again (a stopped one rejoins alone)
         try:
             formation.wait_synchronous(SYNCHRONOUS_WITHIN_S)
+            self._remember()
         except FormationError as exc:
             tail = ""
             if last is not None:

@@ -73,7 +73,7 @@ def formation(tmp_path: Path) -> Iterator[FormationRig | None]:
     if MODE not in FORMATION_MODES:
         yield None
         return
-    made = FormationRig(tmp_path / "ha-home")
+    made = FormationRig(tmp_path)
     try:
         made.up()
         yield made
