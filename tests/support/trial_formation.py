@@ -43,6 +43,10 @@ from ticketiq.storage.formation.plan import monitor_url
 FORMATION_MODES = ("failover", "stall")
 # Strike while the round's runs go (begun about 0.4 s after the victim is up, each about 2.2 s long).
 STRIKE_WINDOW_S = (0.8, 2.2)
+# A sync trial's searches answer this late here (0.1 s in the other modes): its 30 pages then take about
+# as long as a run (2 s), so it spans the strike window as the runs do, and what it has left to do after
+# the outage (about 10 s of it, the formation's own) fits the 15 s a recovery may take.
+SYNC_SEARCH_STALL_S = 0.04
 PRIMARY_WITHIN_S = 60.0  # a new primary takes writes within this (measured: about 10 s)
 SYNCHRONOUS_WITHIN_S = 120.0  # the old node rejoined as the synchronous standby (measured: 2-4 s)
 STALL_PAST_S = 2.0  # stall: the old primary stays frozen this long after the new one took a write
@@ -160,8 +164,12 @@ class FormationRig:
             formation.wait_primary(PRIMARY_WITHIN_S)
             struck = Struck(primary.name, time.monotonic() - began)
         else:
-            formation.stop(primary.name)
+            # Connected before the freeze, as an app's pooled connection is: its write reaches the frozen
+            # server's socket, and is read when the server wakes.
             probe = OldPrimaryProbe(node_url(self.url, primary.port))
+            probe.connect()
+            began = time.monotonic()
+            formation.stop(primary.name)
             try:
                 formation.wait_primary(PRIMARY_WITHIN_S)
                 struck = Struck(primary.name, time.monotonic() - began)
@@ -220,13 +228,16 @@ class OldPrimaryProbe:
         self.conn: psycopg.Connection[Any] | None = None
         self.thread = threading.Thread(target=self._write, name="old-primary-probe", daemon=True)
 
+    def connect(self) -> None:
+        self.conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+        self.conn.execute("CREATE TABLE IF NOT EXISTS trial_probe (at timestamptz DEFAULT now())")
+
     def start(self) -> None:
         self.thread.start()
 
     def _write(self) -> None:
         try:
-            self.conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
-            self.conn.execute("CREATE TABLE IF NOT EXISTS trial_probe (at timestamptz DEFAULT now())")
+            assert self.conn is not None
             self.conn.execute("INSERT INTO trial_probe DEFAULT VALUES")
             self.result["acknowledged"] = True
         except Exception as exc:  # refused, read-only, demoted, or cut: not acknowledged

@@ -33,9 +33,9 @@ REDELIVER_FOR_S = 60.0
 CLAIM_SEEN_WITHIN_S = 10.0
 
 
-def stall_searches(cluster: Cluster) -> None:
-    """Every Jira search from now on answers SEARCH_STALL_S late (set once, for the whole run)."""
-    fault = {"vendor": "jira", "operation": "search", "mode": "stall", "stall_s": SEARCH_STALL_S, "count": 10**9}
+def stall_searches(cluster: Cluster, stall_s: float = SEARCH_STALL_S) -> None:
+    """Every Jira search from now on answers `stall_s` late (set once, for the whole run)."""
+    fault = {"vendor": "jira", "operation": "search", "mode": "stall", "stall_s": stall_s, "count": 10**9}
     httpx.post(f"{cluster.standin_url}/_standin/faults", json=fault, timeout=10).raise_for_status()
 
 

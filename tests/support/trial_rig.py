@@ -42,8 +42,8 @@ import psycopg
 
 from tests.support.cluster import App, Cluster
 from tests.support.trial_entries import begin, declare_trigger, finished, observe
-from tests.support.trial_formation import FORMATION_MODES, STRIKE_WINDOW_S, FormationRig
-from tests.support.trial_jobs import SURVIVOR_JOB_POLL_S, first_claim, prepare, stall_searches
+from tests.support.trial_formation import FORMATION_MODES, STRIKE_WINDOW_S, SYNC_SEARCH_STALL_S, FormationRig
+from tests.support.trial_jobs import SEARCH_STALL_S, SURVIVOR_JOB_POLL_S, first_claim, prepare, stall_searches
 from tests.support.trials import DEFAULT_MIX, JOB_KINDS, Trial, Verdict, judge
 from ticketiq.edge import Backend, start_edge
 from ticketiq.launch import Child, free_port
@@ -124,7 +124,7 @@ class Rig:
                                          **self.settings)  # fmt: skip
         declare_trigger(self.cluster, self.survivor.base)
         if "sync" in self.mix:
-            stall_searches(self.cluster)
+            stall_searches(self.cluster, SYNC_SEARCH_STALL_S if self.formation else SEARCH_STALL_S)
         survivor_port = int(self.survivor.base.rsplit(":", 1)[1])
         backends = [Backend("survivor", "127.0.0.1", survivor_port), Backend("victim", "127.0.0.1", self.victim_port)]
         self.edge = start_edge(self.edge_port, backends, self.cluster.tmp / "edge")
