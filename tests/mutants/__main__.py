@@ -1,9 +1,12 @@
-"""`make mutants` (python -m tests.mutants): every fence mutant, one at a time, against its guard tests.
+"""`make mutants` (python -m tests.mutants): every fence mutant and every durable mutant, one at a time,
+against its guard tests.
 
 For each fenced statement of queries/*.sql and each fenced SQL function of the migrations (its last
 definition), tests/support/fence_rules.py makes the mutants: the attempt conjunct dropped (`true`), the
 attempt conjunct made `(... OR true)`, the row lock on the fence row dropped, and the job fence's
-`status = 'running'` dropped. Each mutant is applied
+`status = 'running'` dropped. For each found-it statement (I20), tests/support/durable_rules.py drops its
+durable() call (`true`), and weakens durable() itself (an id alone; a message that is not transactional).
+Each mutant is applied
 to a copy of src/ (never the working tree: others run tests from it meanwhile), and the tests that guard
 its statement (guards.py) run with PYTHONPATH pointing at the copy first, so the test process, the
 template database it migrates, and any subprocess it starts import the mutated package. A mutant is
@@ -11,7 +14,8 @@ killed when a guard test fails. Prints a table; exits 1 when a mutant survived, 
 the guards fail on the unmutated copy.
 
 MUTANTS_JOBS (default 2) mutants run at once, each in a copy of its own; MUTANTS_ONLY=<substring> runs
-the mutants whose statement contains it.
+the mutants whose statement, kind or place (`<statement>:<kind>:<offset>`) contains it (`not_durable`,
+`fn:durable`: the durable mutants alone).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pathlib import Path
 
 from tests.mutants.conditions import declared_mutants
 from tests.mutants.guards import GUARDS
+from tests.support.durable_rules import durable_mutants, judge_durable
 from tests.support.fence_rules import Mutant, all_mutants, judge_mutant
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,7 +88,10 @@ class Copy:
         finally:
             target.write_text(original)
         took = time.monotonic() - started
-        static = mutant.key not in DECLARED and bool(judge_mutant(mutant))
+        if mutant.key in DECLARED:
+            static = False  # a hand-declared condition: no static rule reads it
+        else:
+            static = bool(judge_durable(mutant) if mutant in durable_mutants() else judge_mutant(mutant))
         failed = _FAILED.findall(done.stdout)
         if done.returncode == 1 and failed:
             return Verdict(mutant, static, "killed", failed[0].split("/")[-1], took)
@@ -113,13 +121,14 @@ def table(verdicts: list[Verdict]) -> str:
 
 def main() -> int:
     only = os.environ.get("MUTANTS_ONLY", "")
-    mutants = [m for m in [*all_mutants(), *(m for m, _ in declared_mutants())] if only in m.target]
+    every = [*all_mutants(), *durable_mutants(), *(m for m, _ in declared_mutants())]
+    mutants = [m for m in every if only in m.key]
     unguarded = sorted({m.target for m in mutants if m.key not in DECLARED} - set(GUARDS))
     if unguarded:
         print(f"no guard tests declared (tests/mutants/guards.py) for: {', '.join(unguarded)}")
         return 1
     jobs = max(1, int(os.environ.get("MUTANTS_JOBS", "2")))
-    print(f"{len(mutants)} mutants of {len({m.target for m in mutants})} fenced statements and functions, "
+    print(f"{len(mutants)} mutants of {len({m.target for m in mutants})} fenced or found-it statements and functions, "
           f"{jobs} at a time")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="ticketiq-mutants-") as tmp:
         copies = [Copy(Path(tmp) / f"copy{i}") for i in range(jobs)]

@@ -1,9 +1,12 @@
-"""Which behaviour tests guard each fenced statement and SQL function: the tests `make mutants` runs
-against each of its mutants. Declared, not found by coverage: a fence is guarded by the tests written to
-break it (a take committed, or held open while the statement runs), and a test that merely passes
+"""Which behaviour tests guard each fenced statement and SQL function, and each found-it statement (I20):
+the tests `make mutants` runs against each of its mutants. Declared, not found by coverage: a fence is
+guarded by the tests written to break it (a take committed, or held open while the statement runs), a
+found-it statement by its WAL test and the tests that make a commit vanish, and a test that merely passes
 through a statement guards nothing."""
 
 from __future__ import annotations
+
+from tests.support.durable_rules import FOUND_IT
 
 RUNS = "tests/integration/test_fence_runs.py"
 JOBS = "tests/integration/test_fence_jobs.py"
@@ -12,8 +15,23 @@ ENGINE = "tests/integration/test_fence_engine.py"
 WORKFLOWS = "tests/integration/test_workflow_fencing.py"
 INTERRUPTED = "tests/integration/test_interrupted_jobs.py"
 
+VANISHING = "tests/integration/test_visible_not_durable.py"
+FOUND_IT_WAITS = "tests/integration/test_found_it_waits.py"
+
 _RAISED = "test_under_a_raised_attempt_the_statement_matches_nothing_and_writes_nothing"
 _HELD = "test_a_statement_waiting_on_a_takeover_sees_its_attempt_once_it_commits"
+
+
+def found_it(statement: str) -> list[str]:
+    """The WAL test of one found-it statement: its found row made durable, its first insert paying nothing."""
+    return [f"{FOUND_IT_WAITS}::test_a_found_row_is_made_durable_and_a_first_insert_pays_nothing[{statement}]"]
+
+
+# The tests that make a commit vanish, by the found-it statements each goes through.
+_KEPT_ANSWER = f"{VANISHING}::test_a_kept_answer_the_standby_lacks_is_not_replayed_and_the_retry_answers_again"
+_RUN_BY_KEY = f"{VANISHING}::test_a_run_found_by_its_key_the_standby_lacks_is_not_answered_and_the_retry_makes_it_again"
+_VANISHED = {"idempotency.get": [_KEPT_ANSWER], "runs.by_idempotency_key": [_RUN_BY_KEY],
+             "runs.by_delegation_key": [_RUN_BY_KEY]}  # fmt: skip
 
 
 def fenced(module: str, statement: str, held: bool = True) -> list[str]:
@@ -95,4 +113,7 @@ GUARDS: dict[str, list[str]] = {
     "workflows.in_flight_for": [
         f"{WORKFLOWS}::test_a_statement_under_a_raised_attempt_matches_nothing_and_writes_nothing",
     ],
+    # I20: each found-it statement's durable() call (tests/support/durable_rules.py), and durable() itself.
+    **{name: [*found_it(name), *_VANISHED.get(name, [])] for name in FOUND_IT},
+    "fn:durable": [*found_it("idempotency.get"), *found_it("runs.by_delegation_key"), _KEPT_ANSWER, _RUN_BY_KEY],
 }

@@ -169,11 +169,12 @@ class Engine:
         sees the decision when it would suspend, and the sweep takes any run left waiting with every
         request decided. The same decision by the same person again (a retry after the first answer
         was lost) is answered with the decision as it stands (I18, I19); any other is a Conflict."""
-        existing = await self.store.approval(approval_id)
-        if existing is None:
-            raise NotFound("path.approval_id", f"no approval {approval_id}")
         decided = await self.store.decide(approval_id, "approved" if approve else "rejected", by, reason)
         if decided is None:
+            # I20: "decided already" is answered once that decision is on the synchronous standby.
+            existing = await self.store.approval(approval_id)
+            if existing is None:
+                raise NotFound("path.approval_id", f"no approval {approval_id}")
             raise Conflict("path.approval_id", f"approval {approval_id} was already {existing.status}")
         await self.start(decided.run_id)
         return decided
@@ -304,6 +305,7 @@ class Engine:
         })  # fmt: skip
         if created is not None:
             return created
+        # I20: a run found by its key is answered only once it is on the synchronous standby.
         if idempotency_key is not None and (found := await self.store.by_idempotency_key(idempotency_key)):
             return found
         if delegation_key is not None and (found := await self.store.by_delegation_key(delegation_key)):

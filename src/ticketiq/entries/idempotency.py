@@ -140,7 +140,7 @@ async def _claim(store: IdempotencyStore, ref: KeyRef, request_hash: str, holder
         claim = await store.claim(ref, request_hash, holder, idempotency.CLAIM_S)
         if claim is not None:
             return claim
-        row = await store.get(ref)
+        row = await store.get(ref)  # I20: only once the row is on the synchronous standby
         if row is None:  # freed between the two statements: claim it again
             continue
         verdict = idempotency.decide(_key_row(row), request_hash, row.now)

@@ -61,7 +61,10 @@ class JobQueue:
         asked = await self.store.cancel(job_id, by)
         if asked is not None:
             return asked
-        found = await self.get(job_id)
+        # I20: a repeat of a cancel whose answer was lost is answered "cancelled" from this row.
+        found = await self.store.found(job_id)
+        if found is None:
+            raise NotFound("path.job_id", f"no job {job_id}")
         if found.status == "cancelled":
             return found
         raise Conflict("path.job_id", f"job {job_id} already ended {found.status}; there is nothing to cancel")

@@ -63,6 +63,7 @@ class IdempotencyStore:
         return None if row is None else Claim(ref, holder, row["created_at"])
 
     async def get(self, ref: KeyRef) -> StoredKey | None:
+        """The key's row, once it is on the synchronous standby (I20: a repeat is answered from it)."""
         row = await self.db.fetch_one("idempotency.get", ref.params())
         if row is None:
             return None

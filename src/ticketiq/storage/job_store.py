@@ -77,6 +77,8 @@ class JobStore:
         self.db = db
 
     async def create(self, job_id: str, kind: str, params: Mapping[str, Any], resumable: bool, by: str) -> JobRow:
+        """The job made now, or the one made before under `job_id` once it is on the synchronous standby
+        (I20)."""
         row = await self.db.fetch_one("jobs.create", {
             "id": job_id, "kind": kind, "params": dict(params), "resumable": resumable, "by": by,
         })  # fmt: skip
@@ -90,6 +92,12 @@ class JobStore:
 
     async def get(self, job_id: str) -> JobRow | None:
         row = await self.db.fetch_one("jobs.get", {"id": job_id})
+        return None if row is None else row_as(JobRow, row)
+
+    async def found(self, job_id: str) -> JobRow | None:
+        """The job, made durable before it is returned (I20): for a request that answers "done already"
+        from it. Any other read uses `get`, which writes nothing."""
+        row = await self.db.fetch_one("jobs.found", {"id": job_id})
         return None if row is None else row_as(JobRow, row)
 
     async def listed(self, status: str | None, kind: str | None, limit: int) -> list[JobRow]:
@@ -108,6 +116,7 @@ class JobStore:
         return None if row is None else row_as(JobRow, row)
 
     async def restarted_as(self, job_id: str) -> str | None:
+        """The job a restart of `job_id` made, once it is on the synchronous standby (I20)."""
         row = await self.db.fetch_one("jobs.restarted_as", {"id": job_id})
         return None if row is None else str(row["id"])
 

@@ -139,6 +139,7 @@ class RunStore:
                        params["channel"], params["agent"], params["actor"])  # fmt: skip
 
     async def by_idempotency_key(self, key: str) -> Created | None:
+        """The run made under `key`, once it is on the synchronous standby (I20: answered as made)."""
         row = await self.db.fetch_one("runs.by_idempotency_key", {"key": key})
         if row is None:
             return None
@@ -146,6 +147,7 @@ class RunStore:
                        row["channel"], row["agent"], row["made_by"])  # fmt: skip
 
     async def by_delegation_key(self, key: str) -> Created | None:
+        """The child made under `key`, once it is on the synchronous standby (I20: answered as made)."""
         row = await self.db.fetch_one("runs.by_delegation_key", {"key": key})
         return None if row is None else Created(str(row["id"]), str(row["status"]), False)
 
@@ -249,6 +251,7 @@ class RunStore:
         return [AskedApproval(row_as(Approval, r), str(r["agent"]), r["created_by"]) for r in rows]
 
     async def approval(self, approval_id: str) -> Approval | None:
+        """The request, once it is on the synchronous standby (I20: "decided already" is answered from it)."""
         row = await self.db.fetch_one("approvals.get", {"id": approval_id})
         return None if row is None else row_as(Approval, row)
 

@@ -76,7 +76,8 @@ class ScheduleStore:
         return now
 
     async def create(self, params: dict[str, object]) -> tuple[Schedule, bool]:
-        """The schedule, and whether this statement made it (False: its id named one made before)."""
+        """The schedule, and whether this statement made it (False: its id named one made before, returned
+        once it is on the synchronous standby, I20)."""
         row = await self.db.fetch_one("schedules.create", params)
         assert row is not None  # inserted, or the row that held the id
         return row_as(Schedule, row), bool(row["made"])

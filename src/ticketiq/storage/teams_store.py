@@ -93,7 +93,9 @@ class TeamsStore:
     ) -> tuple[Seen | None, str | None, int | None]:
         """Decide on one delivery and store it when `decide` says so, in one transaction: deliveries of
         the same content are decided one after another (an advisory lock on the hash), each seeing the
-        rows the ones before stored. Returns what was seen and the new row's id (None: not stored)."""
+        rows the ones before stored. Returns what was seen and the new row's id (None: not stored). I20: a row
+        found is made durable by the statement that found it, so this transaction's commit, which comes
+        before the return, waits for the synchronous standby."""
         async with self.db.transaction() as tx:
             await tx.fetch_one("teams.lock_content", {"content_hash": row.content_hash})
             found = await tx.fetch_one(

@@ -87,6 +87,7 @@ class TokenStore:
         return None if row is None else _token(row)
 
     async def get(self, name: str) -> StoredToken | None:
+        """The token, once it is on the synchronous standby (I20: "revoked already" is answered from it)."""
         row = await self.db.fetch_one("tokens.get", {"name": name})
         return None if row is None else _token(row)
 

@@ -148,9 +148,13 @@ class TriggerStore:
         async with self.db.transaction() as tx:
             if await tx.fetch_one("triggers.lock", {"name": name}) is None:
                 return False
-            if why := refusal([_state(r) for r in await tx.fetch_all("triggers.secrets_of", {"name": name})]):
-                raise why
-            await tx.fetch_one("triggers.retire_secret", {"name": name, "n": n, "actor": actor})
+            why = refusal([_state(r) for r in await tx.fetch_all("triggers.secrets_of", {"name": name})])
+            if why is None:
+                await tx.fetch_one("triggers.retire_secret", {"name": name, "n": n, "actor": actor})
+        # I20: a refusal ("retired already") is raised once the transaction that read it committed: its lock
+        # was a write, so that commit waited for the synchronous standby (a rollback waits for nothing).
+        if why is not None:
+            raise why
         return True
 
     # ----- deliveries --------------------------------------------------------------------------------
@@ -165,12 +169,13 @@ class TriggerStore:
         return Signing(float(rows[0]["now_s"]), rows[0]["agent"], secrets)
 
     async def delivery(self, name: str, delivery_id: str) -> str | None:
-        """The run a delivery started, once recorded."""
+        """The run a delivery started, once recorded; returned once it is on the synchronous standby (I20)."""
         row = await self.db.fetch_one("triggers.delivery", {"name": name, "delivery_id": delivery_id})
         return None if row is None else str(row["run_id"])
 
     async def record_delivery(self, name: str, delivery_id: str, run_id: str) -> str:
-        """Record the delivery's run; the run recorded first when it was recorded already."""
+        """Record the delivery's run; the run recorded first when it was recorded already (once it is on
+        the synchronous standby, I20)."""
         params = {"name": name, "delivery_id": delivery_id, "run_id": run_id}
         row = await self.db.fetch_one("triggers.record_delivery", params)
         if row is not None:
@@ -203,13 +208,15 @@ class TriggerStore:
     # ----- ticket events -----------------------------------------------------------------------------
 
     async def event_runs(self, event_id: str) -> list[EventRun]:
+        """The runs an event started, once they are on the synchronous standby (I20: not started again)."""
         rows = await self.db.fetch_all("triggers.ticket_event_runs", {"event_id": event_id})
         return [EventRun(r["event_id"], r["agent"], str(r["run_id"])) for r in rows]
 
     async def record_event_run(
         self, event_id: str, agent: str, run_id: str, webhook_event: str, issue_key: str, body_sha256: str
     ) -> str:
-        """Record the run an event started for an agent; the run recorded first when it was already."""
+        """Record the run an event started for an agent; the run recorded first when it was already (once
+        it is on the synchronous standby, I20)."""
         params = {"event_id": event_id, "agent": agent, "run_id": run_id, "webhook_event": webhook_event,
                   "issue_key": issue_key, "body_sha256": body_sha256}  # fmt: skip
         row = await self.db.fetch_one("triggers.record_ticket_event", params)

@@ -59,7 +59,10 @@ SELECT id, run_id, step, idx, tool, args, step_key, binding, status, decided_by,
   FROM decided
 
 -- name: get
-SELECT id, run_id, step, idx, tool, args, step_key, binding, status, decided_by, reason, created_at, decided_at
+-- Read when a decision matched nothing: "decided already" is answered from it, so it is made durable
+-- first (I20, migration 026).
+SELECT id, run_id, step, idx, tool, args, step_key, binding, status, decided_by, reason, created_at, decided_at,
+       durable() AS durable
   FROM approvals WHERE id = %(id)s
 
 -- name: list

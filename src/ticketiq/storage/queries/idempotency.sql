@@ -10,9 +10,11 @@ ON CONFLICT DO NOTHING
 RETURNING created_at
 
 -- name: get
--- The key's row, the database clock, and whether the process answering it still lives.
+-- The key's row, the database clock, and whether the process answering it still lives. Read after a
+-- claim found the key taken: its answer (replayed, or refused) rests on the row, so the row is made
+-- durable first (I20, migration 026).
 SELECT request_hash, state, status_code, response, holder, expires_at, now() AS now,
-       state = 'working' AND process_alive(holder) AS holder_alive
+       state = 'working' AND process_alive(holder) AS holder_alive, durable() AS durable
   FROM idempotency_keys
  WHERE scope = %(scope)s AND principal = %(principal)s AND key = %(key)s
 

@@ -7,7 +7,7 @@
 -- name: create
 -- A job made through the API (or a workflow run's route), with its audit row: who made it is the
 -- token's name. An id derived from a request's Idempotency-Key that names a job already made returns
--- that job (made, and audited, once).
+-- that job (made, and audited, once), made durable first (I20, migration 026).
 WITH made AS (
     INSERT INTO jobs (id, kind, params, resumable, created_by)
     VALUES (%(id)s, %(kind)s, %(params)s, %(resumable)s, %(by)s)
@@ -17,9 +17,9 @@ WITH made AS (
     INSERT INTO audit_log (action, actor, detail)
     SELECT 'job.created', %(by)s, jsonb_build_object('job_id', made.id, 'kind', made.kind) FROM made
 )
-SELECT * FROM made
+SELECT made.*, NULL::boolean AS durable FROM made
 UNION ALL
-SELECT * FROM jobs WHERE id = %(id)s AND NOT EXISTS (SELECT 1 FROM made)
+SELECT jobs.*, durable() FROM jobs WHERE id = %(id)s AND NOT EXISTS (SELECT 1 FROM made)
 
 -- name: claim
 -- The worker takes the oldest queued jobs, up to its free slots: each set running under a new attempt
@@ -122,7 +122,14 @@ WITH old AS (
 SELECT * FROM made
 
 -- name: restarted_as
-SELECT id FROM jobs WHERE restarted_from = %(id)s
+-- The job a restart made, read when a restart made nothing: a repeat of that restart is answered with
+-- it, so it is made durable first (I20, migration 026).
+SELECT id, durable() AS durable FROM jobs WHERE restarted_from = %(id)s
+
+-- name: found
+-- A job as a request that answers "done already" from it finds it (a cancel of a job cancelled
+-- before): durable first (I20, migration 026). Other reads of a job use `get`, which writes nothing.
+SELECT *, durable() AS durable FROM jobs WHERE id = %(id)s
 
 -- name: hand_back
 -- A process stopping cleanly hands back the jobs it ran, each under the attempt it held it by (I3), its

@@ -26,16 +26,19 @@ SELECT id, status FROM run
 
 -- name: by_idempotency_key
 -- The run made under a key, with what its maker checks before it takes the run as its own (I19,
--- run_keys.foreign): its channel, agent, token, and the actor its creation was audited by.
+-- run_keys.foreign): its channel, agent, token, and the actor its creation was audited by. Read after
+-- `create` found the key taken, and answered as "made already": durable first (I20, migration 026).
 SELECT r.id, r.status, r.request_hash, r.created_by, r.channel, r.agent,
        (SELECT a.actor FROM audit_log a
          WHERE a.run_id = r.id AND a.action = 'agent.run.created'
-         ORDER BY a.id LIMIT 1) AS made_by
+         ORDER BY a.id LIMIT 1) AS made_by,
+       durable() AS durable
   FROM runs r
  WHERE r.idempotency_key = %(key)s
 
 -- name: by_delegation_key
-SELECT id, status, answer, error FROM runs WHERE delegation_key = %(key)s
+-- The child a delegation made before (asked again by its key, I9): durable first (I20, migration 026).
+SELECT id, status, answer, error, durable() AS durable FROM runs WHERE delegation_key = %(key)s
 
 -- name: get
 SELECT r.id, r.agent, r.input, r.owner, r.tenant, r.channel, r.may_wait, r.correlation_id, r.parent_run_id,

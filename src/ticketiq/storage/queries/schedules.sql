@@ -8,7 +8,7 @@ SELECT now() AS now
 -- name: create
 -- A schedule made through the API, with its audit row (who made it is the token's name). An id derived
 -- from a request's Idempotency-Key that names a schedule already made returns that schedule, `made`
--- false (made, and audited, once; I19).
+-- false (made, and audited, once; I19), made durable first (I20, migration 026).
 WITH made AS (
     INSERT INTO schedules (id, agent, cron, timezone, input, next_fire_at, created_by)
     VALUES (%(id)s, %(agent)s, %(cron)s, %(timezone)s, %(input)s, %(next_fire_at)s, %(by)s)
@@ -21,9 +21,11 @@ WITH made AS (
                               'timezone', made.timezone)
       FROM made
 )
-SELECT id, name, agent, cron, timezone, input, next_fire_at, created_by, created_at, true AS made FROM made
+SELECT id, name, agent, cron, timezone, input, next_fire_at, created_by, created_at, true AS made,
+       NULL::boolean AS durable
+  FROM made
 UNION ALL
-SELECT id, name, agent, cron, timezone, input, next_fire_at, created_by, created_at, false
+SELECT id, name, agent, cron, timezone, input, next_fire_at, created_by, created_at, false, durable()
   FROM schedules
  WHERE id = %(id)s AND NOT EXISTS (SELECT 1 FROM made)
 

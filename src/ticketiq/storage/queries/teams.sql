@@ -6,13 +6,16 @@
 SELECT true AS locked FROM (SELECT pg_advisory_xact_lock(hashtextextended(%(content_hash)s, 7310))) l
 
 -- name: by_activity
-SELECT i.id, i.reason, r.id AS run_id
+-- The row a delivery of this activity stored before, and its turn's run: a redelivery is answered from
+-- them, so they are made durable first (I20, migration 026).
+SELECT i.id, i.reason, r.id AS run_id, durable() AS durable
   FROM teams_inbox i LEFT JOIN runs r ON r.idempotency_key = i.run_key
  WHERE i.conversation_id = %(conversation_id)s AND i.activity_id = %(activity_id)s
 
 -- name: same_content
--- The latest activity with this content received within the window, by the database clock.
-SELECT id, activity_id
+-- The latest activity with this content received within the window, by the database clock: the delivery
+-- is dropped as its duplicate, so it is made durable first (I20, migration 026).
+SELECT id, activity_id, durable() AS durable
   FROM teams_inbox
  WHERE content_hash = %(content_hash)s AND received_at > now() - make_interval(secs => %(window_s)s)
  ORDER BY received_at DESC

@@ -33,7 +33,9 @@ WITH token AS (
 SELECT name, role, agents, created_at, revoked_at FROM token
 
 -- name: get
-SELECT name, role, agents, created_at, revoked_at FROM api_tokens WHERE name = %(name)s
+-- Read when a revoke matched nothing: "revoked already" is answered from it, so it is made durable first
+-- (I20, migration 026).
+SELECT name, role, agents, created_at, revoked_at, durable() AS durable FROM api_tokens WHERE name = %(name)s
 
 -- name: list
 SELECT name, role, agents, created_at, revoked_at FROM api_tokens ORDER BY created_at, name

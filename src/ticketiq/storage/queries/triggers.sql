@@ -97,7 +97,11 @@ SELECT extract(epoch FROM now())::float8 AS now_s, t.agent, s.n, s.key_id, s.non
  ORDER BY s.n
 
 -- name: delivery
-SELECT run_id FROM trigger_deliveries WHERE trigger = %(name)s AND delivery_id = %(delivery_id)s
+-- The run a delivery started, once recorded: a redelivery is answered with it (I20: durable first,
+-- migration 026).
+SELECT run_id, durable() AS durable
+  FROM trigger_deliveries
+ WHERE trigger = %(name)s AND delivery_id = %(delivery_id)s
 
 -- name: record_delivery
 -- No row when the delivery was recorded already (a concurrent redelivery): read it with `delivery`.
@@ -125,13 +129,15 @@ DELETE FROM signed_requests s
  WHERE (s.source, s.digest) = (old.source, old.digest)
 
 -- name: ticket_event_runs
--- The runs an event started, by its identifier.
-SELECT event_id, agent, run_id FROM ticket_events
+-- The runs an event started, by its identifier: an agent found here is not started again (I20: durable
+-- first, migration 026).
+SELECT event_id, agent, run_id, durable() AS durable FROM ticket_events
  WHERE event_id = %(event_id)s
  ORDER BY received_at, agent
 
 -- name: ticket_event_run
-SELECT run_id FROM ticket_events WHERE event_id = %(event_id)s AND agent = %(agent)s
+-- The run an event started for an agent, read when recording it found it recorded (I20: durable first).
+SELECT run_id, durable() AS durable FROM ticket_events WHERE event_id = %(event_id)s AND agent = %(agent)s
 
 -- name: record_ticket_event
 -- No row when (event, agent) was recorded already: read it with `ticket_event_run`.
