@@ -185,6 +185,9 @@ def test_the_processes_live_and_ended(site: Console, page: Page) -> None:
     ended_table = page.locator("main table.grid").nth(1)
     ended = ended_table.locator("tbody tr", has=page.locator(f'td.num:text-is("{brief_pid}")'))
     expect(ended.locator(".badge")).to_have_text("stopped")
+    # The suite's Postgres has no standby: a commit is on it alone, and the page says so.
+    expect(page.locator("p.database .badge")).to_have_text("one copy")
+    expect(page.locator("p.database")).to_contain_text("ONE COPY: no standby")
     shot(page, "processes")
 
 

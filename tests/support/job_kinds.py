@@ -15,6 +15,7 @@ them too (for SIGKILL tests), through a `sitecustomize` module only that subproc
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import types
 from collections.abc import Mapping
@@ -126,4 +127,6 @@ def serving_with_test_kinds(folder: Path) -> dict[str, str]:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "sitecustomize.py").write_text("from tests.support import job_kinds\n\njob_kinds.install()\n")
     repository = Path(__file__).resolve().parents[2]
-    return {"PYTHONPATH": f"{folder}:{repository}"}
+    # A PYTHONPATH already set (a checkout's src run without installing it) stays after them.
+    inherited = os.environ.get("PYTHONPATH", "")
+    return {"PYTHONPATH": ":".join(p for p in (str(folder), str(repository), inherited) if p)}

@@ -194,7 +194,9 @@ def test_a_missing_mode_is_said_not_run() -> None:
     page = render(evidence())
     assert "Mode `vendor` was not run" in section(page, "### Mode `vendor`: not run")
     assert "| `vendor` | **not run** |" in page
-    assert judge(evidence()).not_run == ["kill trials, mode vendor", "kill trials, mode jobs"]
+    assert judge(evidence()).not_run == [
+        "kill trials, mode vendor", "kill trials, mode jobs", "kill trials, mode failover", "kill trials, mode stall"
+    ]  # fmt: skip
 
 
 def test_the_jobs_entry_is_mode_kill_with_every_trial_kind() -> None:

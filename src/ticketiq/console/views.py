@@ -82,6 +82,7 @@ def status_tone(status: str | None) -> str:
         "failed": "bad", "error": "bad", "rejected": "bad", "refused": "bad", "lost": "bad", "died": "bad",
         "stalled": "bad", "interrupted": "bad", "unknown": "bad",
         "stopped": "off", "cancelled": "off", "skipped": "off",
+        "synchronous": "ok", "one copy": "wait",  # the database's commits: on two servers, or on one
     }  # fmt: skip
     return tones.get(status or "", "idle")
 

@@ -86,7 +86,7 @@ class Sweeper:
         store = self.engine.deps.store
         if not self.settling():
             await self.claim("dead")
-        # Lapsed leases and lost jobs are claimed meanwhile: their holders gave them up (leader.retake),
+        # Lapsed leases and lost jobs are claimed meanwhile: their holders gave them up (the retake),
         # or let them lapse, whatever became of the holders.
         if await self.sweep_jobs():
             self.engine.wake_jobs()  # queued again: this process's worker looks at once
