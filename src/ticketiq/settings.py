@@ -154,7 +154,7 @@ class Settings:
     db_back_grace_s: float = _setting(
         1.0,
         "After the database came back (a failover, a restart), how long the leader waits before it judges "
-        "any process dead or any lease lapsed: every process re-takes its liveness mark meanwhile.",
+        "any process dead: every process re-takes its liveness mark meanwhile.",
     )
     liveness_poll_s: float = _setting(
         0.25,

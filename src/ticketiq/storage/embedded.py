@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ticketiq.errors import StorageError
+from ticketiq.storage.ports import ephemeral_floor, port_free
 from ticketiq.storage.postmaster import (
     Postmaster,
     Revival,
@@ -206,23 +207,13 @@ def kept_port(home: Path) -> int | None:
 
 
 def _port_in_use(port: int) -> bool:
-    """Whether another socket listens on 127.0.0.1:`port`. SO_REUSEADDR, as Postgres binds: a port
-    left in TIME_WAIT by the server's last life is free to it."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return True
-    return False
+    """Whether another socket listens on 127.0.0.1:`port`."""
+    return not port_free(port)
 
 
 def _choose_port() -> int:
     """A free port for a new data folder, below the ephemeral range when there is room."""
-    try:
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 0
+    low = ephemeral_floor()
     if low > PORT_FLOOR + 1000:
         for port in random.sample(range(PORT_FLOOR, low), 50):
             if not _port_in_use(port):

@@ -52,15 +52,14 @@ from ticketiq.storage.formation.processes import (
     Tree,
     binaries,
     current_user,
-    ephemeral_floor,
     is_pg_autoctl,
     make_traversable,
-    port_free,
     send,
     tree,
     wait_gone,
 )
 from ticketiq.storage.formation.synchrony import NodeState, NodeView, Process, Synchrony, Verdict, lag_bytes, verdict
+from ticketiq.storage.ports import ephemeral_floor, port_free
 
 PORT_FLOOR = 20000  # as the embedded server: below the ephemeral range, so no port 0 is handed ours
 CREATE_TIMEOUT_S = 120.0  # a node is made from a base backup of the primary: seconds here

@@ -22,7 +22,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import time
@@ -71,24 +70,6 @@ def binaries() -> tuple[str, Path]:
     if pg_autoctl is None or bin_dir is None or not (bin_dir / "pg_ctl").exists():
         raise FormationError(MISSING)
     return pg_autoctl, bin_dir
-
-
-def port_free(port: int) -> bool:
-    """Whether 127.0.0.1:`port` can be bound (SO_REUSEADDR, as Postgres binds it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def ephemeral_floor() -> int:
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
 
 
 @dataclass(frozen=True)
