@@ -152,7 +152,7 @@ class Settings:
         "about to lapse.",
     )
     db_back_grace_s: float = _setting(
-        1.0,
+        3.0,
         "After the database came back (a failover, a restart), how long the leader waits before it judges "
         "any process dead: every process re-takes its liveness mark meanwhile.",
     )

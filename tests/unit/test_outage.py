@@ -59,3 +59,18 @@ def test_a_commit_has_two_copies_only_while_a_synchronous_standby_streams() -> N
     assert named_gone.copies == 1 and "commits wait for it" in named_gone.says
     local = synchrony("ANY 1 (s)", "local", streaming=1, synchronous=1)  # commits do not wait for it
     assert local.copies == 1 and "asynchronously" in local.says
+
+
+def test_the_host_that_last_took_a_connection_is_tried_first() -> None:
+    from ticketiq.storage.hosts import preferring
+
+    url = "host=127.0.0.1,127.0.0.1 port=5001,5002 dbname=ticketiq target_session_attrs=read-write"
+    moved = preferring(url, "127.0.0.1", "5002")
+    assert "port=5002,5001" in moved and "target_session_attrs=read-write" in moved
+    assert preferring(url, "127.0.0.1", "5001") == preferring(url, "127.0.0.1", "5001")  # first already
+    assert "port=5001,5002" in preferring(url, "127.0.0.1", "5001")
+    assert preferring(url, "10.0.0.9", "5002") == url  # not one of its hosts
+    single = "host=127.0.0.1 port=5001 dbname=ticketiq"
+    assert preferring(single, "127.0.0.1", "5001") == single
+    shared = preferring("host=a,b port=5432 dbname=x", "b", "5432")
+    assert "host=b,a" in shared and "port=5432,5432" in shared

@@ -36,7 +36,7 @@ from psycopg_pool.base import AttemptWithBackoff
 from ticketiq import stall
 from ticketiq.errors import StorageError
 from ticketiq.settings import Settings
-from ticketiq.storage import embedded
+from ticketiq.storage import embedded, hosts
 from ticketiq.storage.outage import BACKOFF_CAP_S, BACKOFF_FIRST_S, Outage
 from ticketiq.storage.queries import QUERIES
 
@@ -62,6 +62,13 @@ class Connection(psycopg.AsyncConnection[Row]):
 
     async def cancel_safe(self, *, timeout: float = 30.0) -> None:  # noqa: ASYNC109 (its signature)
         shut_down(self)
+
+    @classmethod
+    async def connect(cls, conninfo: str = "", **kwargs: Any) -> Connection:
+        """Every connection, pooled or dedicated, tries the server that last took one first (hosts.py)."""
+        conn = await super().connect(hosts.ordered(conninfo), **kwargs)
+        hosts.took(conn.info.host, conn.info.port)
+        return conn
 
 
 def shut_down(conn: Connection) -> None:
