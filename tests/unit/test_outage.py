@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import psycopg
+import pytest
 
 from ticketiq.errors import StorageError
 from ticketiq.storage.outage import BACKOFF_CAP_S, BACKOFF_FIRST_S, Outage, backoff_s, server_gone
@@ -74,3 +75,32 @@ def test_the_host_that_last_took_a_connection_is_tried_first() -> None:
     assert preferring(single, "127.0.0.1", "5001") == single
     shared = preferring("host=a,b port=5432 dbname=x", "b", "5432")
     assert "host=b,a" in shared and "port=5432,5432" in shared
+
+
+async def test_a_host_that_does_not_answer_is_raced_after_its_head_start() -> None:
+    import asyncio
+    import time
+
+    from ticketiq.storage import hosts
+
+    closed: list[str] = []
+
+    async def connect(conninfo: str) -> str:
+        if "port=1" in conninfo:
+            await asyncio.sleep(5)  # frozen: it would answer only at its connect timeout
+        if "port=3" in conninfo:
+            raise OSError("refused")
+        return conninfo
+
+    async def close(conn: str) -> None:
+        closed.append(conn)
+
+    attempts = hosts.split("host=a,b,c port=1,2,3 dbname=x")
+    assert [("port=1" in a, "host=b" in a) for a in attempts] == [(True, False), (False, True), (False, False)]
+    began = time.monotonic()
+    won = await hosts.first_of(attempts, connect, close)
+    assert "host=b" in won and time.monotonic() - began < 1.0  # after the head start, not the timeout
+    assert closed == []  # the frozen one was cancelled before it connected
+    with pytest.raises(OSError, match="refused"):
+        await hosts.first_of([attempts[2]], connect, close)
+    assert hosts.split("host=a port=1") == ["host=a port=1"]

@@ -65,8 +65,16 @@ class Connection(psycopg.AsyncConnection[Row]):
 
     @classmethod
     async def connect(cls, conninfo: str = "", **kwargs: Any) -> Connection:
-        """Every connection, pooled or dedicated, tries the server that last took one first (hosts.py)."""
-        conn = await super().connect(hosts.ordered(conninfo), **kwargs)
+        """Every connection, pooled or dedicated, tries the server that last took one first, and the
+        others beside it after a head start (hosts.py)."""
+
+        async def one(single: str) -> Connection:
+            return await super(Connection, cls).connect(single, **kwargs)
+
+        async def close(conn: Connection) -> None:
+            await conn.close()
+
+        conn = await hosts.first_of(hosts.split(hosts.ordered(conninfo)), one, close)
         hosts.took(conn.info.host, conn.info.port)
         return conn
 

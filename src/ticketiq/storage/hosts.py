@@ -1,20 +1,28 @@
-"""Which server of a multi-host URL a process connects to first: the one that last took its writes.
+"""Which server of a multi-host URL a process connects to, and how: the one that last took its writes
+first, the others raced against it after a head start.
 
 libpq (and psycopg's async connect) tries the hosts of `host=a,b` in turn, each for up to the connect
 timeout (never under 2 s), and keeps the first that takes writes (`target_session_attrs=read-write`). A
 primary that was killed refuses at once, but one that froze (a stalled machine) accepts the TCP
 connection and answers nothing: every new connection would wait out the timeout on it before trying the
 next host, and a pool refilling twenty connections three at a time would spend seconds on it after each
-failover. So every connection of the process puts the host that last served one first; the first to
-find the new primary moves it to the front for all the others.
+failover. So every connection of the process tries the host that last served one first, and when it has
+not answered within HEAD_START_S the next host is tried beside it (as Happy Eyeballs does for IPv6 and
+IPv4): the first to take the connection wins, the others are closed. The first connection to find the
+new primary moves it to the front for all the others.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+HEAD_START_S = 0.25
+T = TypeVar("T")
 _last: tuple[str, str] | None = None  # (host, port) that last took a connection of this process
 
 
@@ -49,3 +57,55 @@ def took(host: str, port: int | str) -> None:
     """A connection was made to `host:port`: the next ones try it first."""
     global _last
     _last = (host, str(port))
+
+
+def split(conninfo: str) -> list[str]:
+    """One conninfo per host of a multi-host `conninfo`, in its order (itself when it names one host)."""
+    params: dict[str, Any] = conninfo_to_dict(conninfo)
+    hosts = str(params.get("host") or "").split(",")
+    if len(hosts) < 2:
+        return [conninfo]
+    ports = str(params.get("port") or "").split(",")
+    if len(ports) == 1:
+        ports = ports * len(hosts)
+    addrs = str(params["hostaddr"]).split(",") if params.get("hostaddr") else None
+    out = []
+    for i, host in enumerate(hosts):
+        one = {**params, "host": host, "port": ports[i] if i < len(ports) else ports[-1]}
+        if addrs is not None and len(addrs) == len(hosts):
+            one["hostaddr"] = addrs[i]
+        out.append(make_conninfo("", **one))
+    return out
+
+
+async def first_of(
+    attempts: list[str], connect: Callable[[str], Awaitable[T]], close: Callable[[T], Awaitable[None]]
+) -> T:
+    """The first of `attempts` to connect, each started HEAD_START_S after the one before unless that one
+    failed sooner; the others are cancelled, or closed if they connected too. Every attempt failed: the
+    last one's error, the others' chained."""
+    pending: dict[asyncio.Task[T], str] = {}
+    errors: list[BaseException] = []
+    queue = list(attempts)
+    winner: T | None = None
+    try:
+        while queue or pending:
+            if queue:
+                task = asyncio.ensure_future(connect(queue.pop(0)))
+                pending[task] = ""
+            done, _ = await asyncio.wait(pending, timeout=HEAD_START_S if queue else None,
+                                         return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+            for task in done:
+                del pending[task]
+                if task.exception() is None:
+                    winner = task.result()
+                    return winner
+                errors.append(task.exception())  # type: ignore[arg-type]
+        raise errors[-1]
+    finally:
+        for task in pending:
+            task.cancel()
+        for task in pending:
+            with contextlib.suppress(BaseException):
+                late = await task
+                await close(late)
