@@ -104,3 +104,29 @@ async def test_a_host_that_does_not_answer_is_raced_after_its_head_start() -> No
     with pytest.raises(OSError, match="refused"):
         await hosts.first_of([attempts[2]], connect, close)
     assert hosts.split("host=a port=1") == ["host=a port=1"]
+
+
+async def test_a_host_that_fails_beside_a_frozen_one_is_tried_again_until_it_takes_the_connection() -> None:
+    import asyncio
+    import time
+
+    from ticketiq.storage import hosts
+
+    tries = {"b": 0}
+
+    async def connect(conninfo: str) -> str:
+        if "host=a" in conninfo:
+            await asyncio.sleep(2.0)  # frozen until its connect timeout
+            raise OSError("connection timeout expired")
+        tries["b"] += 1
+        if tries["b"] < 3:
+            raise OSError("session is read-only")  # the standby, not yet promoted
+        return conninfo
+
+    async def close(conn: str) -> None:
+        return None
+
+    began = time.monotonic()
+    won = await hosts.first_of(hosts.split("host=a,b port=1,2 dbname=x"), connect, close)
+    assert "host=b" in won and tries["b"] == 3
+    assert time.monotonic() - began < 1.5  # not after the frozen host's timeout

@@ -82,25 +82,39 @@ async def first_of(
     attempts: list[str], connect: Callable[[str], Awaitable[T]], close: Callable[[T], Awaitable[None]]
 ) -> T:
     """The first of `attempts` to connect, each started HEAD_START_S after the one before unless that one
-    failed sooner; the others are cancelled, or closed if they connected too. Every attempt failed: the
-    last one's error, the others' chained."""
+    failed sooner. One that fails while a slower one still runs is tried again every HEAD_START_S (a
+    standby being promoted beside a frozen old primary takes writes within a quarter second of it, not
+    after the frozen one's connect timeout). The others are cancelled, or closed if they connected too.
+    Every attempt failed: the last error."""
+    loop = asyncio.get_running_loop()
     pending: dict[asyncio.Task[T], str] = {}
     errors: list[BaseException] = []
-    queue = list(attempts)
-    winner: T | None = None
+    waiting = list(attempts)  # not started yet, in order
+    again: list[tuple[float, str]] = []  # failed beside a slower one: tried again at this time
+    next_start = loop.time()
     try:
-        while queue or pending:
-            if queue:
-                task = asyncio.ensure_future(connect(queue.pop(0)))
-                pending[task] = ""
-            done, _ = await asyncio.wait(pending, timeout=HEAD_START_S if queue else None,
-                                         return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+        while waiting or pending:
+            now = loop.time()
+            if waiting and (now >= next_start or not pending):
+                first = waiting.pop(0)
+                pending[asyncio.ensure_future(connect(first))] = first
+                next_start = now + HEAD_START_S
+            for entry in [e for e in again if e[0] <= now]:
+                again.remove(entry)
+                pending[asyncio.ensure_future(connect(entry[1]))] = entry[1]
+            wakes = ([next_start] if waiting else []) + [at for at, _ in again]
+            timeout = max(0.0, min(wakes) - loop.time()) if wakes else None
+            done, _ = await asyncio.wait(pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
-                del pending[task]
-                if task.exception() is None:
-                    winner = task.result()
-                    return winner
-                errors.append(task.exception())  # type: ignore[arg-type]
+                conninfo = pending.pop(task)
+                failure = task.exception()
+                if failure is None:
+                    return task.result()
+                errors.append(failure)
+                if pending or waiting:
+                    again.append((loop.time() + HEAD_START_S, conninfo))
+            if not pending and not waiting:
+                break
         raise errors[-1]
     finally:
         for task in pending:
