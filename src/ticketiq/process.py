@@ -181,6 +181,7 @@ class AppProcess:
                 tries += 1
                 continue
             if kept:
+                await self._fresh_pool()
                 self.db.outage.answered()
                 self.liveness.start()
                 self.engine.admitted.set()
@@ -201,12 +202,23 @@ class AppProcess:
                 await asyncio.sleep(backoff_s(tries))
                 tries += 1
                 continue
+            await self._fresh_pool()
             self.keeper.holder = holder
             self.engine.deps.holder = holder
             self.liveness.start()
             self.engine.admitted.set()
             log.warning("process %s continues as %s", old, holder)
             return
+
+    async def _fresh_pool(self) -> None:
+        """The mark is back: every pooled connection is replaced. One made before the mark went may lead
+        to a server that froze and was then demoted (a stall of the old primary): woken, it would hold a
+        statement until its demotion. The new ones go first to the server the mark was taken on (hosts.py);
+        one in use now is closed when it comes back."""
+        try:
+            await self.db.pool.drain()
+        except Exception as exc:
+            log.error("could not replace the pool's connections (%s); they are replaced as they fail", exc)
 
     async def _step_down(self) -> None:
         """Wait, for a while, until the old identity's drivers stopped and the elector stepped down."""
