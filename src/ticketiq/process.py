@@ -155,6 +155,7 @@ class AppProcess:
         down), admit no run until a new identity holds its own mark, and come back as it (I4: a fresh
         identity holds nothing)."""
         self.engine.admitted.clear()
+        self.engine.marks_lost += 1
         self.keeper.lose_all(why)
         if self._stopping or (self._reincarnation is not None and not self._reincarnation.done()):
             return  # stopping anyway, or already coming back

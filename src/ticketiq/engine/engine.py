@@ -82,6 +82,7 @@ class Engine:
         # Set while the process holds a liveness mark under its current identity.
         self.admitted = asyncio.Event()
         self.admitted.set()
+        self.marks_lost = 0  # how often this process's liveness mark went (each loss loses every lease)
         # Told when the leader's sweep queued jobs again: the process's job worker looks at once.
         self.wake_jobs: Callable[[], None] = _nothing
         # Wakes followers of a run when its status changes (set by the process; None: they poll).

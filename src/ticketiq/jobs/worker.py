@@ -87,15 +87,19 @@ class JobWorker:
         free = free_slots(self.settings.job_concurrency, len(self.slots), self.engine.admitted.is_set(), self.stopping)
         if free == 0:
             return 0
-        holder = deps.holder
+        holder, marks = deps.holder, self.engine.marks_lost
         sent_at = time.monotonic()
         claimed = await self.store.claim(holder, self.settings.lease_ttl_s, free)
-        if claimed and (deps.holder != holder or not self.engine.admitted.is_set() or self.stopping):
-            # Our liveness mark was lost or we began to stop while the claim was out: they go back
-            # unstarted (fenced by the claim's attempt), or, should that fail, the sweep takes them.
+        lost_meanwhile = deps.holder != holder or self.engine.marks_lost != marks
+        if claimed and (lost_meanwhile or not self.engine.admitted.is_set() or self.stopping):
+            # Our liveness mark was lost (even if since taken again under the same identity: the claim's
+            # lease deadline runs from before the loss) or we began to stop while the claim was out: they
+            # go back unstarted (fenced by the claim's attempt), or, should that fail, the sweep takes them.
             back = await self.store.unclaim([(row.id, row.attempt) for row in claimed])
             log.warning("claimed %d jobs as %s while it stopped or lost its mark; %d queued again", len(claimed),
                         holder, back)  # fmt: skip
+            if lost_meanwhile and not self.stopping:
+                self.wake()  # claimed again at once, under a deadline that runs from now
             return 0
         for row in claimed:
             self._launch(row, holder, sent_at)
