@@ -65,7 +65,7 @@ test: lint types haproxy chromium pg-auto-failover
 	# The smoke fixes its kill times (a seed whose events land 0.2-4 s in, mostly while runs are in flight):
 	# with 3 rounds a random draw of late kills can leave fewer than half the trials caught, which says
 	# nothing about the engine. The random draws are `make kill-trials` and `make evidence`.
-	LIYAGENT_KILL_TRIALS=3 LIYAGENT_KILL_SEED=407395787 $(BIN)/python -m pytest tests/unit/test_kill_trials.py -q -p no:randomly
+	LIYAGENT_KILL_TRIALS=3 LIYAGENT_KILL_SEED=407395787 LIYAGENT_KILL_RESULTS=$(VENV)/kill-smoke $(BIN)/python -m pytest tests/unit/test_kill_trials.py -q -p no:randomly
 
 # The README's console screenshots (docs/console/*.png), taken by the browser the tests drive.
 screenshots: $(STAMP) chromium
