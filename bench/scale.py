@@ -3,6 +3,7 @@ with a million finished runs, and how a killed process's runs spread over the su
 
     .venv/bin/python bench/scale.py [--runs 400] [--processes 1,2,4] [--finished 1000000]
                                     [--killed-runs 20] [--sweep-calls 50] [--json PATH]
+                                    [--parts throughput,sweep,spread] [--profile DIR]
 
 Everything runs for real: an embedded Postgres (its own, in a temporary home), the stand-ins and
 `ticketiq serve` processes as subprocesses. It prints figures and asserts none.
@@ -11,7 +12,10 @@ Everything runs for real: an embedded Postgres (its own, in a temporary home), t
    the stand-ins with model latency 0 (`--model-latency-ms 0`). `--runs` runs of the `reader` agent
    (three read-only steps, each one checkpoint statement, then the answer) are submitted at once,
    spread round-robin over the processes' APIs, and driven to their end. Runs/s is runs over the time
-   from the first submit to the last `finished_at` (database clock).
+   from the first submit to the last `finished_at` (database clock). Per run: the app processes' CPU
+   (ms), statements and commits. With `--profile DIR`, py-spy samples the one process of the 1-process
+   case from outside (it does not pause it) and the top ten functions by own time are printed
+   (`profile_app.py`); its raw stacks are kept in DIR.
 2. Statements. The database's committed transactions (`pg_stat_database.xact_commit`) and statements
    (`pg_stat_statements` calls, top level) during that time, per second; the bench's own polling is
    subtracted. A backend reports its transactions up to 10 s late (PGSTAT_IDLE_INTERVAL), so commits
@@ -54,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -76,6 +81,7 @@ from psycopg.types.json import Jsonb
 
 import run_list_timing
 from history import fill
+from profile_app import Sampler, print_summary, summary
 from ticketiq.launch import Child, start_serve, start_standins
 from ticketiq.storage import embedded
 from ticketiq.storage.migrate import migrate
@@ -274,7 +280,9 @@ def limit_words(cpu: dict[str, Any]) -> str:
     return f"no CPU saturates ({cpu['busy_cores']:.2f} of {cores} cores busy: {shares}): waits bound it"
 
 
-def throughput(server: embedded.EmbeddedServer, folder: Path, standins: Child, n: int, runs: int) -> dict[str, Any]:
+def throughput(
+    server: embedded.EmbeddedServer, folder: Path, standins: Child, n: int, runs: int, profile: Path | None = None
+) -> dict[str, Any]:
     dbname = f"scale_p{n}"
     create_database(server.url(), dbname)
     url = server.url(dbname)
@@ -304,9 +312,13 @@ def throughput(server: embedded.EmbeddedServer, folder: Path, standins: Child, n
         st0, client0 = cpu_s(standins.pid), client_cpu_s()
         started = rows(url, "SELECT clock_timestamp() AS t")[0]["t"]
         wall0 = time.monotonic()
-        ids = asyncio.run(submit(bases, token, [f"Read OPS-{1000 + i}" for i in range(runs)], "reader"))
-        polls, failed = wait_done(url, ids, 600)
-        wall = time.monotonic() - wall0
+        with contextlib.ExitStack() as sampling:
+            sampler = None
+            if profile is not None and n == 1:
+                sampler = sampling.enter_context(Sampler(apps[0].pid, profile / f"scale-p{n}.raw"))
+            ids = asyncio.run(submit(bases, token, [f"Read OPS-{1000 + i}" for i in range(runs)], "reader"))
+            polls, failed = wait_done(url, ids, 600)
+            wall = time.monotonic() - wall0
         pg1, apps1 = postgres_cpu_s(postmaster), [cpu_s(a.pid) for a in apps]
         st1, client1 = cpu_s(standins.pid), client_cpu_s()
         calls1 = counters(url, dbname)[1]  # pg_stat_statements counts at once
@@ -333,11 +345,15 @@ def throughput(server: embedded.EmbeddedServer, folder: Path, standins: Child, n
         "commits_per_s": round((commits1 - commits0 - own - 6) / seconds, 1),
         "statements_per_s": round((calls1 - calls0 - own) / seconds, 1),
         "statements_per_run": round((calls1 - calls0 - own) / runs, 1),
+        "commits_per_run": round((commits1 - commits0 - own - 6) / runs, 1),
+        "app_cpu_ms_per_run": round(1000 * sum(per_app) / runs, 2),
         "cpu": cpu, "limit": limit_words(cpu), "busiest_statements": busiest(each0, each1, runs),
     }  # fmt: skip
     print(f"  {n} process(es): {runs} runs in {seconds:.2f} s = {figures['runs_per_s']} runs/s, "
           f"{figures['commits_per_s']} commits/s, {figures['statements_per_s']} statements/s "
           f"({figures['statements_per_run']} a run){', FAILED ' + str(failed) if failed else ''}")  # fmt: skip
+    print(f"    a run: {figures['app_cpu_ms_per_run']} ms of app CPU, {figures['statements_per_run']} statements, "
+          f"{figures['commits_per_run']} commits; {runs / sum(per_app):.1f} runs per app CPU second")  # fmt: skip
     print(
         f"    CPU over {wall:.2f} s: Postgres {cpu['postgres_s']} s, apps {cpu['apps_s']} s {cpu['apps']}, "
         f"stand-ins {cpu['standins_s']} s, client {cpu['client_s']} s: {cpu['busy_cores']} of {cpu['cores']} cores"
@@ -345,6 +361,10 @@ def throughput(server: embedded.EmbeddedServer, folder: Path, standins: Child, n
     print(f"    limit: {figures['limit']}")
     for st in figures["busiest_statements"]:
         print(f"      {st['per_run']:5.2f} a run: {st['statement']}")
+    if sampler is not None:
+        found = summary(sampler.stacks())
+        print_summary(found)
+        figures["profile"] = {"samples": found.samples, "functions": found.functions, "packages": found.packages}
     return figures
 
 
@@ -509,7 +529,10 @@ def main() -> None:
     parser.add_argument("--killed-runs", type=int, default=20, help="runs in flight on the process killed")
     parser.add_argument("--sweep-calls", type=int, default=50, help="round trips per sweep statement timed")
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
+    parser.add_argument("--parts", default="throughput,sweep,spread", help="which parts run, comma separated")
+    parser.add_argument("--profile", type=Path, help="py-spy the 1-process case; raw stacks kept in this folder")
     args = parser.parse_args()
+    parts = {x.strip() for x in args.parts.split(",")}
     counts = [int(x) for x in args.processes.split(",") if x.strip()]
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="ticketiq-scale-") as tmp:
@@ -522,16 +545,20 @@ def main() -> None:
             create_database(server.url(), "scale_standins")
             standins = start_standins({**os.environ, "TICKETIQ_DATABASE_URL": server.url("scale_standins")},
                                       folder, "--model-latency-ms", "0")  # fmt: skip
-            print(f"1-3. throughput of the reader agent, {args.runs} runs submitted at once, model latency 0:")
-            figures["throughput"] = [throughput(server, folder, standins, n, args.runs) for n in counts]
+            if "throughput" in parts:
+                print(f"1-3. throughput of the reader agent, {args.runs} runs submitted at once, model latency 0:")
+                figures["throughput"] = [throughput(server, folder, standins, n, args.runs, args.profile)
+                                         for n in counts]  # fmt: skip
             standins.stop()
             standins = None
-            print(f"4. the leader's sweep statements, median of {args.sweep_calls} round trips (ms):")
-            figures["sweep"] = asyncio.run(sweep(server, args.finished, args.sweep_calls))
-            figures["sweep_grows"] = grows(figures["sweep"])
-            print(f"    grows with the finished runs: {figures['sweep_grows'] or 'none'}")
-            print("5. the spread, three processes up:")
-            figures["spread"] = spread(server, folder, args.killed_runs)
+            if "sweep" in parts:
+                print(f"4. the leader's sweep statements, median of {args.sweep_calls} round trips (ms):")
+                figures["sweep"] = asyncio.run(sweep(server, args.finished, args.sweep_calls))
+                figures["sweep_grows"] = grows(figures["sweep"])
+                print(f"    grows with the finished runs: {figures['sweep_grows'] or 'none'}")
+            if "spread" in parts:
+                print("5. the spread, three processes up:")
+                figures["spread"] = spread(server, folder, args.killed_runs)
         finally:
             if standins is not None:
                 standins.stop()

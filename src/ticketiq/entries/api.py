@@ -20,7 +20,7 @@ from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from ticketiq import console, stall
+from ticketiq import console, runtime, stall
 from ticketiq.auth import tokens
 from ticketiq.auth.tokens import Permission, Principal
 from ticketiq.engine import run_keys
@@ -101,9 +101,12 @@ def field_error(status: int, field: str, message: str) -> JSONResponse:
     return JSONResponse({"detail": [{"loc": field.split("."), "msg": message}]}, status_code=status)
 
 
-def create_app(settings: Settings, process: AppProcess | None = None, *, watch_stalls: bool = False) -> FastAPI:
+def create_app(
+    settings: Settings, process: AppProcess | None = None, *, watch_stalls: bool = False, freeze_start_up: bool = False
+) -> FastAPI:
     """The app; with no process given, its lifespan starts one (and stops it). `watch_stalls` (`ticketiq
-    serve`): a process stalled past its leases stops at its next statement or request (`stall.py`)."""
+    serve`): a process stalled past its leases stops at its next statement or request (`stall.py`).
+    `freeze_start_up` (`ticketiq serve`, one app a process): what start-up made is never collected."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -115,6 +118,8 @@ def create_app(settings: Settings, process: AppProcess | None = None, *, watch_s
             app.state.process = process or await AppProcess.start(settings)
             app.state.tokens = TokenStore(app.state.process.db)
             a2a.start(app)
+            if freeze_start_up:
+                runtime.freeze_start_up()
             try:
                 yield
             finally:
