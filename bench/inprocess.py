@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from openai.types.chat import ChatCompletion
 
 from ticketiq.model.client import ModelReply, reply_from_completion
 from ticketiq.standins.model import ScriptedModel, completion
@@ -44,7 +43,7 @@ class InProcessModel:
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
         answer = self.scripted.reply(model, messages)
-        reply = reply_from_completion(ChatCompletion.model_validate(completion(model, messages, answer)), 0.0)
+        reply = reply_from_completion(completion(model, messages, answer), model, 0.0)
         ended = time.perf_counter()
         self.clock.model_s += ended - started
         self.clock.model_calls.append((started, ended))

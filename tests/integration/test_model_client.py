@@ -13,16 +13,17 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
-from typing import Any
+from typing import Any, cast
 
 import httpx
+import httpx2
+import openai
 import pytest
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from hypothesis import given
 from hypothesis import strategies as st
-from openai.types.chat import ChatCompletion
 
 from ticketiq.errors import ModelError
 from ticketiq.model import ModelClient, ModelReply
@@ -35,14 +36,24 @@ from ticketiq.model.client import (
 )
 from ticketiq.settings import Settings
 from ticketiq.standins.model import LATENCY_HEADER, create_router
+from ticketiq.user_agent import user_agent
 
 API_KEY = "sk-test-4f1c9e0b7d2a4e6f8a1b3c5d7e9f0a2b"
 PROVIDER_ID = re.compile(r"^call_[0-9A-Za-z]{24}$")
 
 
 @dataclass(frozen=True)
+class Sent:
+    """A request as the server received it."""
+
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass(frozen=True)
 class Standin:
     root: str  # http://127.0.0.1:<port>
+    sent: list[Sent]  # what /capture/v1 received, oldest first
 
     @property
     def base_url(self) -> str:
@@ -68,9 +79,47 @@ class Standin:
             return remaining
 
 
-def _app(latency_ms: int, position_ids: bool) -> FastAPI:
+def _completion(model: str, message: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10},
+    }
+
+
+def _app(latency_ms: int, position_ids: bool, sent: list[Sent]) -> FastAPI:
     app = FastAPI()
     app.include_router(create_router(latency_ms, position_ids))
+
+    # An endpoint that keeps each request as it came, answers the first `refuse` of them with a 500
+    # and the others with a short text.
+    refuse = [0]
+
+    @app.post("/capture/v1/chat/completions")
+    async def capture(request: Request) -> JSONResponse:
+        body = await request.body()
+        sent.append(Sent(dict(request.headers), body))
+        if refuse[0] > 0:
+            refuse[0] -= 1
+            return JSONResponse({"error": {"message": "try again"}}, status_code=500)
+        return JSONResponse(_completion(json.loads(body)["model"], {"role": "assistant", "content": "noted"}))
+
+    @app.post("/capture/refuse")
+    async def arrange_refusals(count: int) -> None:
+        refuse[0] = count
+
+    # Endpoints that answer 200 with JSON that is no chat completion, or one that nests too deep.
+    @app.post("/not-a-completion/v1/chat/completions")
+    async def not_a_completion() -> JSONResponse:
+        return JSONResponse({"object": "list", "data": []})
+
+    @app.post("/deep/v1/chat/completions")
+    async def deep() -> PlainTextResponse:
+        nested = "[" * 5000 + "]" * 5000
+        return PlainTextResponse('{"choices": ' + nested + "}", media_type="application/json")
 
     # An endpoint that refuses the key and echoes it back, as OpenAI's 401 does.
     @app.post("/echo-key/v1/chat/completions")
@@ -92,8 +141,9 @@ async def standin(latency_ms: int = 0, position_ids: bool = False) -> AsyncItera
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
+    sent: list[Sent] = []
     config = uvicorn.Config(
-        _app(latency_ms, position_ids),
+        _app(latency_ms, position_ids, sent),
         log_level="warning",
         lifespan="off",
         ws="none",
@@ -106,7 +156,7 @@ async def standin(latency_ms: int = 0, position_ids: bool = False) -> AsyncItera
             if task.done():
                 task.result()  # raises what stopped it
             await asyncio.sleep(0.01)
-        yield Standin(f"http://127.0.0.1:{port}")
+        yield Standin(f"http://127.0.0.1:{port}", sent)
     finally:
         server.should_exit = True
         await task
@@ -114,7 +164,9 @@ async def standin(latency_ms: int = 0, position_ids: bool = False) -> AsyncItera
 
 
 @asynccontextmanager
-async def model_client(settings: Settings, http: httpx.AsyncClient | None = None) -> AsyncIterator[ModelClient]:
+async def model_client(
+    settings: Settings, http: httpx.AsyncClient | httpx2.AsyncClient | None = None
+) -> AsyncIterator[ModelClient]:
     client = ModelClient(settings, http=http)
     try:
         yield client
@@ -286,6 +338,103 @@ async def test_a_body_that_is_not_a_completion_is_a_model_error() -> None:
                 await client.complete(model="triage", messages=user("OPS-4"), tools=[])
 
 
+# A conversation as the engine sends it: text that is not ASCII and holds control characters, tool calls
+# and their JSON results, and tools whose schemas nest.
+CONVERSATION: list[dict[str, Any]] = [
+    {"role": "system", "content": "You are an operations agent. Antworte kurz: Größe ✓ 😀"},
+    {"role": "user", "content": "Checkout fails for OPS-123\n\ttab \x01 \u2028 </script>"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "jira_get_issue", "arguments": '{"k": 1}'}}
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_1", "content": json.dumps({"key": "OPS-123", "n": [1, 2.5, None]})},
+]
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": f"tool_{n}",
+            "description": "Reads an issue.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "issue_key": {"type": "string"},
+                    "fields": {"type": "array", "items": {"type": "string"}},
+                },
+                "required": ["issue_key"],
+                "additionalProperties": False,
+            },
+        },
+    }
+    for n in range(3)
+]
+
+
+def shared_http(library: str, **kwargs: Any) -> httpx.AsyncClient | httpx2.AsyncClient:
+    return httpx.AsyncClient(**kwargs) if library == "httpx" else httpx2.AsyncClient(**kwargs)
+
+
+@pytest.mark.parametrize("library", [None, "httpx", "httpx2"])
+async def test_body_and_headers_are_what_the_openai_client_sends(library: str | None) -> None:
+    # The openai package's own create, through the same client to the same endpoint, is the reference.
+    http = shared_http(library, headers={"X-Shared": "yes"}) if library else None
+    async with standin() as server:
+        settings = server.settings(model_base_url=server.root + "/capture/v1")
+        async with model_client(settings, http=http) as client:
+            for tools in (TOOLS, []):
+                await client._openai.chat.completions.create(
+                    model="triage", messages=cast(Any, CONVERSATION), tools=cast(Any, tools) if tools else openai.omit
+                )
+                reply = await client.complete(model="triage", messages=CONVERSATION, tools=tools)
+                assert reply.text == "noted"
+        if http is not None:
+            assert not http.is_closed
+            await http.aclose()
+    sdk, ours, sdk_bare, ours_bare = server.sent
+    assert ours.body == sdk.body
+    assert ours.headers == sdk.headers
+    assert ours_bare.body == sdk_bare.body
+    assert ours_bare.headers == sdk_bare.headers
+    assert json.loads(ours.body) == {"model": "triage", "messages": CONVERSATION, "tools": TOOLS}
+    assert json.loads(ours_bare.body) == {"model": "triage", "messages": CONVERSATION}
+    assert ours.headers["authorization"] == f"Bearer {API_KEY}"
+    assert ours.headers["user-agent"] == user_agent()
+    assert ours.headers["content-type"] == "application/json"
+    assert ("x-shared" in ours.headers) == (library is not None)
+
+
+async def test_a_retry_says_which_retry_it_is_and_sends_the_same_body() -> None:
+    async with standin() as server, httpx.AsyncClient() as http:
+        (await http.post(server.root + "/capture/refuse", params={"count": 2})).raise_for_status()
+        settings = server.settings(model_base_url=server.root + "/capture/v1", model_max_retries=2)
+        async with model_client(settings) as client:
+            reply = await client.complete(model="triage", messages=user("OPS-1"), tools=[])
+    assert reply.text == "noted"
+    assert (reply.prompt_tokens, reply.completion_tokens) == (7, 3)
+    assert [s.headers["x-stainless-retry-count"] for s in server.sent] == ["0", "1", "2"]
+    assert len({s.body for s in server.sent}) == 1
+
+
+@pytest.mark.parametrize(
+    ("path", "error"),
+    [
+        ("/not-a-completion/v1", r"^model 'triage' answered a body that is not a chat completion$"),
+        ("/deep/v1", r"^model 'triage' answered a body nested deeper than 64 levels$"),
+    ],
+)
+async def test_a_200_that_is_no_usable_completion_is_a_model_error(path: str, error: str) -> None:
+    async with standin() as server:
+        settings = server.settings(model_base_url=server.root + path, model_max_retries=3)
+        async with model_client(settings) as client:
+            with pytest.raises(ModelError, match=error) as caught:
+                await client.complete(model="triage", messages=user("OPS-4"), tools=[])
+    assert caught.value.__cause__ is None
+    assert caught.value.__suppress_context__ or caught.value.__context__ is None
+
+
 async def test_an_unreachable_endpoint_is_retried_then_fails() -> None:
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
@@ -302,6 +451,33 @@ async def test_a_slow_answer_times_out() -> None:
         async with model_client(settings, http=http) as client:
             with pytest.raises(ModelError, match="timed out for model 'triage'"):
                 await client.complete(model="triage", messages=user("OPS-4"), tools=[])
+
+
+@pytest.mark.parametrize("library", ["httpx", "httpx2"])
+async def test_a_shared_client_of_either_library_times_out(library: str) -> None:
+    async with standin() as server:
+        http = shared_http(library, headers={LATENCY_HEADER: "1000"})
+        settings = server.settings(model_timeout_s=0.2, model_max_retries=0)
+        async with model_client(settings, http=http) as client:
+            with pytest.raises(ModelError, match=r"timed out for model 'triage' \(\w*Timeout: ") as caught:
+                await client.complete(model="triage", messages=user("OPS-4"), tools=[])
+        await http.aclose()
+    assert isinstance(caught.value.__cause__, httpx.TimeoutException | httpx2.TimeoutException)
+
+
+@pytest.mark.parametrize("library", ["httpx", "httpx2"])
+async def test_a_shared_client_of_either_library_that_cannot_connect_is_retried(library: str) -> None:
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    settings = Settings(model_base_url=f"http://127.0.0.1:{port}/v1", model_api_key=API_KEY, model_max_retries=1)
+    http = shared_http(library)
+    async with model_client(settings, http=http) as client:
+        with pytest.raises(
+            ModelError, match=r"could not be reached for model 'triage' after 2 attempts \(ConnectError"
+        ):
+            await client.complete(model="triage", messages=user("OPS-4"), tools=[])
+    await http.aclose()
 
 
 async def test_latency_applies_to_each_request() -> None:
@@ -393,32 +569,30 @@ def test_arguments_that_are_not_an_object_are_reported() -> None:
 
 
 def test_a_reply_keeps_the_arguments_string_the_model_sent() -> None:
-    completion = ChatCompletion.model_validate(
-        {
-            "id": "chatcmpl-1",
-            "object": "chat.completion",
-            "created": 0,
-            "model": "m",
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "tool_calls",
-                    "message": {
-                        "role": "assistant",
-                        "content": None,
-                        "tool_calls": [
-                            {
-                                "id": "call_a",
-                                "type": "function",
-                                "function": {"name": "t", "arguments": "[1]"},
-                            }
-                        ],
-                    },
-                }
-            ],
-        }
-    )
-    reply = reply_from_completion(completion, 0.01)
+    completion = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "call_a",
+                            "type": "function",
+                            "function": {"name": "t", "arguments": "[1]"},
+                        }
+                    ],
+                },
+            }
+        ],
+    }
+    reply = reply_from_completion(completion, "m", 0.01)
     [call] = reply.tool_calls
     assert call.arguments == {}
     assert call.arguments_error == "arguments are JSON list, not an object"

@@ -2,6 +2,7 @@
 
 May import only the base modules (settings, errors, stall, json_depth, user_agent)."""
 
-from ticketiq.model.client import ModelClient, ModelReply, ToolCallRequest
+from ticketiq.model.client import ModelClient
+from ticketiq.model.wire import ModelReply, ToolCallRequest
 
 __all__ = ["ModelClient", "ModelReply", "ToolCallRequest"]

@@ -1,6 +1,12 @@
-"""The chat-completions client: one model step through the official `openai` package.
+"""The chat-completions client: one model step, spoken through the official `openai` package's client.
 
 Any endpoint that speaks the OpenAI protocol works (OpenAI, Azure, vLLM, Ollama, LiteLLM, the stand-in).
+The openai client holds the protocol's configuration: its HTTP client (ours when one is shared), the
+base URL, the auth and default headers, the timeout. From it the request of `chat.completions.create`
+is taken once, without a body; each step sends that request with its body written by `wire.py`, through
+the same HTTP client, and reads the answer there too. The package's request transform and reply models
+are left out: they cost a third of a step's CPU and grew with the conversation (issue 19).
+
 The openai client's own retries are off: this module retries 429, 408 and 5xx answers and
 connection failures itself, so the bound (`model_max_retries`), the backoff and the honouring of
 `Retry-After` are ours and tested. Which waits to make is decided by pure functions; `ModelClient` is
@@ -10,25 +16,46 @@ the thin driver around them.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import random
+import ssl
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, cast
 
+import anyio
 import httpx
 import httpx2
 import openai
-from openai.types.chat import ChatCompletion
+from openai._models import FinalRequestOptions
 
 from ticketiq import stall
 from ticketiq.errors import ModelError
-from ticketiq.json_depth import MAX_DEPTH, too_deep
+from ticketiq.model.wire import (
+    ModelReply,
+    ToolCallRequest,
+    parse_arguments,
+    refusal_detail,
+    reply_from_body,
+    reply_from_completion,
+    request_body,
+)
 from ticketiq.settings import Settings
 from ticketiq.user_agent import user_agent
+
+__all__ = [
+    "RETRY_AFTER_MAX_S",
+    "ModelClient",
+    "ModelReply",
+    "ToolCallRequest",
+    "backoff_s",
+    "is_retryable_status",
+    "parse_arguments",
+    "parse_retry_after",
+    "reply_from_body",
+    "reply_from_completion",
+]
 
 # Backoff without Retry-After: 0.25 s, 0.5 s, 1 s ... at most 8 s, each scaled by a random 50-100%
 # so that clients refused together do not all come back together.
@@ -38,27 +65,11 @@ _BACKOFF_CAP_S = 8.0
 # the reason, rather than holding the run silently for minutes.
 RETRY_AFTER_MAX_S = 60.0
 
-
-@dataclass(frozen=True)
-class ToolCallRequest:
-    id: str  # provider tool-call id
-    name: str
-    arguments: dict[str, Any]
-    arguments_error: str | None = None  # set when the model sent arguments that are not a JSON object
-
-
-@dataclass(frozen=True)
-class ModelReply:
-    text: str | None
-    tool_calls: list[ToolCallRequest]
-    # The assistant message exactly as it goes back into the conversation: role, content, and
-    # tool_calls with the arguments as the JSON string the model sent.
-    message: dict[str, Any]
-    prompt_tokens: int
-    completion_tokens: int
-    # Wall time from the first request sent to the last answer received, backoff waits included:
-    # all of it is time spent on the model, not engine overhead.
-    model_seconds: float
+# What either HTTP client raises when the endpoint did not answer in time, or could not be reached or
+# read from; the openai package counts the same ones (TLS and stream ends included) as connection errors.
+_TIMEOUTS = (httpx.TimeoutException, httpx2.TimeoutException)
+_UNREACHABLE = (httpx.RequestError, httpx2.RequestError, ssl.SSLError, anyio.EndOfStream)
+_RETRY_COUNT = "x-stainless-retry-count"
 
 
 def is_retryable_status(status: int) -> bool:
@@ -106,63 +117,12 @@ def backoff_s(retries_taken: int, retry_after_s: float | None, jitter: float) ->
     return ceiling * (0.5 + 0.5 * jitter)
 
 
-def parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
-    """The call's arguments as a dict, or `({}, why)` when the model sent something else."""
-    if raw.strip() == "":
-        return {}, None  # some servers (vLLM, Ollama) send "" for a call without arguments
-    if too_deep(raw):  # I16: a RecursionError wherever it were read
-        return {}, f"arguments are JSON nested deeper than {MAX_DEPTH} levels"
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        return {}, f"arguments are not valid JSON ({exc.msg} at position {exc.pos})"
-    if not isinstance(value, dict):
-        return {}, f"arguments are JSON {type(value).__name__}, not an object"
-    return value, None
-
-
-def reply_from_completion(completion: ChatCompletion, model_seconds: float) -> ModelReply:
-    """Our view of the provider's answer, and the assistant message to append to the conversation."""
-    if not completion.choices:
-        raise ModelError(f"model {completion.model!r} answered with no choices")
-    answer = completion.choices[0].message
-    text = answer.content if answer.content is not None else answer.refusal
-    message: dict[str, Any] = {"role": "assistant", "content": text}
-    calls: list[ToolCallRequest] = []
-    wire_calls: list[dict[str, Any]] = []
-    for call in answer.tool_calls or []:
-        if call.type != "function":
-            raise ModelError(
-                f"model {completion.model!r} answered a {call.type!r} tool call; only functions are offered"
-            )
-        arguments, error = parse_arguments(call.function.arguments)
-        calls.append(ToolCallRequest(call.id, call.function.name, arguments, error))
-        wire_calls.append(
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.function.name, "arguments": call.function.arguments},
-            }
-        )
-    if wire_calls:  # OpenAI refuses an empty tool_calls list in a request
-        message["tool_calls"] = wire_calls
-    usage = completion.usage
-    return ModelReply(
-        text=text,
-        tool_calls=calls,
-        message=message,
-        prompt_tokens=usage.prompt_tokens if usage else 0,
-        completion_tokens=usage.completion_tokens if usage else 0,
-        model_seconds=model_seconds,
-    )
-
-
 class ModelClient:
     """One per process; `complete` is safe to call from many runs at once.
 
     Pass `http` to share a connection pool (an `httpx.AsyncClient` or the `httpx2.AsyncClient` the
     openai package uses itself); its owner closes it. Without one, the openai client's own is used
-    and `close()` closes it.
+    and `close()` closes it. Either way each step goes through the client the openai package holds.
     """
 
     def __init__(self, settings: Settings, *, http: httpx.AsyncClient | httpx2.AsyncClient | None = None) -> None:
@@ -178,6 +138,15 @@ class ModelClient:
             # only httpx2.
             http_client=cast(httpx2.AsyncClient | None, http),
         )
+        # The request `chat.completions.create` would send, built by the openai client itself with no
+        # body: the URL from its base URL (and default query), the headers it sends (auth, its
+        # defaults, our User-Agent, the read timeout) and the timeout. None of them changes per step.
+        options = FinalRequestOptions(method="post", url="/chat/completions", security={"bearer_auth": True})
+        self._headers = list(self._openai._build_headers(options).multi_items())
+        template = self._openai._build_request(options)
+        self._url = template.url
+        self._extensions = {"timeout": template.extensions["timeout"]}
+        self._http = self._openai._client  # `http` when given: the request goes where the openai client sends
 
     async def close(self) -> None:
         if self._owns_http:
@@ -187,35 +156,35 @@ class ModelClient:
         """Ask for one step. Raises ModelError when the endpoint refuses, or keeps failing after
         `model_max_retries` retries."""
         started = time.perf_counter()
+        body = request_body(model, messages, tools)
         retries_taken = 0
         while True:
             cause: BaseException | None = None
             stall.check()  # a process stalled past its leases asks nothing more
+            request = self._http.build_request(
+                "POST", self._url, headers=self._headers_for(retries_taken), content=body, extensions=self._extensions
+            )
             try:
-                completion = await self._openai.chat.completions.create(
-                    model=model,
-                    messages=cast(Any, messages),
-                    tools=cast(Any, tools) if tools else openai.omit,
-                )
-            except openai.APIStatusError as exc:
-                if not is_retryable_status(exc.status_code):
-                    # from None: the openai error's text is the raw body, which may echo the key.
-                    raise ModelError(self._refusal(model, exc, retries_taken)) from None
-                headers = {k.lower(): v for k, v in exc.response.headers.items()}
-                retry_after = parse_retry_after(headers, datetime.now(UTC))
-                reason = self._refusal(model, exc, retries_taken)
-            except openai.APIConnectionError as exc:
+                response = await self._http.send(request)
+            except _TIMEOUTS as exc:
                 retry_after = None
-                reason = self._unreachable(model, exc, retries_taken)
-                cause = exc.__cause__
-            except openai.OpenAIError as exc:
-                raise ModelError(
-                    self._scrub(f"model {model!r}: the openai client could not use the answer: {exc}")
-                ) from None
+                reason = self._unreachable(model, "timed out", exc, retries_taken)
+                cause = exc
+            except _UNREACHABLE as exc:
+                retry_after = None
+                reason = self._unreachable(model, "could not be reached", exc, retries_taken)
+                cause = exc
             else:
-                if not isinstance(completion, ChatCompletion):  # a 200 whose body is not JSON
-                    raise ModelError(f"model {model!r} answered a body that is not a chat completion")
-                return reply_from_completion(completion, time.perf_counter() - started)
+                status = response.status_code
+                if 200 <= status < 300:
+                    return reply_from_body(response.content, model, time.perf_counter() - started)
+                # The reason goes through _scrub and no openai or httpx error is raised at all: the raw
+                # body may echo the key.
+                reason = self._refusal(model, status, response.content, retries_taken)
+                if not is_retryable_status(status):
+                    raise ModelError(reason)
+                headers = {k.lower(): v for k, v in response.headers.items()}
+                retry_after = parse_retry_after(headers, datetime.now(UTC))
             if retries_taken >= self._settings.model_max_retries:
                 raise ModelError(reason) from cause
             wait = backoff_s(retries_taken, retry_after, random.random())
@@ -227,23 +196,20 @@ class ModelClient:
             await asyncio.sleep(wait)
             retries_taken += 1
 
-    def _refusal(self, model: str, exc: openai.APIStatusError, retries_taken: int) -> str:
-        detail = exc.message
-        body = exc.body
-        # The openai package hands over the body's "error" object; some servers send the whole body.
-        if isinstance(body, dict):
-            inner = body.get("error", body)
-            if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-                detail = inner["message"]
-        return self._scrub(
-            f"model endpoint answered {exc.status_code} for model {model!r}{_after(retries_taken)}: {detail}"
-        )
+    def _headers_for(self, retries_taken: int) -> list[tuple[str, str]]:
+        if not retries_taken:
+            return self._headers
+        # The count the openai client sends when it retries itself.
+        return [(k, str(retries_taken) if k == _RETRY_COUNT else v) for k, v in self._headers]
 
-    def _unreachable(self, model: str, exc: openai.APIConnectionError, retries_taken: int) -> str:
-        what = "timed out" if isinstance(exc, openai.APITimeoutError) else "could not be reached"
-        cause = f" ({type(exc.__cause__).__name__}: {exc.__cause__})" if exc.__cause__ else ""
+    def _refusal(self, model: str, status: int, body: bytes, retries_taken: int) -> str:
+        detail = refusal_detail(status, body)
+        return self._scrub(f"model endpoint answered {status} for model {model!r}{_after(retries_taken)}: {detail}")
+
+    def _unreachable(self, model: str, what: str, exc: BaseException, retries_taken: int) -> str:
         return self._scrub(
-            f"model endpoint {self._settings.model_base_url} {what} for model {model!r}{_after(retries_taken)}{cause}"
+            f"model endpoint {self._settings.model_base_url} {what} for model {model!r}{_after(retries_taken)}"
+            f" ({type(exc).__name__}: {exc})"
         )
 
     def _scrub(self, text: str) -> str:
