@@ -15,7 +15,8 @@ from typing import Any
 
 import httpx
 
-from tests.support.engine import engine_under_test, read_rows
+from tests.support.crash import eventually
+from tests.support.engine import Harness, engine_under_test, read_rows
 from tests.support.http import serving
 from ticketiq.entries.api import create_app
 
@@ -28,6 +29,10 @@ _RUNS_OR_REQUESTS = re.compile(
     r"take_run\(",
     re.IGNORECASE,
 )
+
+
+async def listening(h: Harness) -> bool:
+    return bool(h.engine.deps.gate_watch.connected)
 
 
 async def statements(db_url: str) -> dict[str, int]:
@@ -56,6 +61,8 @@ async def test_a_keyed_api_run_costs_its_creation_and_its_drivers_statements_onl
         httpx.AsyncClient(base_url=base, timeout=30) as client,
     ):  # fmt: skip
         caller = {"Authorization": f"Bearer {await h.token('cal', 'caller')}"}
+        # Found tokens are kept once the process listens for their changes (it starts listening in the background).
+        await eventually(lambda: listening(h), what="the gate and token listener connected")
         # The token's first request finds it (one lookup); from then on the process has it.
         warm = await client.post("/v1/runs", json={"agent": "reads", "input": "Look at OPS-0"}, headers=caller)
         await h.engine.tasks[warm.json()["id"]]

@@ -19,6 +19,7 @@ import httpx
 import pytest
 from fastapi.routing import APIRoute
 
+from tests.support.crash import eventually
 from tests.support.engine import Harness, engine_under_test, read_rows
 from tests.support.http import serving
 from ticketiq.auth import tokens
@@ -484,6 +485,10 @@ async def test_a_refused_token_row_is_reported_without_its_hash(db_url: str, tmp
     assert refused.value.__cause__ is None and refused.value.__suppress_context__
 
 
+async def listening(*sites: Site) -> bool:
+    return all(s.h.engine.deps.gate_watch.connected for s in sites)
+
+
 async def token_lookups(db_url: str) -> int:
     """Lookups of a bearer token by its hash (tokens.credential) since the last reset, by any process."""
     rows = await read_rows(
@@ -506,6 +511,8 @@ async def test_a_token_revoked_on_one_process_is_refused_on_another_within_a_sec
     async with site(db_url, tmp_path / "one") as one, site(db_url, tmp_path / "two", lead=False) as two:
         admin, caller = bearer(await one.h.token("root", "admin")), bearer(await one.h.token("cal", "caller"))
         nothing = "/v1/runs/00000000-0000-0000-0000-000000000000"
+        # Found tokens are kept once a process listens for their changes.
+        await eventually(lambda: listening(one, two), what="the gate and token listeners connected")
         for s in (one, two):
             assert (await s.client.get(nothing, headers=caller)).status_code == 404  # found, and kept
         await read_rows(db_url, "SELECT pg_stat_statements_reset()")
