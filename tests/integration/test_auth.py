@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ import httpx
 import pytest
 from fastapi.routing import APIRoute
 
+from tests.support.crash import eventually
 from tests.support.engine import Harness, engine_under_test, read_rows
 from tests.support.http import serving
 from ticketiq.auth import tokens
@@ -481,3 +483,49 @@ async def test_a_refused_token_row_is_reported_without_its_hash(db_url: str, tmp
     assert refused.value.sqlstate == "23514"  # the name check
     assert digest not in str(refused.value) and digest not in repr(refused.value)
     assert refused.value.__cause__ is None and refused.value.__suppress_context__
+
+
+async def listening(*sites: Site) -> bool:
+    return all(s.h.engine.deps.gate_watch.connected for s in sites)
+
+
+async def token_lookups(db_url: str) -> int:
+    """Lookups of a bearer token by its hash (tokens.credential) since the last reset, by any process."""
+    rows = await read_rows(
+        db_url,
+        "SELECT coalesce(sum(calls), 0)::int AS n FROM pg_stat_statements "
+        "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+        "AND query ~ 'FROM api_tokens WHERE token_hash'",
+    )
+    return int(rows[0]["n"])
+
+
+async def test_a_token_revoked_on_one_process_is_refused_on_another_within_a_second(
+    db_url: str, tmp_path: Path
+) -> None:
+    # Issue 19: each process keeps the tokens it found, so a request costs no lookup; a revocation is
+    # heard by every process (LISTEN ticketiq_tokens, notified by the revoking transaction, migration 027)
+    # and drops the token there at once.
+    for home in ("one", "two"):
+        (tmp_path / home).mkdir()
+    async with site(db_url, tmp_path / "one") as one, site(db_url, tmp_path / "two", lead=False) as two:
+        admin, caller = bearer(await one.h.token("root", "admin")), bearer(await one.h.token("cal", "caller"))
+        nothing = "/v1/runs/00000000-0000-0000-0000-000000000000"
+        # Found tokens are kept once a process listens for their changes.
+        await eventually(lambda: listening(one, two), what="the gate and token listeners connected")
+        for s in (one, two):
+            assert (await s.client.get(nothing, headers=caller)).status_code == 404  # found, and kept
+        await read_rows(db_url, "SELECT pg_stat_statements_reset()")
+        for s in (one, two):
+            assert (await s.client.get(nothing, headers=caller)).status_code == 404
+        assert await token_lookups(db_url) == 0  # both answered from their cache
+
+        assert (await one.client.delete("/v1/tokens/cal", headers=admin)).status_code == 200
+        revoked_at = time.monotonic()
+        while (refused := await two.client.get(nothing, headers=caller)).status_code == 404:
+            assert time.monotonic() - revoked_at < 1.0, "the other process still serves the revoked token"
+            await asyncio.sleep(0.01)
+        assert refused.status_code == 401 and "revoked" in refused.json()["detail"][0]["msg"]
+        assert time.monotonic() - revoked_at < 1.0
+        assert (await one.client.get(nothing, headers=caller)).status_code == 401
+        assert (await two.client.get(nothing, headers=admin)).status_code == 404  # another token stays served

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from tests.support.api import waiting_approval
+from tests.support.crash import eventually
 from tests.support.engine import Harness, engine_under_test, read_rows
 from tests.support.http import serving
 from tests.support.locks import held, waiting_on_lock
@@ -67,25 +68,47 @@ def names_the_header(response: httpx.Response, status: int) -> str:
     return str(detail[0]["msg"])
 
 
-async def test_a_run_is_made_once_per_key_and_a_repeat_while_it_is_answered_is_409(db_url: str, tmp_path: Path) -> None:
+async def test_a_run_is_made_once_per_key_and_a_repeat_while_it_is_made_gets_the_first_answer(
+    db_url: str, tmp_path: Path
+) -> None:
+    # POST /v1/runs takes no `once` (issue 19): the run's own key (runs.idempotency_key) is its dedupe, made
+    # in the run's own commit, so there is no "still being answered" window and no 409. A repeat sent while
+    # the first request's run is being made waits on that making and gets the same run, replayed.
     async with site(db_url, tmp_path) as (client, h):
         caller = {**await as_(h, "cal", "caller"), KEY: "run-1"}
         async with held(db_url, "LOCK TABLE runs IN EXCLUSIVE MODE"):
             first = asyncio.create_task(client.post("/v1/runs", json=RUN, headers=caller))
             await waiting_on_lock(db_url, "INSERT INTO runs")
-            assert await keys(db_url) == [("POST /v1/runs", "cal", "run-1", "working")]
-            repeat = await client.post("/v1/runs", json=RUN, headers=caller)
-            assert "still being answered" in names_the_header(repeat, 409)
-            assert repeat.headers["Retry-After"] == "1" and REPLAYED not in repeat.headers
-        answered = await first
-        assert answered.status_code == 201 and REPLAYED not in answered.headers
+            repeat = asyncio.create_task(client.post("/v1/runs", json=RUN, headers=caller))
+            await eventually(lambda: lock_waits(db_url, "INSERT INTO runs", 2), what="both requests making the run")
+            assert not first.done() and not repeat.done()
+        answers = [await first, await repeat]
+        assert [a.status_code for a in answers] == [201, 201], [a.text for a in answers]
+        assert answers[0].content == answers[1].content  # the same run and status, byte for byte
+        assert sorted(a.headers.get(REPLAYED, "") for a in answers) == ["", "true"]  # one made it, one replays
+        answered = next(a for a in answers if REPLAYED not in a.headers)
         again = await client.post("/v1/runs", json=RUN, headers=caller)
         assert again.status_code == 201 and again.headers[REPLAYED] == "true"
         assert again.content == answered.content  # byte for byte
+        assert answered.json()["status"] == "running"  # born taken here
+        # The run went on (agent a's write waits for a person); a repeat still gets the first answer.
+        run_id = answered.json()["id"]
+        while (await client.get(f"/v1/runs/{run_id}", headers=caller)).json()["status"] != "waiting":
+            await asyncio.sleep(0.05)
+        assert (await client.post("/v1/runs", json=RUN, headers=caller)).content == answered.content
         other = await client.post("/v1/runs", json={**RUN, "input": "check OPS-2"}, headers=caller)
         assert "different request" in names_the_header(other, 422)
-        assert await keys(db_url) == [("POST /v1/runs", "cal", "run-1", "done")]
+        assert await keys(db_url) == []  # no Idempotency-Key row: the run is its own record
     assert await count(db_url, "SELECT 1 FROM runs") == 1
+
+
+async def lock_waits(db_url: str, statement_start: str, n: int) -> bool:
+    rows = await read_rows(
+        db_url,
+        "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",
+        f"%{statement_start}%",
+    )
+    return int(rows[0]["n"]) >= n
 
 
 async def test_a_decision_is_made_once_per_key_and_a_repeat_while_it_is_answered_is_409(
@@ -164,15 +187,17 @@ async def test_a_key_is_its_tokens_own_and_its_routes_own(db_url: str, tmp_path:
                                         headers={**who, KEY: "k"})  # fmt: skip
             assert decided.status_code == 200 and REPLAYED not in decided.headers
         # Runs: the run's own key (runs.idempotency_key, atomic with its birth) is in its token's own
-        # namespace (I19, run_keys.api): two tokens, one key, two runs, neither reaching the other's.
+        # namespace (I19, run_keys.api): two tokens, one key, two runs, neither reaching the other's; each
+        # token's repeat finds its own. It keeps no Idempotency-Key row (issue 19).
         first = await client.post("/v1/runs", json=RUN, headers={**one, KEY: "k"})
         second = await client.post("/v1/runs", json=RUN, headers={**other, KEY: "k"})
         assert first.status_code == second.status_code == 201 and first.json()["id"] != second.json()["id"]
+        for who, made in ((one, first), (other, second)):
+            again = await client.post("/v1/runs", json=RUN, headers={**who, KEY: "k"})
+            assert again.headers[REPLAYED] == "true" and again.content == made.content
         assert await keys(db_url) == [
             ("POST /v1/approvals/{approval_id}", "one", "k", "done"),
             ("POST /v1/approvals/{approval_id}", "other", "k", "done"),
-            ("POST /v1/runs", "one", "k", "done"),
-            ("POST /v1/runs", "other", "k", "done"),
             ("POST /v1/tokens", "one", "k", "done"),
             ("POST /v1/tokens", "other", "k", "done"),
         ]
@@ -185,15 +210,17 @@ async def test_a_key_is_its_tokens_own_and_its_routes_own(db_url: str, tmp_path:
 async def test_the_claim_of_a_process_that_died_or_overran_is_taken_over(db_url: str, tmp_path: Path) -> None:
     async with site(db_url, tmp_path) as (client, h):
         admin = await as_(h, "root", "admin")
-        # A run made, then its process died before it answered: its claim is held by no live process.
-        made = await client.post("/v1/runs", json=RUN, headers={**admin, KEY: "run-dead"})
+        # A decision made, then its process died before it answered: its claim is held by no live process.
+        approval_id = await waiting_approval(client, admin, "check OPS-7")
+        path = f"/v1/approvals/{approval_id}"
+        decided = await client.post(path, json={"decision": "reject"}, headers={**admin, KEY: "decide-dead"})
         await read_rows(db_url, "UPDATE idempotency_keys SET state = 'working', status_code = NULL, response = NULL, "
                                 "answered_at = NULL, holder = 'dead-process', expires_at = now() + interval '60 s' "
-                                "WHERE key = 'run-dead'")  # fmt: skip
-        again = await client.post("/v1/runs", json=RUN, headers={**admin, KEY: "run-dead"})
-        # Answered again, not replayed: the run the key made is found by its key, not made twice.
-        assert again.status_code == 201 and REPLAYED not in again.headers
-        assert again.json()["id"] == made.json()["id"]
+                                "WHERE key = 'decide-dead'")  # fmt: skip
+        again = await client.post(path, json={"decision": "reject"}, headers={**admin, KEY: "decide-dead"})
+        # Answered again, not replayed: the decision as it stands, not made twice.
+        assert again.status_code == 200 and REPLAYED not in again.headers
+        assert again.json() == decided.json()
         # A token's creation whose claim lapsed (a live process that never answered it): taken over, made.
         body = {"name": "late", "role": "caller"}
         await read_rows(
@@ -206,8 +233,8 @@ async def test_the_claim_of_a_process_that_died_or_overran_is_taken_over(db_url:
         assert late.status_code == 201 and tokens.well_formed(late.json()["token"])
         holders = await read_rows(db_url, "SELECT key, state, holder FROM idempotency_keys ORDER BY key")
         assert holders == [{"key": key, "state": "done", "holder": h.engine.deps.holder}
-                           for key in ("run-dead", "token-lapsed")]  # fmt: skip
-    assert await count(db_url, "SELECT 1 FROM runs") == 1
+                           for key in ("decide-dead", "token-lapsed")]  # fmt: skip
+    assert await count(db_url, "SELECT 1 FROM audit_log WHERE action = 'approval.decided'") == 1
 
 
 async def test_of_two_repeats_taking_over_one_claim_one_wins_and_the_overrun_request_cannot_undo_it(
@@ -264,9 +291,13 @@ async def test_a_malformed_key_is_refused_naming_the_header_and_nothing_is_writt
 async def test_the_leader_purges_keys_past_their_ttl(db_url: str, tmp_path: Path) -> None:
     async with site(db_url, tmp_path) as (client, h):
         admin = await as_(h, "root", "admin")
-        made = {}
         for key in ("old", "day-less-an-hour", "new"):
-            made[key] = (await client.post("/v1/runs", json=RUN, headers={**admin, KEY: key})).json()["id"]
+            made = await client.post("/v1/tokens", json={"name": f"t-{key}", "role": "caller"},
+                                     headers={**admin, KEY: key})  # fmt: skip
+            assert made.status_code == 201
+        # A run keeps its key as long as the run (runs.idempotency_key), however old: no purge forgets it.
+        run = await client.post("/v1/runs", json=RUN, headers={**admin, KEY: "old"})
+        await read_rows(db_url, "UPDATE runs SET created_at = now() - interval '25 h'")
         await read_rows(db_url, "UPDATE idempotency_keys SET answered_at = now() - interval '25 h', "
                                 "created_at = now() - interval '25 h' WHERE key = 'old'")  # fmt: skip
         await read_rows(db_url, "UPDATE idempotency_keys SET answered_at = now() - interval '23 h', "
@@ -276,14 +307,18 @@ async def test_the_leader_purges_keys_past_their_ttl(db_url: str, tmp_path: Path
             await read_rows(
                 db_url,
                 "INSERT INTO idempotency_keys (scope, principal, key, request_hash, state, holder, created_at, "
-                "expires_at) VALUES ('POST /v1/runs', 'root', %s, 'h', 'working', 'p', now() - %s::interval, "
+                "expires_at) VALUES ('POST /v1/tokens', 'root', %s, 'h', 'working', 'p', now() - %s::interval, "
                 "now() - %s::interval + interval '60 s')",
                 key, age, age,
             )  # fmt: skip
         assert h.settings.idempotency_ttl_s == 86400
         await Sweeper(h.engine, db_url).prune()
         assert [k for _, _, k, _ in await keys(db_url)] == ["claimed-now", "day-less-an-hour", "new"]
-        # The purged key's run is still found by its key: the same run, answered afresh.
-        again = await client.post("/v1/runs", json=RUN, headers={**admin, KEY: "old"})
-        assert again.status_code == 201 and REPLAYED not in again.headers and again.json()["id"] == made["old"]
-    assert await count(db_url, "SELECT 1 FROM runs") == 3
+        # The purged key is forgotten: its request is answered afresh (the name is taken), not replayed.
+        again = await client.post("/v1/tokens", json={"name": "t-old", "role": "caller"}, headers={**admin, KEY: "old"})
+        assert again.status_code == 409 and REPLAYED not in again.headers
+        assert again.json()["detail"][0]["loc"] == ["body", "name"]
+        repeat = await client.post("/v1/runs", json=RUN, headers={**admin, KEY: "old"})
+        assert repeat.headers[REPLAYED] == "true" and repeat.content == run.content
+    assert await count(db_url, "SELECT 1 FROM runs") == 1
+    assert await count(db_url, "SELECT 1 FROM api_tokens WHERE name LIKE %s", "t-%") == 3

@@ -49,7 +49,8 @@ FOUND_IT: dict[str, FoundIt] = {
         "(or answers 409 / 422 from the row)"),
     "runs.by_idempotency_key": FoundIt(
         "RunStore.by_idempotency_key",
-        "Engine.create_run after `runs.create` found the key taken: the run made before, for a keyed POST /v1/runs, "
+        "Engine.create_run after `runs.create` (or `runs.create_taken`) found the key taken: the run made before, for "
+        "a keyed POST /v1/runs (its repeat answered from it, with no `once`), "
         "an A2A message sent again, a cron fire, a Teams turn, a webhook delivery, a ticket event, a co-pilot turn"),
     "runs.by_delegation_key": FoundIt(
         "RunStore.by_delegation_key",

@@ -81,6 +81,8 @@ UNFENCED = {
 # Statements about a run or a job that no attempt makes, each with why it needs no attempt condition.
 NOT_AN_ATTEMPTS = {
     "runs.create": "the run is born: no attempt exists before it",
+    "runs.create_taken": "the run is born taken by its maker (issue 19): no attempt exists before it, and attempt 1, "
+    "its lease and its attempt's row are the ones this statement writes",
     "runs.request_stop": "a person's Stop: a flag each attempt's gate check reads; it changes nothing written",
     "runs.stop_idle": "ends only a run no attempt drives (queued or waiting); the run's row lock orders it with a take",
     "approvals.decide": "a person's decision on a request; the attempt that filed it reads it",

@@ -113,9 +113,11 @@ class Engine:
             raise NotFound("body.agent", f"no agent named {agent_name!r}")
         if may_wait and not agent.may_wait:
             raise RequestError("body.may_wait", f"agent {agent_name} may not wait: its agents file entry says so")
+        # Born taken by this process (one statement, the run's status known from it), unless the process
+        # is not admitting runs: then it is made queued, for the sweep.
         created = await self.create_run(
             agent, text, may_wait=may_wait, channel=channel, idempotency_key=idempotency_key,
-            request_hash=request_hash, actor=actor, created_by=actor,
+            request_hash=request_hash, actor=actor, created_by=actor, take=start and await self._admission(),
         )  # fmt: skip
         if not created.created and (foreign := run_keys.foreign(created, Expected(channel, created_by=actor))):
             # Unreachable through the API (each token's keys are its own namespace): a row put in the
@@ -124,10 +126,7 @@ class Engine:
             raise RequestError("header.Idempotency-Key", "the run under this key is not this token's; use a fresh key")
         if not created.created and created.request_hash != request_hash:
             raise RequestError("header.Idempotency-Key", "this Idempotency-Key was used with a different request body")
-        if created.created and start:
-            await self.start(created.id)
-        status = await self.store.status(created.id)
-        return Created(created.id, status.status if status else created.status, created.created)
+        return created
 
     async def get_run(self, run_id: str, created_by: str | None = None) -> RunRecord | None:
         """The run; with `created_by`, only a run that token started (else None, as if there were none:
@@ -191,13 +190,16 @@ class Engine:
             raise NotFound("path.run_id", f"no run {run_id}")
         found = await self.store.give_input(run_id, answer.text, answer.by, answer.answered_by, answer.question_id)
         verdict = judge(found, answer)
+        taken = None
         if verdict is Verdict.GIVEN:
             # Only what this request gave wakes the run: a repeat never takes it (a run it woke before
             # goes on, or waits for its next question; one whose wake-up was lost is the sweep's).
-            await self.start(run_id)
-        status = await self.store.status(run_id)
-        assert status is not None
-        return Answered(verdict, found.id if found else answer.question_id, status.status)
+            taken = await self.started(run_id)
+        if taken is None:  # not taken here: its status is read
+            status = await self.store.status(run_id)
+            assert status is not None
+            taken = status.status
+        return Answered(verdict, found.id if found else answer.question_id, taken)
 
     async def waiting_for(self, run_id: str) -> list[Waiting]:
         """What a waiting run waits for: the questions it asked, then the calls held for approval."""
@@ -283,11 +285,13 @@ class Engine:
         delegation_key: str | None = None,
         actor: str = "api",
         created_by: str | None = None,
+        take: bool = False,
     ) -> Created:
         """Insert the run with its first sealed checkpoint, in one statement. A repeated idempotency or
         delegation key returns the run the first request made, which its maker checks is its own
         (`run_keys.foreign`). `actor` is audited as the creator; `created_by` is the API token whose
-        caller may read the run."""
+        caller may read the run. With `take`, the same statement takes the run for this process (its
+        lease and attempt 1, as `start` would) and it is driven here: `created_by`'s answer is its status."""
         run_id = str(uuid.uuid4())
         state = RunState(
             agent=agent.name,
@@ -296,15 +300,22 @@ class Engine:
         )
         body = seal.canonical(state.to_json()).decode()
         mac, key_id = seal.seal(self.deps.keys, seal.Chain(run_id, 0, 0, 0, None), body)
-        created = await self.store.create({
+        params = {
             "id": run_id, "agent": agent.name, "input": text, "owner": agent.owner, "tenant": agent.tenant,
             "channel": channel, "may_wait": agent.may_wait if may_wait is None else may_wait,
             "correlation_id": run_id, "parent_run_id": parent_run_id, "delegation_key": delegation_key,
             "idempotency_key": idempotency_key, "request_hash": request_hash, "state": body, "seal": mac,
             "key_id": key_id, "actor": actor, "created_by": created_by,
             "audit": {"agent": agent.name, "channel": channel, "parent_run_id": parent_run_id},
-        })  # fmt: skip
-        if created is not None:
+        }  # fmt: skip
+        if take:
+            sent_at = time.monotonic()  # I4: the lease's deadline runs from when the take was sent
+            taken = await self.store.create_taken(params, self.deps.holder, self.deps.settings.lease_ttl_s)
+            if taken is not None:
+                made, checkpoint = taken
+                self.launch(checkpoint, sent_at)  # refused (logged) only while the process comes back
+                return made
+        elif (created := await self.store.create(params)) is not None:
             return created
         # I20: a run found by its key is answered only once it is on the synchronous standby.
         if idempotency_key is not None and (found := await self.store.by_idempotency_key(idempotency_key)):
@@ -316,17 +327,26 @@ class Engine:
     async def start(self, run_id: str) -> bool:
         """Take a queued or waiting run and drive it here. False when another process has it, or this
         process is not admitting runs yet (the run stays queued for the sweep)."""
+        return await self.started(run_id) is not None
+
+    async def started(self, run_id: str) -> str | None:
+        """As `start`; the run's status as the take left it (`running`, or `answered` while it hands on its
+        kept answer, I12) when it is driven here, from the take itself: no read follows. None when not."""
+        if not await self._admission():
+            return None
+        sent_at = time.monotonic()
+        checkpoint = await self.store.acquire(run_id, self.deps.holder, self.deps.settings.lease_ttl_s)
+        if checkpoint is None or not self.launch(checkpoint, sent_at):
+            return None
+        return checkpoint.run_status
+
+    async def _admission(self) -> bool:
+        """Whether this process admits runs, waiting a while for it while it comes back under a new identity."""
         if not self.admitted.is_set():
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(ADMISSION_WAIT_S):
                     await self.admitted.wait()
-            if not self.admitted.is_set():
-                return False
-        sent_at = time.monotonic()
-        checkpoint = await self.store.acquire(run_id, self.deps.holder, self.deps.settings.lease_ttl_s)
-        if checkpoint is None:
-            return False
-        return self.launch(checkpoint, sent_at)
+        return self.admitted.is_set()
 
     async def hand(self, run_id: str) -> bool:
         """Take a queued or waiting run for the least loaded live process: drive it here when that is

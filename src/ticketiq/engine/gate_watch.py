@@ -1,8 +1,12 @@
-"""Knows when the gates' state changed, so runs re-read their gate facts only then.
+"""Knows when the gates' state changed, so runs re-read their gate facts only then; and when a token
+changed, so requests are authenticated from the process's cache of found tokens until then.
 
 A dedicated connection LISTENs on `ticketiq_gates` (triggers on the gate tables and on Stop requests
 notify it). Every notification bumps `generation`; facts read under an older generation are stale.
-While the listener is not connected, nothing is trusted from cache: every step reads afresh.
+The same connection LISTENs on `ticketiq_tokens` (a trigger on `api_tokens` notifies the token's name
+when it is revoked, migration 027): the token is dropped from `tokens` (`auth/token_cache.py`).
+While the listener is not connected, nothing is trusted from cache: every step reads afresh, every
+request looks its token up; once it is back, the token cache starts empty (what it missed is unknown).
 
 A listener that hears nothing may be one whose peer went silent: it would leave the cache trusted
 while changes go unseen. So a quiet listener is asked to answer a ping every `check_s`, within as
@@ -16,12 +20,17 @@ import asyncio
 import contextlib
 import logging
 
+from ticketiq.auth.token_cache import TokenCache
 from ticketiq.background import Background
 from ticketiq.storage import database
 from ticketiq.storage.database import DEFAULT_LIMITS, ConnectionLimits
 from ticketiq.storage.outage import backoff_s
+from ticketiq.storage.token_store import Credential
 
 log = logging.getLogger(__name__)
+
+GATES = "ticketiq_gates"
+TOKENS = "ticketiq_tokens"
 
 
 class GateWatch:
@@ -33,6 +42,7 @@ class GateWatch:
         self.generation = 0
         self.connected = False
         self.listens = 0  # LISTENs that succeeded
+        self.tokens: TokenCache[Credential] = TokenCache()
         self._background = Background("gate-watch", self.run)
 
     def current(self) -> int | None:
@@ -42,17 +52,23 @@ class GateWatch:
     async def _listen_once(self) -> None:
         conn = await database.connect(self.url, self.limits)  # within the connect timeout
         try:
-            await database.listen(conn, "ticketiq_gates", within_s=self.limits.answer_within_s)
+            await database.listen(conn, GATES, within_s=self.limits.answer_within_s)
+            await database.listen(conn, TOKENS, within_s=self.limits.answer_within_s)
             self.generation += 1  # anything may have changed while we were not listening
+            self.tokens.listening()
             self.connected = True
             self.listens += 1
             while True:
-                async for _ in conn.notifies(timeout=self.check_s):
-                    self.generation += 1
+                async for heard in conn.notifies(timeout=self.check_s):
+                    if heard.channel == TOKENS:
+                        self.tokens.changed(heard.payload)
+                    else:
+                        self.generation += 1
                 # Notifications that arrive during the ping wait on the connection for the next wait.
                 await database.ping(conn, within_s=self.check_s)
         finally:
             self.connected = False
+            self.tokens.lost()
             self.generation += 1
             with contextlib.suppress(Exception):
                 await conn.close()
@@ -64,7 +80,7 @@ class GateWatch:
             try:
                 await self._listen_once()
             except Exception as exc:  # any loss of the listener: read afresh, reconnect
-                log.warning("gate listener lost (%s); reading gate facts afresh until it is back", exc)
+                log.warning("gate listener lost (%s); reading gate facts and tokens afresh until it is back", exc)
             # Back soon after a failover, and no storm of attempts while there is no primary.
             tries = 0 if self.listens > listened else tries + 1
             await asyncio.sleep(backoff_s(tries))

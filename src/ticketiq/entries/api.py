@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Query, Request
+from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -43,7 +44,7 @@ from ticketiq.entries import (
     workflows,
 )
 from ticketiq.entries.auth import requires
-from ticketiq.entries.idempotency import IdempotencyKey, once
+from ticketiq.entries.idempotency import REPLAYED, IdempotencyKey, once
 from ticketiq.errors import Conflict, Forbidden, NotFound, RequestError, StorageError
 from ticketiq.intake.idempotency import request_hash
 from ticketiq.process import AppProcess
@@ -116,7 +117,8 @@ def create_app(
                                                                                settings.lease_renew_s)))  # fmt: skip
             owned = process is None
             app.state.process = process or await AppProcess.start(settings)
-            app.state.tokens = TokenStore(app.state.process.db)
+            # Found tokens are kept while the gate listener hears their changes (auth/token_cache.py).
+            app.state.tokens = TokenStore(app.state.process.db, app.state.process.engine.deps.gate_watch.tokens)
             a2a.start(app)
             if freeze_start_up:
                 runtime.freeze_start_up()
@@ -168,19 +170,19 @@ def create_app(
         if refusal is not None:
             raise Forbidden("body.agent", refusal)
         asked = body.model_dump(mode="json")
-
-        async def submit() -> RunCreated:
-            # runs.idempotency_key stays the dedupe of record, atomic with the run's birth and kept as long
-            # as the run; `once` adds the 409 while the first request is answered, and the replay. The key
-            # is the token's own, in the API's namespace: no internal run key can be made here (I19).
-            created = await engine(request).submit(
-                body.agent, body.input, may_wait=body.may_wait, channel="api",
-                idempotency_key=run_keys.api(caller.name, idempotency_key) if idempotency_key else None,
-                request_hash=request_hash(asked) if idempotency_key else None, actor=caller.name,
-            )  # fmt: skip
-            return RunCreated(id=created.id, status=created.status)
-
-        return await once(request, "POST /v1/runs", caller, idempotency_key, asked, submit)
+        # No `once`: runs.idempotency_key is the dedupe, atomic with the run's birth and kept as long as the
+        # run, so a repeat is answered from the run row (found durable, I20), even after a crash between
+        # the making and the answer: there is no window in which it is "still being answered". The key is
+        # the token's own, in the API's namespace: no internal run key can be made here (I19).
+        created = await engine(request).submit(
+            body.agent, body.input, may_wait=body.may_wait, channel="api",
+            idempotency_key=run_keys.api(caller.name, idempotency_key) if idempotency_key else None,
+            request_hash=request_hash(asked) if idempotency_key else None, actor=caller.name,
+        )  # fmt: skip
+        # A repeat gets the first answer: the run, with the status it was made with (entries/idempotency.py).
+        shown = RunCreated(id=created.id, status=created.born_status or created.status)
+        replayed = None if created.created else {REPLAYED: "true"}
+        return JSONResponse(jsonable_encoder(shown), status_code=201, headers=replayed)
 
     @app.get("/v1/runs/{run_id}", response_model=None)
     async def get_run(

@@ -1,5 +1,6 @@
 """`Idempotency-Key` on every API POST that creates something: runs, inputs, decisions, co-pilot turns,
-tokens. A route takes the header as `IdempotencyKey` and wraps what it does in `once`:
+tokens. A route takes the header as `IdempotencyKey` and wraps what it does in `once` (all but
+`POST /v1/runs`, whose run carries its key: see the end):
 
     @app.post("/v1/runs/{run_id}/input", status_code=202, response_model=InputTaken)
     async def give_input(
@@ -42,6 +43,11 @@ Wrapping a route:
   take the key over and answer it a second time.
 - A route whose thing carries its own key, atomic with its making (a run's `runs.idempotency_key`),
   keeps it: it still dedupes after a crash between the making and the keeping, and after the purge.
+  `POST /v1/runs` needs nothing more, and takes no `once` (no claim, no finish: two statements fewer a
+  run): a repeat is answered from the run row, found durable (I20), as the table says but for "being
+  answered", which cannot happen (the run and its key are one commit), and a crash between the making
+  and the answer is answered as a repeat. Its answer is the run and the status it was made with (the
+  `agent.run.created` audit row keeps it), so a repeat gets the first answer byte for byte.
 - Any other route that makes something must find it again when its process died after the making and
   before the keeping (the retry takes the key over and answers again, I19): derive the thing's id from
   the token and the key (`jobs.queue.job_id`, `scheduler.schedule_id`), answer a repeat of a decision

@@ -38,6 +38,7 @@ class Checkpoint:
     # The lease's expiry before this attempt took it: the last holder sent nothing after it (I14).
     lease_expired_at: datetime | None = None
     why: str = "acquired"  # acquired, lapsed, dead
+    run_status: str | None = None  # the run's status as the take left it, where the take tells (acquire)
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class Created:
     channel: str | None = None
     agent: str | None = None
     made_by: str | None = None  # the actor its `agent.run.created` audit row names (run_keys.foreign)
+    born_status: str | None = None  # found by its key: the status it was made with (what its maker answered)
 
 
 @dataclass(frozen=True)

@@ -136,7 +136,21 @@ class RunStore:
         if row is None:
             return None
         return Created(str(row["id"]), str(row["status"]), True, params["request_hash"], params["created_by"],
-                       params["channel"], params["agent"], params["actor"])  # fmt: skip
+                       params["channel"], params["agent"], params["actor"], str(row["status"]))  # fmt: skip
+
+    async def create_taken(
+        self, params: dict[str, Any], holder: str, ttl_s: float
+    ) -> tuple[Created, Checkpoint] | None:
+        """`create` and `acquire` in one statement, for a run born on this process: the run made `running`
+        under attempt 1, its lease held by `holder`; None when its Idempotency-Key or delegation key was
+        used before (nothing is made then)."""
+        row = await self.db.fetch_one("runs.create_taken", {**params, "holder": holder, "ttl": ttl_s})
+        if row is None:
+            return None
+        created = Created(str(row["run_id"]), str(row["run_status"]), True, params["request_hash"],
+                          params["created_by"], params["channel"], params["agent"], params["actor"],
+                          born_status=str(row["run_status"]))  # fmt: skip
+        return created, _checkpoint(row)
 
     async def by_idempotency_key(self, key: str) -> Created | None:
         """The run made under `key`, once it is on the synchronous standby (I20: answered as made)."""
@@ -144,7 +158,7 @@ class RunStore:
         if row is None:
             return None
         return Created(str(row["id"]), str(row["status"]), False, row["request_hash"], row["created_by"],
-                       row["channel"], row["agent"], row["made_by"])  # fmt: skip
+                       row["channel"], row["agent"], row["made_by"], row["born_status"])  # fmt: skip
 
     async def by_delegation_key(self, key: str) -> Created | None:
         """The child made under `key`, once it is on the synchronous standby (I20: answered as made)."""
@@ -154,6 +168,7 @@ class RunStore:
     # ----- taking a run (each through take_run: the lease and a new attempt) -----------------------
 
     async def acquire(self, run_id: str, holder: str, ttl_s: float) -> Checkpoint | None:
+        """The run taken (its `run_status` as the take left it); None when another process has it."""
         row = await self.db.fetch_one("runs.acquire", {"run_id": run_id, "holder": holder, "ttl": ttl_s})
         return None if row is None else _checkpoint(row)
 

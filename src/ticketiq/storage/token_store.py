@@ -1,7 +1,9 @@
 """API bearer tokens: stored by their SHA-256 only, looked up by it, revoked by name.
 
 The store never sees a token, only its hash; and only `credential`, the lookup a request is
-authenticated by, returns a hash at all. Each change lands with its audit row in one statement.
+authenticated by, returns a hash at all. Each change lands with its audit row in one statement; a
+trigger tells every process of it in the same transaction (migration 027), so a process's cache of the
+tokens it found (`auth/token_cache.py`) drops a revoked one as soon as the revocation commits.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from ticketiq.auth.token_cache import TokenCache
 from ticketiq.errors import StorageError
 from ticketiq.storage import database
 from ticketiq.storage.database import ConnectionLimits, Database, Row
@@ -47,8 +50,9 @@ def _token(row: Row) -> StoredToken:
 
 
 class TokenStore:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, cache: TokenCache[Credential] | None = None) -> None:
         self.db = db
+        self.cache = cache  # an app process's: found tokens, trusted while its listener is connected
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -96,5 +100,15 @@ class TokenStore:
         return [_token(r) for r in await self.db.fetch_all("tokens.list")]
 
     async def credential(self, token_hash: str) -> Credential | None:
+        """The unrevoked token with this hash: from the cache while it may be trusted, else looked up (and
+        kept when found)."""
+        if self.cache is not None and (kept := self.cache.found(token_hash)) is not None:
+            return kept
+        begun = None if self.cache is None else self.cache.begin()
         row = await self.db.fetch_one("tokens.credential", {"token_hash": token_hash})
-        return None if row is None else Credential(row["name"], row["role"], _agents(row), row["token_hash"])
+        if row is None:
+            return None  # unknown tokens are never kept: they cannot grow the cache
+        found = Credential(row["name"], row["role"], _agents(row), row["token_hash"])
+        if self.cache is not None:
+            self.cache.keep(token_hash, found.name, found, begun)
+        return found

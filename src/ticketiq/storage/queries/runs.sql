@@ -20,20 +20,61 @@ WITH run AS (
     SELECT run.id, 'input', jsonb_build_object('agent', %(agent)s::text, 'input', %(input)s::text) FROM run
 ), audit AS (
     INSERT INTO audit_log (action, run_id, actor, detail)
-    SELECT 'agent.run.created', run.id, %(actor)s, %(audit)s FROM run
+    SELECT 'agent.run.created', run.id, %(actor)s, %(audit)s::jsonb || jsonb_build_object('status', run.status)
+      FROM run
 )
 SELECT id, status FROM run
+
+-- name: create_taken
+-- `create` and `acquire` of a run born on this process, in one statement: the run is born `running`
+-- under attempt 1, its lease held by %(holder)s and its attempt's row opened, as take_run would leave a
+-- run it took from `queued` (migration 023). Nothing is fenced that `acquire` fences: no other process
+-- can have held a run that did not exist, and the attempt the driver is bound to (I3) is the one this
+-- statement wrote. A repeated key inserts nothing and returns no row. The audit row names the status the
+-- run was born with, which a repeat of its creating request answers (`by_idempotency_key`).
+WITH run AS (
+    INSERT INTO runs (id, agent, input, owner, tenant, channel, may_wait, correlation_id,
+                      parent_run_id, delegation_key, idempotency_key, request_hash, created_by, status, started_at)
+    VALUES (%(id)s, %(agent)s, %(input)s, %(owner)s, %(tenant)s, %(channel)s, %(may_wait)s,
+            %(correlation_id)s, %(parent_run_id)s, %(delegation_key)s, %(idempotency_key)s, %(request_hash)s,
+            %(created_by)s, 'running', now())
+    ON CONFLICT DO NOTHING
+    RETURNING id, status
+), checkpoint AS (
+    INSERT INTO checkpoints (run_id, attempt, step, state, seal, key_id, sealed_attempt, sealed_losses)
+    SELECT run.id, 1, 0, %(state)s, %(seal)s, %(key_id)s, 0, 0 FROM run
+    RETURNING run_id, attempt, step, losses, state, seal, key_id, prev_seal, sealed_attempt, sealed_losses,
+              seal_format
+), lease AS (
+    INSERT INTO leases (name, holder, expires_at)
+    SELECT 'checkpoint:' || run.id::text, %(holder)s, now() + make_interval(secs => %(ttl)s) FROM run
+), attempt AS (
+    INSERT INTO run_attempts (run_id, attempt, process) SELECT run.id, 1, %(holder)s FROM run
+), note AS (
+    INSERT INTO transcripts (run_id, kind, body)
+    SELECT run.id, 'input', jsonb_build_object('agent', %(agent)s::text, 'input', %(input)s::text) FROM run
+), audit AS (
+    INSERT INTO audit_log (action, run_id, actor, detail)
+    SELECT 'agent.run.created', run.id, %(actor)s, %(audit)s::jsonb || jsonb_build_object('status', run.status)
+      FROM run
+)
+SELECT c.*, NULL::timestamptz AS lease_expired_at, 'acquired' AS why, run.status AS run_status
+  FROM run, checkpoint c
 
 -- name: by_idempotency_key
 -- The run made under a key, with what its maker checks before it takes the run as its own (I19,
 -- run_keys.foreign): its channel, agent, token, and the actor its creation was audited by. Read after
--- `create` found the key taken, and answered as "made already": durable first (I20, migration 026).
-SELECT r.id, r.status, r.request_hash, r.created_by, r.channel, r.agent,
-       (SELECT a.actor FROM audit_log a
-         WHERE a.run_id = r.id AND a.action = 'agent.run.created'
-         ORDER BY a.id LIMIT 1) AS made_by,
+-- `create` found the key taken, and answered as "made already": durable first (I20, migration 026). With
+-- the status the run was born with, as its creation's audit row names it (`born_status`: what the first
+-- request answered; a run made before that was named: `running` once it was ever taken, else `queued`).
+SELECT r.id, r.status, r.request_hash, r.created_by, r.channel, r.agent, made.actor AS made_by,
+       coalesce(made.detail->>'status', CASE WHEN r.started_at IS NULL THEN 'queued' ELSE 'running' END)
+           AS born_status,
        durable() AS durable
   FROM runs r
+  LEFT JOIN LATERAL (SELECT a.actor, a.detail FROM audit_log a
+                      WHERE a.run_id = r.id AND a.action = 'agent.run.created'
+                      ORDER BY a.id LIMIT 1) made ON true
  WHERE r.idempotency_key = %(key)s
 
 -- name: by_delegation_key
@@ -55,14 +96,16 @@ SELECT status, answer, error FROM runs WHERE id = %(run_id)s
 -- name: acquire
 -- Take a queued or waiting run that no live lease holds, or one handed back while it handed on its
 -- kept answer (`answered`, I12): the lease and a new attempt (take_run). Returns the checkpoint to
--- start from, or no row when another process has it.
+-- start from, with the run's status as the take left it (take_run keeps `answered`, else makes it
+-- `running`), so no read follows; or no row when another process has it.
 WITH run AS (
-    SELECT r.id FROM runs r
+    SELECT r.id, r.status FROM runs r
      WHERE r.id = %(run_id)s AND r.status IN ('queued', 'waiting', 'answered')
        AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.name = 'checkpoint:' || r.id::text AND l.expires_at >= now())
        FOR UPDATE
 )
-SELECT t.*, 'acquired' AS why FROM run, LATERAL take_run(run.id, %(holder)s, %(ttl)s, false) t
+SELECT t.*, 'acquired' AS why, CASE WHEN run.status = 'answered' THEN 'answered' ELSE 'running' END AS run_status
+  FROM run, LATERAL take_run(run.id, %(holder)s, %(ttl)s, false) t
 
 -- name: hand
 -- What `acquire` takes, taken for the least loaded live process (run_targets, migration 012): this one,
