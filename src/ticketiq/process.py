@@ -42,6 +42,7 @@ from ticketiq.storage.seal_store import SealProbeStore
 from ticketiq.storage.server_watch import ServerWatch
 from ticketiq.tools.base import Tool
 from ticketiq.tools.registry import build_registry
+from ticketiq.tools.vendor_pool import VendorTransport
 from ticketiq.user_agent import user_agent
 
 log = logging.getLogger(__name__)
@@ -109,7 +110,9 @@ class AppProcess:
                              settings.lease_margin_s, limits)  # fmt: skip
         model = ModelClient(settings)
         # Every outbound request names this process (vendors log it) and is refused once it stalled.
-        http = httpx.AsyncClient(timeout=settings.http_timeout_s, headers={"User-Agent": user_agent()},
+        # One pool per vendor host, sized to the calls in flight (issue 19): it neither scans nor churns.
+        http = httpx.AsyncClient(transport=VendorTransport(settings.vendor_connections),
+                                 timeout=settings.http_timeout_s, headers={"User-Agent": user_agent()},
                                  event_hooks={"request": [stall.before_request]})  # fmt: skip
         deps = EngineDeps(
             db=db, settings=settings, registry=registry, catalog=agents.Catalog(agents={}), model=model,

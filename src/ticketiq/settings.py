@@ -71,6 +71,13 @@ class Settings:
         "once the budget from its mark is spent (I14).",
     )
     vendor_max_retries: int = _setting(3, "Retries of a vendor request answered 429 or 5xx.")
+    vendor_connections: int = _setting(
+        100,
+        "Connections to one vendor host (scheme, host, port) open at once, at most; all of them may stay open "
+        "idle (50 s) for the next request. Sized to the vendor calls a process has in flight, so connections "
+        "are reused, not closed and opened again. A request finding all of them busy waits, at most its "
+        "TICKETIQ_HTTP_TIMEOUT_S, for one to come free; then the vendor counts as not reached (nothing sent).",
+    )
 
     incidentio_url: str = _setting("http://127.0.0.1:9000/incidentio", "incident.io API base URL.")
     incidentio_api_key: str = _setting("unset", "incident.io API key.", secret=True)
@@ -236,6 +243,11 @@ class Settings:
     def __post_init__(self) -> None:
         if self.cron_missed not in CRON_MISSED:
             raise ConfigError(f"TICKETIQ_CRON_MISSED={self.cron_missed!r} is not one of {', '.join(CRON_MISSED)}")
+        if self.vendor_connections < 1:
+            raise ConfigError(
+                f"TICKETIQ_VENDOR_CONNECTIONS={self.vendor_connections} leaves no connection to a vendor; "
+                "set 1 or more."
+            )
         if self.idempotency_ttl_s < IDEMPOTENCY_TTL_FLOOR_S:
             # Issue 7: a client may retry a lost answer for a day; a key purged sooner could make it twice.
             raise ConfigError(

@@ -1,0 +1,396 @@
+"""The vendor connection pool (tools/vendor_pool.py) against a real HTTP/1.1 server on a loopback socket:
+which connection a request gets, what happens to connections the server closed or a request abandoned,
+the per-host limit and its queue, the pool timeout, the last-moment lease check (I3) and closing."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpcore
+import httpx
+import pytest
+
+from ticketiq.errors import LeaseLost
+from ticketiq.settings import Settings
+from ticketiq.tools.base import CallContext
+from ticketiq.tools.http import Send, VendorFailed, request
+from ticketiq.tools.vendor_pool import VendorTransport
+
+
+class Vendor:
+    """An HTTP/1.1 keep-alive server. Each answer names the connection it came on (`x-connection`).
+
+    GET /ok answers at once; GET /hold/<name> answers once the test calls release(name); GET /partial
+    sends its headers and 10 of 1000 body bytes, then nothing; GET /big sends 1 MB."""
+
+    def __init__(self) -> None:
+        self.accepted = 0
+        self.requests: list[tuple[int, str]] = []  # (connection, path) as they arrived
+        self.open: dict[int, asyncio.StreamWriter] = {}
+        self.idle: set[int] = set()
+        self._gates: dict[str, asyncio.Event] = {}
+        self._handlers: set[asyncio.Task[None]] = set()
+        self._server: asyncio.Server | None = None
+        self.port = 0
+
+    async def start(self) -> Vendor:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def gate(self, name: str) -> asyncio.Event:
+        return self._gates.setdefault(name, asyncio.Event())
+
+    def release(self, name: str) -> None:
+        self.gate(name).set()
+
+    def close_idle(self) -> None:
+        """The server ends its idle keep-alive connections (as its keep-alive timeout would)."""
+        for number in list(self.idle):
+            self.open[number].close()
+
+    async def arrived(self, count: int) -> None:
+        await wait_until(lambda: len(self.requests) >= count)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        self.accepted += 1
+        number = self.accepted
+        self.open[number] = writer
+        try:
+            while True:
+                self.idle.add(number)
+                head = await reader.readuntil(b"\r\n\r\n")
+                self.idle.discard(number)
+                path = head.split(b" ")[1].decode()
+                self.requests.append((number, path))
+                await self._answer(number, path, reader, writer)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # the client closed the connection
+        finally:
+            self.idle.discard(number)
+            del self.open[number]
+            writer.close()
+            self._handlers.discard(task)
+
+    async def _answer(self, number: int, path: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        headers = f"HTTP/1.1 200 OK\r\nx-connection: {number}\r\n"
+        if path == "/partial":
+            writer.write(f"{headers}content-length: 1000\r\n\r\n".encode() + b"x" * 10)
+            await writer.drain()
+            await self._unless_hung_up(reader, asyncio.Event())  # the rest never comes
+        body = b"x" * 1_000_000 if path == "/big" else b"ok"
+        if path.startswith("/hold/"):
+            await self._unless_hung_up(reader, self.gate(path.removeprefix("/hold/")))
+        writer.write(f"{headers}content-length: {len(body)}\r\n\r\n".encode() + body)
+        await writer.drain()
+
+    @staticmethod
+    async def _unless_hung_up(reader: asyncio.StreamReader, gate: asyncio.Event) -> None:
+        """Wait for the gate; the client closing the connection meanwhile ends the connection."""
+        hung_up = asyncio.ensure_future(reader.read(1))
+        opened = asyncio.ensure_future(gate.wait())
+        await asyncio.wait({hung_up, opened}, return_when=asyncio.FIRST_COMPLETED)
+        for waiting in (hung_up, opened):
+            waiting.cancel()
+        await asyncio.gather(hung_up, opened, return_exceptions=True)
+        if not opened.done() or opened.cancelled():
+            raise ConnectionResetError("the client hung up")
+
+    async def close(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in list(self.open.values()):
+            writer.close()  # each handler then reads the end of its stream and returns
+        await asyncio.wait_for(asyncio.gather(*self._handlers), 5.0)
+        await self._server.wait_closed()
+
+
+async def wait_until(condition: Any, within_s: float = 5.0) -> None:
+    deadline = time.monotonic() + within_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+async def vendor() -> AsyncIterator[Vendor]:
+    server = await Vendor().start()
+    try:
+        yield server
+    finally:
+        await server.close()
+
+
+class Pooled:
+    """A client on a VendorTransport, and what its pool holds for the vendor's origin."""
+
+    def __init__(self, vendor: Vendor, limit: int = 10, keepalive_s: float = 50.0) -> None:
+        self.transport = VendorTransport(limit, keepalive_s)
+        self.client = httpx.AsyncClient(transport=self.transport, base_url=vendor.url, timeout=5.0)
+        self.origin = httpcore.Origin(b"http", b"127.0.0.1", vendor.port)
+
+    def counts(self) -> tuple[int, int]:
+        """(connections held, of them idle)."""
+        return self.transport.pool.counts(self.origin)
+
+    @property
+    def opened(self) -> int:
+        return self.transport.pool.opened
+
+    async def get(self, path: str, **kwargs: Any) -> int:
+        """The number of the server's connection that answered."""
+        response = await self.client.get(path, **kwargs)
+        response.raise_for_status()
+        return int(response.headers["x-connection"])
+
+
+@pytest.fixture
+async def pooled(vendor: Vendor) -> AsyncIterator[Pooled]:
+    made = Pooled(vendor, limit=2)
+    try:
+        yield made
+    finally:
+        await made.client.aclose()
+
+
+async def test_a_request_takes_the_most_recently_given_back_idle_connection(vendor: Vendor) -> None:
+    pooled = Pooled(vendor)
+    async with pooled.client:
+        held = [asyncio.create_task(pooled.get(f"/hold/{name}")) for name in "abc"]
+        await vendor.arrived(3)
+        answered = []
+        for name, task in zip("abc", held, strict=True):  # given back in this order: c last
+            vendor.release(name)
+            answered.append(await task)
+        assert pooled.counts() == (3, 3)
+        assert [await pooled.get("/ok") for _ in range(5)] == [answered[-1]] * 5
+        assert (pooled.opened, vendor.accepted) == (3, 3)
+
+
+async def test_an_idle_connection_the_server_closed_is_not_used(vendor: Vendor) -> None:
+    pooled = Pooled(vendor)
+    async with pooled.client:
+        first = await pooled.get("/ok")
+        vendor.close_idle()
+        await wait_until(lambda: not vendor.open)
+        second = await pooled.get("/ok")  # succeeds, on a fresh connection
+        assert (first, second) == (1, 2)
+        assert pooled.counts() == (1, 1)
+        assert [number for number, _ in vendor.requests] == [1, 2]
+
+
+async def test_an_idle_connection_past_its_keep_alive_is_closed_and_not_used(vendor: Vendor) -> None:
+    pooled = Pooled(vendor, keepalive_s=0.2)
+    async with pooled.client:
+        held = [asyncio.create_task(pooled.get(f"/hold/{name}")) for name in "ab"]
+        await vendor.arrived(2)
+        vendor.release("a")
+        await held[0]
+        await asyncio.sleep(0.3)  # a is past its keep-alive; b is not idle yet
+        vendor.release("b")
+        b = await held[1]  # giving b back closes a from the bottom of the stack
+        await wait_until(lambda: set(vendor.open) == {b})
+        assert pooled.counts() == (1, 1)
+        await asyncio.sleep(0.3)
+        assert await pooled.get("/ok") == 3  # b expired as well: a new connection
+        assert set(vendor.open) == {3}
+
+
+async def test_the_limit_holds_and_a_waiting_request_gets_the_connection_given_back(
+    vendor: Vendor, pooled: Pooled
+) -> None:
+    a = asyncio.create_task(pooled.get("/hold/a"))
+    b = asyncio.create_task(pooled.get("/hold/b"))
+    c = asyncio.create_task(pooled.get("/hold/c"))
+    await vendor.arrived(2)
+    await asyncio.sleep(0.2)
+    assert (vendor.accepted, len(vendor.requests), pooled.counts()) == (2, 2, (2, 0))  # c waits
+    vendor.release("a")
+    on = await a
+    await vendor.arrived(3)
+    assert vendor.requests[-1] == (on, "/hold/c")  # c came on a's connection
+    vendor.release("b")
+    vendor.release("c")
+    assert await c == on
+    await b
+    assert (vendor.accepted, pooled.opened, pooled.counts()) == (2, 2, (2, 2))
+
+
+async def test_a_waiting_request_gets_the_place_of_a_connection_that_failed(vendor: Vendor, pooled: Pooled) -> None:
+    a = asyncio.create_task(pooled.get("/hold/a", timeout=httpx.Timeout(5.0, read=0.3)))
+    b = asyncio.create_task(pooled.get("/hold/b"))
+    await vendor.arrived(2)
+    c = asyncio.create_task(pooled.get("/ok"))
+    with pytest.raises(httpx.ReadTimeout):
+        await a  # a's connection is closed: its place goes to c, on a new connection
+    assert await c == 3
+    vendor.release("b")
+    await b
+    assert pooled.counts() == (2, 2)
+
+
+async def test_no_connection_coming_back_in_time_is_a_pool_timeout_and_the_queue_moves_on(
+    vendor: Vendor, pooled: Pooled
+) -> None:
+    held = [asyncio.create_task(pooled.get(f"/hold/{name}")) for name in "ab"]
+    await vendor.arrived(2)
+    started = time.monotonic()
+    with pytest.raises(httpx.PoolTimeout):
+        await pooled.get("/ok", timeout=httpx.Timeout(5.0, pool=0.3))
+    assert 0.3 <= time.monotonic() - started < 2.0
+    assert len(vendor.requests) == 2  # nothing was sent
+    vendor.release("a")
+    vendor.release("b")
+    await asyncio.gather(*held)
+    assert await pooled.get("/ok") in (1, 2)  # the timed-out waiter holds nothing
+    assert (pooled.opened, pooled.counts()) == (2, (2, 2))
+
+
+async def test_a_tool_call_finding_the_pool_full_fails_and_sends_nothing(vendor: Vendor) -> None:
+    # Which bound ends it first, the pool's (PoolTimeout: "could not be reached") or tools/http.py's own
+    # asyncio.timeout of the same length ("did not answer"), is not settled here: both are one timeout.
+    pooled = Pooled(vendor, limit=1)
+    settings = Settings(http_timeout_s=0.5, vendor_max_retries=0)
+    async with pooled.client:
+        held = asyncio.create_task(pooled.get("/hold/a"))
+        await vendor.arrived(1)
+        ctx = CallContext("run-1", "probe", {}, "k", pooled.client, settings)
+        with pytest.raises(VendorFailed) as failed:
+            await request(ctx, "probe", "GET", "/ok", send=Send.READ)
+        vendor.release("a")
+        await held
+    assert failed.value.outcome.error is not None
+    assert "probe" in failed.value.outcome.error
+    assert len(vendor.requests) == 1
+
+
+async def test_a_request_cancelled_mid_read_leaves_no_connection_behind(vendor: Vendor, pooled: Pooled) -> None:
+    reading = asyncio.create_task(pooled.get("/partial"))
+    await vendor.arrived(1)
+    await asyncio.sleep(0.1)  # the headers and 10 bytes came; the client is reading the rest
+    reading.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reading
+    assert pooled.counts() == (0, 0)  # the half-read connection was closed, not put back
+    await wait_until(lambda: not vendor.open)
+    assert await pooled.get("/ok") == 2
+
+
+async def test_a_request_cancelled_waiting_for_its_answer_or_a_connection_leaves_nothing_behind(
+    vendor: Vendor,
+) -> None:
+    pooled = Pooled(vendor, limit=1)
+    async with pooled.client:
+        answering = asyncio.create_task(pooled.get("/hold/never"))
+        await vendor.arrived(1)
+        queued = asyncio.create_task(pooled.get("/ok"))
+        await asyncio.sleep(0.1)
+        queued.cancel()  # cancelled in the queue
+        answering.cancel()  # cancelled while its request was out
+        for task in (queued, answering):
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        assert pooled.counts() == (0, 0)
+        await wait_until(lambda: not vendor.open)
+        assert await pooled.get("/ok") == 2
+        assert pooled.counts() == (1, 1)
+
+
+async def test_a_response_closed_early_does_not_go_back_half_read(vendor: Vendor, pooled: Pooled) -> None:
+    async with pooled.client.stream("GET", "/big") as response:
+        async for _ in response.aiter_raw():
+            break
+    assert pooled.counts() == (0, 0)
+    assert await pooled.get("/ok") == 2
+
+
+@pytest.mark.parametrize("pooled_transport", [True, False], ids=["vendor_pool", "httpx_default"])
+async def test_failures_come_out_as_the_same_httpx_errors_as_httpx_default_pool(
+    vendor: Vendor, pooled_transport: bool
+) -> None:
+    transport = VendorTransport(10) if pooled_transport else httpx.AsyncHTTPTransport()
+    hanging_up = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+    async with hanging_up, httpx.AsyncClient(transport=transport, timeout=5.0) as client:
+        with pytest.raises(httpx.ConnectError):
+            await client.get(f"http://127.0.0.1:{free_port()}/")
+        with pytest.raises(httpx.ReadTimeout):
+            await client.get(f"{vendor.url}/hold/never", timeout=httpx.Timeout(5.0, read=0.2))
+        with pytest.raises(httpx.UnsupportedProtocol):
+            await client.get("ftp://127.0.0.1/")
+        with pytest.raises(httpx.RemoteProtocolError):
+            await client.get(f"http://127.0.0.1:{hanging_up.sockets[0].getsockname()[1]}/")
+
+
+async def test_the_lease_check_runs_after_the_connection_came_from_the_pool(vendor: Vendor) -> None:
+    pooled = Pooled(vendor, limit=1)
+    async with pooled.client:
+        await pooled.get("/ok")
+        seen: list[tuple[int, int]] = []
+
+        def before_send() -> None:
+            seen.append(pooled.counts())
+
+        ctx = CallContext("run-1", "probe", {}, "k", pooled.client, Settings(), before_send)
+        await request(ctx, "probe", "GET", "/ok", send=Send.READ)
+        # Checked once before the request, idle connection on the stack; then at the last moment, taken.
+        assert seen == [(1, 1), (1, 0)]
+
+        held = asyncio.create_task(pooled.get("/hold/a"))
+        await vendor.arrived(3)
+        checks = 0
+
+        def lapses_while_queued() -> None:
+            nonlocal checks
+            checks += 1
+            if checks == 2:
+                raise LeaseLost("run-1", "taken over while the request waited for a connection")
+
+        ctx = CallContext("run-1", "probe", {}, "k", pooled.client, Settings(), lapses_while_queued)
+        sending = asyncio.create_task(request(ctx, "probe", "POST", "/write", send=Send.UNKEYED, json={}))
+        await asyncio.sleep(0.2)
+        assert checks == 1  # queued behind a: not checked again until it has a connection
+        vendor.release("a")
+        await held
+        with pytest.raises(LeaseLost):
+            await sending
+        assert checks == 2
+        assert [path for _, path in vendor.requests] == ["/ok", "/ok", "/hold/a"]  # the write was never sent
+        assert pooled.counts() == (0, 0)  # its connection was closed unused
+
+
+async def test_closing_the_client_closes_every_socket_idle_or_in_use(vendor: Vendor) -> None:
+    pooled = Pooled(vendor)
+    held = [asyncio.create_task(pooled.get(f"/hold/{name}")) for name in "abc"]
+    await vendor.arrived(3)
+    vendor.release("a")
+    vendor.release("b")
+    await asyncio.gather(*held[:2])
+    assert pooled.counts() == (3, 2)
+    await pooled.client.aclose()
+    await wait_until(lambda: not vendor.open)  # every socket closed, the one in use too
+    with pytest.raises(httpx.TransportError):
+        await held[2]
+    assert pooled.counts() == (0, 0)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """A server that reads the request and closes the connection without answering."""
+    await reader.readuntil(b"\r\n\r\n")
+    writer.close()
