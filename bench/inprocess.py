@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
 import psycopg
 
-from ticketiq.model.client import ModelReply, reply_from_completion
+from ticketiq.model.client import ModelReply, reply_from_body
 from ticketiq.standins.model import ScriptedModel, completion
 from ticketiq.storage import embedded
 from ticketiq.storage.migrate import migrate
@@ -43,7 +44,8 @@ class InProcessModel:
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
         answer = self.scripted.reply(model, messages)
-        reply = reply_from_completion(completion(model, messages, answer), model, 0.0)
+        # The bytes a model server sends, read as the client reads them: the whole step's model part.
+        reply = reply_from_body(orjson.dumps(completion(model, messages, answer)), model, 0.0)
         ended = time.perf_counter()
         self.clock.model_s += ended - started
         self.clock.model_calls.append((started, ended))

@@ -108,12 +108,16 @@ class AppProcess:
         holder = new_identity()
         keeper = LeaseKeeper(target.url, holder, settings.lease_ttl_s, settings.lease_renew_s,
                              settings.lease_margin_s, limits)  # fmt: skip
-        model = ModelClient(settings)
         # Every outbound request names this process (vendors log it) and is refused once it stalled.
-        # One pool per vendor host, sized to the calls in flight (issue 19): it neither scans nor churns.
+        # One pool per host, sized to the calls in flight (issue 19): it neither scans nor churns.
         http = httpx.AsyncClient(transport=VendorTransport(settings.vendor_connections),
                                  timeout=settings.http_timeout_s, headers={"User-Agent": user_agent()},
                                  event_hooks={"request": [stall.before_request]})  # fmt: skip
+        # The model's steps on a pool of the same kind, sized apart: a thousand runs may wait on the model
+        # at once. The openai client sends on it, with its own headers and timeout; ModelClient.close closes it.
+        model = ModelClient(settings, http=httpx.AsyncClient(transport=VendorTransport(settings.model_connections),
+                                                             event_hooks={"request": [stall.before_request]}),
+                            owns_http=True)  # fmt: skip
         deps = EngineDeps(
             db=db, settings=settings, registry=registry, catalog=agents.Catalog(agents={}), model=model,
             keys=keys, keeper=keeper, holder=holder, http=http,

@@ -49,6 +49,12 @@ class Settings:
     model_api_key: str = _setting("unset", "API key for the model endpoint.", secret=True)
     model_timeout_s: float = _setting(60.0, "Bound on one model request, seconds.")
     model_max_retries: int = _setting(4, "Retries of a model request answered 429 or 5xx.")
+    model_connections: int = _setting(
+        1000,
+        "Connections to the model endpoint open at once, at most (the openai client's own default); all of them "
+        "may stay open idle (50 s). One a model step in flight: a process holding a thousand runs that wait on "
+        "the model keeps a thousand open.",
+    )
 
     agents: Path = _setting(_SAMPLE_AGENTS, "Agents file (YAML); the sample ships with the package.")
     seal_keys: str | None = _setting(
@@ -243,6 +249,10 @@ class Settings:
     def __post_init__(self) -> None:
         if self.cron_missed not in CRON_MISSED:
             raise ConfigError(f"TICKETIQ_CRON_MISSED={self.cron_missed!r} is not one of {', '.join(CRON_MISSED)}")
+        if self.model_connections < 1:
+            raise ConfigError(
+                f"TICKETIQ_MODEL_CONNECTIONS={self.model_connections} leaves no connection to the model; set 1 or more."
+            )
         if self.vendor_connections < 1:
             raise ConfigError(
                 f"TICKETIQ_VENDOR_CONNECTIONS={self.vendor_connections} leaves no connection to a vendor; "

@@ -257,9 +257,10 @@ async def test_no_connection_coming_back_in_time_is_a_pool_timeout_and_the_queue
     assert (pooled.opened, pooled.counts()) == (2, (2, 2))
 
 
-async def test_a_tool_call_finding_the_pool_full_fails_and_sends_nothing(vendor: Vendor) -> None:
-    # Which bound ends it first, the pool's (PoolTimeout: "could not be reached") or tools/http.py's own
-    # asyncio.timeout of the same length ("did not answer"), is not settled here: both are one timeout.
+async def test_a_write_finding_the_pool_full_fails_as_not_reached_and_sends_nothing(vendor: Vendor) -> None:
+    # Whichever bound ends the wait first, the pool's (PoolTimeout) or tools/http.py's own asyncio.timeout
+    # of the same length, not a byte left: the write is "could not be reached", never uncertain (I9 would
+    # otherwise settle a write that was never sent).
     pooled = Pooled(vendor, limit=1)
     settings = Settings(http_timeout_s=0.5, vendor_max_retries=0)
     async with pooled.client:
@@ -267,11 +268,12 @@ async def test_a_tool_call_finding_the_pool_full_fails_and_sends_nothing(vendor:
         await vendor.arrived(1)
         ctx = CallContext("run-1", "probe", {}, "k", pooled.client, settings)
         with pytest.raises(VendorFailed) as failed:
-            await request(ctx, "probe", "GET", "/ok", send=Send.READ)
+            await request(ctx, "probe", "POST", "/ok", send=Send.UNKEYED, json={"n": 1})
         vendor.release("a")
         await held
     assert failed.value.outcome.error is not None
-    assert "probe" in failed.value.outcome.error
+    assert "probe could not be reached" in failed.value.outcome.error
+    assert failed.value.outcome.uncertain is False
     assert len(vendor.requests) == 1
 
 

@@ -121,13 +121,15 @@ class ModelClient:
     """One per process; `complete` is safe to call from many runs at once.
 
     Pass `http` to share a connection pool (an `httpx.AsyncClient` or the `httpx2.AsyncClient` the
-    openai package uses itself); its owner closes it. Without one, the openai client's own is used
-    and `close()` closes it. Either way each step goes through the client the openai package holds.
+    openai package uses itself); its owner closes it (this client, with `owns_http`). Without one, the
+    openai client's own is used and `close()` closes it. Either way each step goes through the client the openai package holds.
     """
 
-    def __init__(self, settings: Settings, *, http: httpx.AsyncClient | httpx2.AsyncClient | None = None) -> None:
+    def __init__(
+        self, settings: Settings, *, http: httpx.AsyncClient | httpx2.AsyncClient | None = None, owns_http: bool = False
+    ) -> None:
         self._settings = settings
-        self._owns_http = http is None
+        self._owns_http = http is None or owns_http
         self._openai = openai.AsyncOpenAI(
             api_key=settings.model_api_key,
             base_url=settings.model_base_url,

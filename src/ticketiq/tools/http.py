@@ -85,11 +85,12 @@ async def request(
                 raise _failed(spent, uncertain=reached)
             timeout = ctx.window.try_timeout(now, timeout)
         ctx.before_send()
+        sending = Sending()
         try:
             async with asyncio.timeout(timeout):  # the whole try, not only each phase of it
                 response = await ctx.http.request(
                     method, url, headers=headers, json=json, params=params, timeout=timeout,
-                    extensions={"trace": _last_moment(ctx)},
+                    extensions={"trace": _last_moment(ctx, sending)},
                 )  # fmt: skip
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
             if retries < limit:
@@ -97,7 +98,23 @@ async def request(
                 await asyncio.sleep(_backoff(retries))
                 continue
             raise _failed(f"{vendor} could not be reached ({type(exc).__name__})", uncertain=reached) from exc
-        except (httpx.TransportError, TimeoutError) as exc:
+        except TimeoutError as exc:
+            if not sending.started:
+                # The try's bound ended while it waited for a connection or for one to open (every one to
+                # this vendor busy): not a byte of it left, so it is a failure to connect, for every kind.
+                if retries < limit:
+                    retries += 1
+                    await asyncio.sleep(_backoff(retries))
+                    continue
+                raise _failed(f"{vendor} could not be reached (no connection within {timeout:g} s)",
+                              uncertain=reached) from exc  # fmt: skip
+            reached = reached or send is not Send.READ
+            if send.resendable and retries < limit:
+                retries += 1
+                await asyncio.sleep(_backoff(retries))
+                continue
+            raise _failed(f"{vendor} did not answer ({type(exc).__name__})", uncertain=reached) from exc
+        except httpx.TransportError as exc:
             reached = reached or send is not Send.READ
             if send.resendable and retries < limit:
                 retries += 1
@@ -131,12 +148,23 @@ async def request(
         return reply
 
 
-def _last_moment(ctx: CallContext) -> Callable[[str, dict[str, Any]], Awaitable[None]]:
+class Sending:
+    """Whether a try reached the moment its bytes go (a try cut off before it sent nothing)."""
+
+    __slots__ = ("started",)
+
+    def __init__(self) -> None:
+        self.started = False
+
+
+def _last_moment(ctx: CallContext, sending: Sending | None = None) -> Callable[[str, dict[str, Any]], Awaitable[None]]:
     """httpcore's trace hook: the lease check (I3) right before the request's bytes are sent."""
 
     async def trace(event: str, info: dict[str, Any]) -> None:
         if event.endswith(_SENDING):
             ctx.before_send()
+            if sending is not None:
+                sending.started = True
 
     return trace
 
