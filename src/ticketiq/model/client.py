@@ -122,7 +122,8 @@ class ModelClient:
 
     Pass `http` to share a connection pool (an `httpx.AsyncClient` or the `httpx2.AsyncClient` the
     openai package uses itself); its owner closes it (this client, with `owns_http`). Without one, the
-    openai client's own is used and `close()` closes it. Either way each step goes through the client the openai package holds.
+    openai client's own is used and `close()` closes it. Either way each step goes through the client
+    the openai package holds.
     """
 
     def __init__(
