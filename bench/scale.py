@@ -113,6 +113,14 @@ def cpu_s(pid: int, reaped: bool = False) -> float:
     return ticks / CLK_TCK
 
 
+def system_s(pid: int) -> float:
+    """stime alone: the CPU a process spent in the kernel (system calls, and on loopback the peer's TCP)."""
+    try:
+        return int(proc_stat(pid)[12]) / CLK_TCK
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+
+
 def postgres_cpu_s(postmaster: int) -> float:
     """The server's CPU: the postmaster with the backends it reaped, and every backend alive now. A
     backend that ends between two readings moves from the second term to the first, whole."""
@@ -309,6 +317,7 @@ def throughput(
         each0 = statement_calls(url, dbname)
         postmaster = postmaster_pid(folder / "home")
         pg0, apps0 = postgres_cpu_s(postmaster), [cpu_s(a.pid) for a in apps]
+        system0 = sum(system_s(a.pid) for a in apps)
         st0, client0 = cpu_s(standins.pid), client_cpu_s()
         started = rows(url, "SELECT clock_timestamp() AS t")[0]["t"]
         wall0 = time.monotonic()
@@ -320,6 +329,7 @@ def throughput(
             polls, failed = wait_done(url, ids, 600)
             wall = time.monotonic() - wall0
         pg1, apps1 = postgres_cpu_s(postmaster), [cpu_s(a.pid) for a in apps]
+        system1 = sum(system_s(a.pid) for a in apps)
         st1, client1 = cpu_s(standins.pid), client_cpu_s()
         calls1 = counters(url, dbname)[1]  # pg_stat_statements counts at once
         each1 = statement_calls(url, dbname)
@@ -347,12 +357,15 @@ def throughput(
         "statements_per_run": round((calls1 - calls0 - own) / runs, 1),
         "commits_per_run": round((commits1 - commits0 - own - 6) / runs, 1),
         "app_cpu_ms_per_run": round(1000 * sum(per_app) / runs, 2),
+        # The kernel's part: on loopback a send() also runs the receiving end's TCP stack.
+        "app_system_ms_per_run": round(1000 * (system1 - system0) / runs, 2),
         "cpu": cpu, "limit": limit_words(cpu), "busiest_statements": busiest(each0, each1, runs),
     }  # fmt: skip
     print(f"  {n} process(es): {runs} runs in {seconds:.2f} s = {figures['runs_per_s']} runs/s, "
           f"{figures['commits_per_s']} commits/s, {figures['statements_per_s']} statements/s "
           f"({figures['statements_per_run']} a run){', FAILED ' + str(failed) if failed else ''}")  # fmt: skip
-    print(f"    a run: {figures['app_cpu_ms_per_run']} ms of app CPU, {figures['statements_per_run']} statements, "
+    print(f"    a run: {figures['app_cpu_ms_per_run']} ms of app CPU ({figures['app_system_ms_per_run']} ms of it in "
+          f"the kernel), {figures['statements_per_run']} statements, "
           f"{figures['commits_per_run']} commits; {runs / sum(per_app):.1f} runs per app CPU second")  # fmt: skip
     print(
         f"    CPU over {wall:.2f} s: Postgres {cpu['postgres_s']} s, apps {cpu['apps_s']} s {cpu['apps']}, "
