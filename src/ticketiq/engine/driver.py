@@ -62,7 +62,12 @@ def fenced_off(exc: BaseException) -> BaseException | None:
 
 class RunDriver:
     def __init__(
-        self, deps: EngineDeps, checkpoint: Checkpoint, lease: HeldLease, claimed_at: float | None = None
+        self,
+        deps: EngineDeps,
+        checkpoint: Checkpoint,
+        lease: HeldLease,
+        claimed_at: float | None = None,
+        facts_generation: int | None = None,
     ) -> None:
         self.deps = deps
         self.checkpoint = checkpoint
@@ -82,8 +87,11 @@ class RunDriver:
         self.state = RunState(agent="", correlation_id="")
         self._unflushed_since: float | None = None
         self._opened = False  # this attempt wrote its first checkpoint
-        self._facts: GateFacts | None = None
-        self._facts_generation: int | None = None
+        # The gates' facts the take read in its own statement (acquire, create_taken): the first fresh read
+        # is that one; None when the take read none (claims, hand-offs), or no listener tags them.
+        self._facts: GateFacts | None = checkpoint.facts if facts_generation is not None else None
+        self._facts_generation: int | None = facts_generation
+        self._taken_facts = self._facts is not None
 
     # ----- the loop -------------------------------------------------------------------------------
 
@@ -290,8 +298,9 @@ class RunDriver:
         """The gates' facts for this run: cached until the gate listener reports a change."""
         generation = self.deps.gate_watch.current()
         cached = self._facts is not None and generation is not None and generation == self._facts_generation
-        if cached and not fresh and self._facts is not None:
-            return self._facts
+        taken, self._taken_facts = self._taken_facts, False
+        if cached and (taken or not fresh) and self._facts is not None:
+            return self._facts  # fresh as well when the take itself read them and nothing changed since
         self._facts = await self.handle.gate_facts()
         self._facts_generation = generation
         return self._facts

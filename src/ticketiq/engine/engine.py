@@ -310,10 +310,11 @@ class Engine:
         }  # fmt: skip
         if take:
             sent_at = time.monotonic()  # I4: the lease's deadline runs from when the take was sent
+            generation = self.deps.gate_watch.current()  # the facts the take reads are as new as this
             taken = await self.store.create_taken(params, self.deps.holder, self.deps.settings.lease_ttl_s)
             if taken is not None:
                 made, checkpoint = taken
-                self.launch(checkpoint, sent_at)  # refused (logged) only while the process comes back
+                self.launch(checkpoint, sent_at, facts_generation=generation)  # refused only while coming back
                 return made
         elif (created := await self.store.create(params)) is not None:
             return created
@@ -335,8 +336,9 @@ class Engine:
         if not await self._admission():
             return None
         sent_at = time.monotonic()
+        generation = self.deps.gate_watch.current()  # the facts the take reads are as new as this
         checkpoint = await self.store.acquire(run_id, self.deps.holder, self.deps.settings.lease_ttl_s)
-        if checkpoint is None or not self.launch(checkpoint, sent_at):
+        if checkpoint is None or not self.launch(checkpoint, sent_at, facts_generation=generation):
             return None
         return checkpoint.run_status
 
@@ -384,9 +386,13 @@ class Engine:
             self.launch(checkpoint, sent_at, claimed=checkpoint.why in CLAIMED)
         return len(given)
 
-    def launch(self, checkpoint: Checkpoint, sent_at: float, claimed: bool = False) -> bool:
+    def launch(
+        self, checkpoint: Checkpoint, sent_at: float, claimed: bool = False, facts_generation: int | None = None
+    ) -> bool:
         """Drive a run this process just took, under the attempt it took it by (I5, I6). Refused while
-        a driver of the run still drives here: the new lease is then not renewed and lapses."""
+        a driver of the run still drives here: the new lease is then not renewed and lapses.
+        `facts_generation`: the gate listener's generation before the take was sent, when the take read
+        the gates' facts (`checkpoint.facts`): the run starts from them instead of reading them again."""
         run_id = checkpoint.run_id
         if not self.admitted.is_set():
             # Taken under an identity whose liveness mark is gone: its lease lapses and is swept.
@@ -399,7 +405,8 @@ class Engine:
                       run_id, checkpoint.attempt, current.attempt)  # fmt: skip
             return False
         lease = self.deps.keeper.hold(run_id, sent_at, checkpoint.attempt)
-        driver = RunDriver(self.deps, checkpoint, lease, claimed_at=sent_at if claimed else None)
+        driver = RunDriver(self.deps, checkpoint, lease, claimed_at=sent_at if claimed else None,
+                           facts_generation=facts_generation)  # fmt: skip
         previous = self.tasks.get(run_id)
         self.drivers[run_id] = driver
         self.tasks[run_id] = asyncio.create_task(self._drive(driver, previous), name=f"run-{run_id}")

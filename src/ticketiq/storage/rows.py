@@ -39,6 +39,7 @@ class Checkpoint:
     lease_expired_at: datetime | None = None
     why: str = "acquired"  # acquired, lapsed, dead
     run_status: str | None = None  # the run's status as the take left it, where the take tells (acquire)
+    facts: GateFacts | None = None  # the gates' facts, read in the take itself where it reads them
 
 
 @dataclass(frozen=True)

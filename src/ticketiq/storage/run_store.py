@@ -11,7 +11,7 @@ typed rows. Nothing else in the package names a query about a run.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ticketiq.storage.database import Database, Row
@@ -88,6 +88,29 @@ def _checkpoint(row: Row) -> Checkpoint:
     return row_as(Checkpoint, row)
 
 
+def gate_facts_of(row: Row) -> GateFacts:
+    """The gates' facts from a row holding them (runs.gate_facts, or a take that read them)."""
+    return GateFacts(
+        agent=row["agent"],
+        tenant=row["tenant"],
+        owner=row["owner"],
+        channel=row["channel"],
+        may_wait=row["may_wait"],
+        agent_quarantine=row["agent_quarantine"],
+        tenant_quarantine=row["tenant_quarantine"],
+        stopped_by=row["stopped_by"],
+        channel_enabled=row["channel_enabled"],
+        owner_may_run=row["owner_may_run"],
+        granted=frozenset(row["granted"]),
+        needs_approval=frozenset(row["needs_approval"]),
+    )
+
+
+def _taken(row: Row) -> Checkpoint:
+    """A take that read the gates' facts with the run (acquire, create_taken)."""
+    return replace(row_as(Checkpoint, row), facts=gate_facts_of(row))
+
+
 def _given(row: Row) -> Given:
     return row_as(Given, row)
 
@@ -150,7 +173,7 @@ class RunStore:
         created = Created(str(row["run_id"]), str(row["run_status"]), True, params["request_hash"],
                           params["created_by"], params["channel"], params["agent"], params["actor"],
                           born_status=str(row["run_status"]))  # fmt: skip
-        return created, _checkpoint(row)
+        return created, _taken(row)
 
     async def by_idempotency_key(self, key: str) -> Created | None:
         """The run made under `key`, once it is on the synchronous standby (I20: answered as made)."""
@@ -170,7 +193,7 @@ class RunStore:
     async def acquire(self, run_id: str, holder: str, ttl_s: float) -> Checkpoint | None:
         """The run taken (its `run_status` as the take left it); None when another process has it."""
         row = await self.db.fetch_one("runs.acquire", {"run_id": run_id, "holder": holder, "ttl": ttl_s})
-        return None if row is None else _checkpoint(row)
+        return None if row is None else _taken(row)
 
     async def hand(self, run_id: str, holder: str, ttl_s: float) -> Given | None:
         """Take a run as `acquire` does, for the least loaded live process (`holder` if it is that one)."""
@@ -439,21 +462,7 @@ class RunHandle(FencedHandle):
     # ----- reads an attempt makes -----------------------------------------------------------------------
 
     async def gate_facts(self) -> GateFacts:
-        row = await self._fenced("runs.gate_facts", "reading gate facts (the run is gone)")
-        return GateFacts(
-            agent=row["agent"],
-            tenant=row["tenant"],
-            owner=row["owner"],
-            channel=row["channel"],
-            may_wait=row["may_wait"],
-            agent_quarantine=row["agent_quarantine"],
-            tenant_quarantine=row["tenant_quarantine"],
-            stopped_by=row["stopped_by"],
-            channel_enabled=row["channel_enabled"],
-            owner_may_run=row["owner_may_run"],
-            granted=frozenset(row["granted"]),
-            needs_approval=frozenset(row["needs_approval"]),
-        )
+        return gate_facts_of(await self._fenced("runs.gate_facts", "reading gate facts (the run is gone)"))
 
     async def calls_for_step(self, step: int) -> list[CallRecord]:
         return [_call(r) for r in await self.db.fetch_all("calls.for_step", {"run_id": self.run_id, "step": step})]

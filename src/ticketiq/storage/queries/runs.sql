@@ -31,7 +31,8 @@ SELECT id, status FROM run
 -- run it took from `queued` (migration 023). Nothing is fenced that `acquire` fences: no other process
 -- can have held a run that did not exist, and the attempt the driver is bound to (I3) is the one this
 -- statement wrote. A repeated key inserts nothing and returns no row. The audit row names the status the
--- run was born with, which a repeat of its creating request answers (`by_idempotency_key`).
+-- run was born with, which a repeat of its creating request answers (`by_idempotency_key`). With the
+-- gates' facts of the run as born (no Stop yet; gate_context, migration 028), as `acquire` gives them.
 WITH run AS (
     INSERT INTO runs (id, agent, input, owner, tenant, channel, may_wait, correlation_id,
                       parent_run_id, delegation_key, idempotency_key, request_hash, created_by, status, started_at)
@@ -58,8 +59,10 @@ WITH run AS (
     SELECT 'agent.run.created', run.id, %(actor)s, %(audit)s::jsonb || jsonb_build_object('status', run.status)
       FROM run
 )
-SELECT c.*, NULL::timestamptz AS lease_expired_at, 'acquired' AS why, run.status AS run_status
-  FROM run, checkpoint c
+SELECT c.*, NULL::timestamptz AS lease_expired_at, 'acquired' AS why, run.status AS run_status,
+       %(agent)s AS agent, %(tenant)s AS tenant, %(owner)s AS owner, %(channel)s AS channel,
+       %(may_wait)s::boolean AS may_wait, NULL::text AS stopped_by, g.*
+  FROM run, checkpoint c, LATERAL gate_context(%(agent)s, %(tenant)s, %(owner)s, %(channel)s) g
 
 -- name: by_idempotency_key
 -- The run made under a key, with what its maker checks before it takes the run as its own (I19,
@@ -97,15 +100,18 @@ SELECT status, answer, error FROM runs WHERE id = %(run_id)s
 -- Take a queued or waiting run that no live lease holds, or one handed back while it handed on its
 -- kept answer (`answered`, I12): the lease and a new attempt (take_run). Returns the checkpoint to
 -- start from, with the run's status as the take left it (take_run keeps `answered`, else makes it
--- `running`), so no read follows; or no row when another process has it.
+-- `running`), so no read follows; or no row when another process has it. With the gates' facts, read in
+-- the take (gate_context, migration 028): the run's first step reads none of its own.
 WITH run AS (
-    SELECT r.id, r.status FROM runs r
+    SELECT r.id, r.status, r.agent, r.tenant, r.owner, r.channel, r.may_wait, r.stopped_by FROM runs r
      WHERE r.id = %(run_id)s AND r.status IN ('queued', 'waiting', 'answered')
        AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.name = 'checkpoint:' || r.id::text AND l.expires_at >= now())
        FOR UPDATE
 )
-SELECT t.*, 'acquired' AS why, CASE WHEN run.status = 'answered' THEN 'answered' ELSE 'running' END AS run_status
-  FROM run, LATERAL take_run(run.id, %(holder)s, %(ttl)s, false) t
+SELECT t.*, 'acquired' AS why, CASE WHEN run.status = 'answered' THEN 'answered' ELSE 'running' END AS run_status,
+       run.agent, run.tenant, run.owner, run.channel, run.may_wait, run.stopped_by, g.*
+  FROM run, LATERAL take_run(run.id, %(holder)s, %(ttl)s, false) t,
+       LATERAL gate_context(run.agent, run.tenant, run.owner, run.channel) g
 
 -- name: hand
 -- What `acquire` takes, taken for the least loaded live process (run_targets, migration 012): this one,
@@ -343,15 +349,8 @@ SELECT checkpoint.run_id, pending.any AS suspended FROM checkpoint, pending, fin
 
 -- name: gate_facts
 -- Everything the gates need for one run, in one read.
-SELECT r.agent, r.tenant, r.owner, r.channel, r.may_wait, r.stopped_by,
-       (SELECT q.reason FROM quarantines q WHERE q.kind = 'agent' AND q.name = r.agent) AS agent_quarantine,
-       (SELECT q.reason FROM quarantines q WHERE q.kind = 'tenant' AND q.name = r.tenant) AS tenant_quarantine,
-       coalesce((SELECT ch.enabled FROM channels ch WHERE ch.name = r.channel), true) AS channel_enabled,
-       coalesce((SELECT p.may_run FROM principals p WHERE p.name = r.owner), false) AS owner_may_run,
-       coalesce((SELECT array_agg(g.tool) FROM grants g WHERE g.principal = r.owner AND NOT g.revoked),
-                '{}') AS granted,
-       coalesce((SELECT array_agg(t.tool) FROM tool_policies t WHERE t.needs_approval), '{}') AS needs_approval
-  FROM runs r
+SELECT r.agent, r.tenant, r.owner, r.channel, r.may_wait, r.stopped_by, g.*
+  FROM runs r, LATERAL gate_context(r.agent, r.tenant, r.owner, r.channel) g
  WHERE r.id = %(run_id)s
 
 -- name: stop_idle
