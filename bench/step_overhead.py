@@ -4,9 +4,11 @@
     .venv/bin/python bench/step_overhead.py [--steps 40] [--runs 5] [--concurrent 1000] [--json PATH]
 
 Part 1 runs a read-only agent and a writing agent against an in-process model and tools (clocked), and
-prints each step's overhead: the time from one model answer to the next model request, minus the time
-inside tools, i.e. everything the engine does for the step. It prints the statements each step wrote
-(pg_stat_statements) and the ratio to the UPDATE's latency measured in the same run (target <= 1.5):
+prints each step whole (from one model request to the next: the model's answer, read as the client
+reads a reply, the tool and the engine; target <= 2x) and each step's overhead: the time from one model
+answer to the next model request, minus the time inside tools, i.e. everything the engine does for the
+step (target <= 1.2x). It prints the statements each step wrote
+(pg_stat_statements) and the ratio to the UPDATE's latency measured in the same run:
 the UPDATE is timed at the runs' own pace and back to back, and both ratios are printed (see
 UpdateProbe for why the paced one is the like-for-like baseline).
 
