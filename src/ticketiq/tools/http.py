@@ -7,7 +7,8 @@
   `uncertain`, and the engine settles it (I9).
 - A failure to connect is retried for every kind: nothing reached the vendor.
 - `ctx.before_send()` runs at the last moment before each try's bytes are sent, after its connection
-  came from the pool (httpcore's trace hook), so no request leaves after the lease deadline (I3).
+  came from the pool (the trace hook, fired by tools/vendor_pool.py), so no request leaves after the lease
+  deadline (I3).
 - A write's tries fit its window (I14): none starts after the budget or the lease deadline it had at
   its mark, and each is cut off when the budget ends, so the mark bounds how long it can be in flight.
 """
@@ -29,7 +30,8 @@ from ticketiq.errors import ToolError
 from ticketiq.json_depth import too_deep
 from ticketiq.tools.base import CallContext, Outcome
 
-# httpcore names the event that fires once the connection is ready and the request line is next.
+# httpcore's name (VendorTransport fires it too) for the moment the connection is ready and the request line
+# is next.
 _SENDING = "send_request_headers.started"
 
 
@@ -158,7 +160,7 @@ class Sending:
 
 
 def _last_moment(ctx: CallContext, sending: Sending | None = None) -> Callable[[str, dict[str, Any]], Awaitable[None]]:
-    """httpcore's trace hook: the lease check (I3) right before the request's bytes are sent."""
+    """The transport's trace hook: the lease check (I3) right before the request's bytes are sent."""
 
     async def trace(event: str, info: dict[str, Any]) -> None:
         if event.endswith(_SENDING):

@@ -1,232 +1,283 @@
-"""The vendor connection pool: per vendor host, a stack of idle connections, and a request takes the top one.
+"""The vendor and model HTTP transport: httpx's API over aiohttp's connection pool and HTTP/1.1 engine.
 
-Why not httpx's default pool (httpcore's AsyncConnectionPool): on every request and every response close
-it walks every connection it holds, asks each whether it expired (a readability poll of its socket: a
-syscall per idle connection) and counts them again inside the walk (quadratic). The same count closes
-idle connections whenever the pool holds more connections than its keep-alive limit, so at 64 runs in
-flight it closed and opened connections all along (issue 19: 13.5% of a process's CPU). Subclassing it
-with an O(1) assignment is no smaller: its request flow and its response stream call the scan directly
-and share its private lists, so every method that matters would be written again over state that any
-httpcore release may change. So this module does only the pool bookkeeping. The protocol stays
-httpcore's own connection (AsyncHTTPConnection, HTTP/1.1), and the httpx API stays httpx's transport:
-VendorTransport is an httpx.AsyncHTTPTransport with a VendorPool in place of its pool, so the mapping to
-httpx's exceptions (ConnectError, ReadError, PoolTimeout, ...), the response streams and the request
-extensions (`timeout`, `trace`) are httpx's and httpcore's unchanged.
+Why: a run makes about 7 requests (4 to the model, 3 to vendors) and each cost ~0.86 ms of CPU through
+httpx + httpcore + h11 + anyio, most of it below httpx's client (its transport alone, 745 us a POST
+against a local keep-alive server); aiohttp's session sends the same POST for ~200 us (issue 19: a run
+may cost 10 ms of app CPU). So every caller keeps httpx's API (`client.request`, `build_request`/`send`,
+its exceptions, auth, cookies, redirects and content decoding) and only the transport underneath is
+aiohttp's: VendorTransport hands each request to one aiohttp.ClientSession and gives httpx the status,
+the raw headers and the body read whole (nothing in TicketIQ streams a response).
 
-- Per origin (scheme, host, port): a LIFO stack of idle connections. A request pops the most recently
-  used one and asks only that one whether the server closed it meanwhile (its socket readable while
-  idle); if so it is closed and the next one is popped.
-- The bottom of the stack is the least recently used: connections idle longer than KEEPALIVE_S are
-  closed from there, by the clock alone (no syscall), whenever the origin's stack is used.
-- Else a new connection is opened when the origin holds fewer than `limit` connections (in use, idle
-  or connecting); else the request waits in a FIFO queue for a connection given back (handed over
-  directly) or a place freed, at most the request's pool timeout: then httpx.PoolTimeout, nothing sent.
-- A connection goes back onto the stack only when httpcore left it idle, its response read to the end
-  and closed. A response closed early, a request failed or cancelled mid-way: httpcore closed that
-  connection and only its place comes back.
-- I3: the trace hook's `http11.send_request_headers.started` fires inside the connection, after the
-  pool handed it over, right before the request's bytes go (tools/http.py checks the lease there).
+- The request goes out with exactly httpx's headers: aiohttp adds none of its own (skip_auto_headers),
+  keeps no cookies (httpx's client does) and decodes no content-encoding (httpx does, once).
+- Pool: aiohttp's TCPConnector, `limit` connections per host (one pool per vendor host; no total cap),
+  idle ones kept KEEPALIVE_S. A request pops the oldest idle connection of its host's deque and checks
+  only that one (`is_connected`, no syscall; a connection the server closed is seen by the event loop
+  and skipped); nothing scans every connection per request (aiohttp sweeps the expired ones once per
+  keep-alive period). A request finding `limit` in use waits in that host's FIFO, at most its `pool`
+  timeout: httpx.PoolTimeout, nothing sent.
+- Timeouts (httpx's `timeout` extension): pool as above; connect bounds the TCP (and TLS) connect;
+  read bounds each wait for bytes of the answer; write bounds the time from the connection being ready
+  until the request's bytes have all left for the kernel (aiohttp has no write bound of its own). Each
+  expiry is the httpx timeout of its phase, and every failure is the httpx error its transport gives
+  (ConnectError, RemoteProtocolError, ReadError, UnsupportedProtocol), chained to aiohttp's.
+- I3: the trace hook's `http11.send_request_headers.started` is awaited after the connection left the
+  pool and before a byte of the request is written (`_Connector.connect`); a request still queued for
+  a connection does not fire it. If the hook raises (LeaseLost), the connection goes back unused.
+- I9: aiohttp sends a request again, once, on a new connection when the server closed a kept-alive one
+  under it (for GET, PUT, DELETE, ...). That is turned off, and a second connect for the same request is
+  refused besides: a request's bytes go out at most once; resending is tools/http.py's decision.
 
-One event loop only (the process's). HTTP(S)_PROXY from the environment is not honoured: httpx reads it
-only for a client without its own transport.
+One event loop only (the process's): the session is made on first use. HTTP(S)_PROXY from the
+environment is not honoured (trust_env off), as httpx did not for a client with its own transport.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import ssl
-import time
-from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextvars import ContextVar
 from types import TracebackType
+from typing import Any
 
-import httpcore
+import aiohttp
 import httpx
+from aiohttp.client_proto import ResponseHandler
+from aiohttp.client_reqrep import ClientRequest
+from aiohttp.connector import Connection
+from aiohttp.tracing import Trace
+from yarl import URL
 
 # Shorter than the 60 s idle timeout of the load balancers many vendors sit behind, so that we close an
 # idle connection before the far end does (a request racing the far end's close fails without an answer).
 KEEPALIVE_S = 50.0
 
-Connection = httpcore.AsyncHTTPConnection
+# httpcore's name for the moment the connection is ready and the request line is next (tools/http.py).
+SENDING = "http11.send_request_headers.started"
+
+# Headers aiohttp would add or replace; httpx already wrote the ones it means to send.
+_NOT_OURS = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
+
+TraceHook = Callable[[str, dict[str, Any]], Awaitable[None]]
 
 
-@dataclass(eq=False)
-class _Origin:
-    """One vendor host's connections."""
+class _Exchange:
+    """One request's state, seen by the connector through `_EXCHANGE` (connect runs in the request's task)."""
 
-    origin: httpcore.Origin
-    # (connection, given back at): the right end is the most recently used, the left end the oldest.
-    idle: deque[tuple[Connection, float]] = field(default_factory=deque)
-    held: set[Connection] = field(default_factory=set)  # every connection counted against the limit
-    waiting: deque[asyncio.Future[Connection | None]] = field(default_factory=deque)  # None: the pool closed
+    __slots__ = ("connected", "pool_s", "request", "write_s", "write_stalled", "write_timer")
+
+    def __init__(self, request: httpx.Request, pool_s: float | None, write_s: float | None) -> None:
+        self.request = request
+        self.pool_s = pool_s
+        self.write_s = write_s  # None: no bound, or no body to write
+        self.connected = False  # a connection came from the pool: from here bytes may go
+        self.write_stalled = False
+        self.write_timer: asyncio.TimerHandle | None = None
 
 
-class VendorPool:
-    """httpcore's request interface (what httpx's transport calls) over per-origin stacks; see the module
-    docstring."""
+_EXCHANGE: ContextVar[_Exchange | None] = ContextVar("ticketiq_vendor_exchange", default=None)
 
-    def __init__(
+
+class _NoConnection(Exception):
+    """No connection to the host came free within the request's pool timeout."""
+
+
+class _Connector(aiohttp.TCPConnector):
+    """aiohttp's pool with the request's pool timeout, the last-moment hook (I3) and one connect a request."""
+
+    opened = 0  # connections made since the start: churn shows here
+
+    # aiohttp's signatures: its `timeout` is the request's ClientTimeout, not a bound of ours.
+    async def connect(
         self,
-        limit: int,
-        keepalive_s: float = KEEPALIVE_S,
-        ssl_context: ssl.SSLContext | None = None,
-        network_backend: httpcore.AsyncNetworkBackend | None = None,
-    ) -> None:
+        req: ClientRequest,
+        traces: list[Trace],
+        timeout: aiohttp.ClientTimeout,  # noqa: ASYNC109
+    ) -> Connection:
+        exchange = _EXCHANGE.get()
+        if exchange is None:  # not sent through VendorTransport
+            return await super().connect(req, traces, timeout)
+        if exchange.connected:
+            # aiohttp retrying on a new connection: the first may have reached the server (I9).
+            raise aiohttp.ServerDisconnectedError("the server closed the connection; the request is not sent again")
+        conn = await super().connect(req, traces, timeout)
+        exchange.connected = True
+        hook: TraceHook | None = exchange.request.extensions.get("trace")
+        if hook is not None:
+            try:
+                await hook(SENDING, {"request": exchange.request})  # I3: the last moment before a byte goes
+            except BaseException:
+                conn.release()  # nothing was written on it: it goes back as it came, its place freed
+                raise
+        if exchange.write_s is not None and conn.protocol is not None:
+            exchange.write_timer = asyncio.get_running_loop().call_later(
+                exchange.write_s, _write_deadline, exchange, conn.protocol
+            )
+        return conn
+
+    async def _wait_for_available_connection(self, key: Any, traces: list[Trace]) -> None:
+        exchange = _EXCHANGE.get()
+        try:
+            async with asyncio.timeout(None if exchange is None else exchange.pool_s):
+                await super()._wait_for_available_connection(key, traces)
+        except BaseException as exc:
+            # Woken just as the wait ended (timeout, cancel): the wake-up goes to the next in line.
+            self._release_waiter()
+            if isinstance(exc, TimeoutError):
+                raise _NoConnection(f"no connection to {key.host}:{key.port} came free in time") from exc
+            raise
+
+    async def _create_connection(
+        self,
+        req: ClientRequest,
+        traces: list[Trace],
+        timeout: aiohttp.ClientTimeout,  # noqa: ASYNC109
+    ) -> ResponseHandler:
+        protocol = await super()._create_connection(req, traces, timeout)
+        self.opened += 1
+        return protocol
+
+
+def _write_deadline(exchange: _Exchange, protocol: ResponseHandler) -> None:
+    """The write bound ended: bytes of the request still waiting to leave means the write stalled."""
+    transport = protocol.transport
+    if transport is not None and transport.get_write_buffer_size() > 0:
+        exchange.write_stalled = True
+        transport.abort()
+
+
+# aiohttp warns of a bytes body past 1 MiB (its write may hold the loop); larger ones go in slices.
+_WHOLE = 1 << 20
+
+
+async def _slices(body: bytes) -> AsyncIterator[memoryview]:
+    view = memoryview(body)
+    for start in range(0, len(view), _WHOLE):
+        yield view[start : start + _WHOLE]
+
+
+class _Body(httpx.AsyncByteStream):
+    def __init__(self, content: bytes) -> None:
+        self._content = content
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield self._content
+
+
+@functools.lru_cache(maxsize=64)
+def _bounds(connect: float | None, read: float | None, pool: float | None) -> aiohttp.ClientTimeout:
+    # `connect` is aiohttp's bound on the wait for a place plus the connect (our own pool bound ends the
+    # wait first); `sock_connect` the connect alone; `sock_read` each wait for bytes of the answer.
+    whole = None if connect is None or pool is None else connect + pool
+    return aiohttp.ClientTimeout(total=None, connect=whole, sock_connect=connect, sock_read=read)
+
+
+class VendorTransport(httpx.AsyncBaseTransport):
+    """httpx's transport interface over one aiohttp session: `limit` connections per vendor host, all of
+    which may stay idle (KEEPALIVE_S) for the next request; see the module docstring."""
+
+    def __init__(self, limit: int, keepalive_s: float = KEEPALIVE_S, verify: ssl.SSLContext | bool = True) -> None:
         if limit < 1:
             raise ValueError(f"a vendor pool needs room for one connection at least, not {limit}")
         self._limit = limit
         self._keepalive_s = keepalive_s
-        self._ssl_context = ssl_context
-        self._network_backend = network_backend
-        self._origins: dict[tuple[bytes, bytes, int], _Origin] = {}  # by (scheme, host, port)
+        self._ssl = httpx.create_ssl_context(verify=verify)
+        self._session: aiohttp.ClientSession | None = None
+        self._connector: _Connector | None = None
         self._closed = False
-        self.opened = 0  # connections made since the start: churn shows here
 
-    def counts(self, origin: httpcore.Origin) -> tuple[int, int]:
-        """(connections held, of them idle) for one origin: for tests and the benchmark."""
-        host = self._origins.get(_key(origin))
-        return (0, 0) if host is None else (len(host.held), len(host.idle))
+    @property
+    def opened(self) -> int:
+        """Connections made since the start."""
+        return 0 if self._connector is None else self._connector.opened
 
-    async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
-        scheme = request.url.scheme
-        if scheme not in (b"http", b"https"):
-            raise httpcore.UnsupportedProtocol(f"Request URL has an unsupported protocol '{scheme.decode()}://'.")
-        origin = request.url.origin
-        host = self._origins.get(_key(origin))
-        if host is None:
-            host = self._origins[_key(origin)] = _Origin(origin)
-        timeout = request.extensions.get("timeout", {}).get("pool")
-        while True:
-            connection = await self._take(host, timeout)
-            try:
-                response = await connection.handle_async_request(request)
-            except httpcore.ConnectionNotAvailable:
-                # Not ours to use after all (httpcore's own pool retries the same way); its place comes back.
-                await self._give_back(host, connection)
-                continue
-            except BaseException:
-                # httpcore closed the connection (or never opened it): only its place comes back.
-                await self._give_back(host, connection)
-                raise
-            assert isinstance(response.stream, AsyncIterable)
-            return httpcore.Response(
-                status=response.status,
-                headers=response.headers,
-                content=_Lease(response.stream, self, host, connection),
-                extensions=response.extensions,
-            )
+    def counts(self, host: str, port: int) -> tuple[int, int]:
+        """(connections held, of them idle) to host:port: for tests and the benchmark (aiohttp's own books)."""
+        if self._connector is None or self._connector.closed:
+            return (0, 0)
+        held = idle = 0
+        for key, protocols in self._connector._acquired_per_host.items():
+            if (key.host, key.port) == (host, port):
+                held += len(protocols)
+        for key, kept in self._connector._conns.items():
+            if (key.host, key.port) == (host, port):
+                idle += len(kept)
+        return (held + idle, idle)
 
-    async def _take(self, host: _Origin, wait_s: float | None) -> Connection:
-        """The most recently used live idle connection, else a new one if there is room, else the first
-        one given back or place freed while this request waits."""
-        if self._closed:
-            raise httpcore.ConnectError("the vendor connection pool is closed")
-        closing = self._expired(host, time.monotonic())
-        connection = self._pick(host, closing)
-        if closing:
-            try:
-                await _close(closing)
-            except BaseException:
-                if connection is not None:  # cancelled meanwhile: not taken after all
-                    await self._give_back(host, connection)
-                raise
-        if connection is not None:
-            return connection
-        waiter: asyncio.Future[Connection | None] = asyncio.get_running_loop().create_future()
-        host.waiting.append(waiter)
-        try:
-            async with asyncio.timeout(wait_s):
-                given = await waiter
-        except BaseException as exc:
-            if waiter.done() and not waiter.cancelled():
-                # Handed a connection just as the wait ended: it goes to the next in line.
-                handed = waiter.result()
-                if handed is not None:
-                    await self._give_back(host, handed)
-            elif waiter in host.waiting:  # else passed over already, as done
-                waiter.cancel()
-                host.waiting.remove(waiter)
-            if isinstance(exc, TimeoutError):
-                raise httpcore.PoolTimeout(f"no connection to {host.origin} came free within {wait_s} s") from None
-            raise
-        if given is None:
-            raise httpcore.ConnectError("the vendor connection pool is closed")
-        return given
-
-    def _pick(self, host: _Origin, closing: list[Connection]) -> Connection | None:
-        """The top idle connection the server has not closed (the dead ones go to `closing`), else a new
-        one if the origin has room, else None: the request waits."""
-        while host.idle:
-            connection, _ = host.idle.pop()
-            # Only this one socket is polled: readable while idle means the server closed it.
-            if connection.is_available() and not connection.has_expired():
-                return connection
-            self._drop(host, connection)
-            closing.append(connection)
-        return self._open(host) if len(host.held) < self._limit else None
-
-    def _open(self, host: _Origin) -> Connection:
-        # Counted against the limit from now: connecting happens in the request, outside the pool.
-        connection = Connection(
-            origin=host.origin, ssl_context=self._ssl_context, network_backend=self._network_backend
+    def _open(self) -> aiohttp.ClientSession:
+        self._connector = _Connector(
+            limit=0, limit_per_host=self._limit, keepalive_timeout=self._keepalive_s, ssl=self._ssl
         )
-        host.held.add(connection)
-        self.opened += 1
-        return connection
+        session = aiohttp.ClientSession(
+            connector=self._connector,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            skip_auto_headers=_NOT_OURS,
+            auto_decompress=False,
+            trust_env=False,
+            # h11's bound on a head is 100 kB; aiohttp's 8 kB a line would refuse answers httpx took.
+            max_line_size=65536,
+            max_field_size=65536,
+        )
+        # I9: no resend on a new connection after the server closed one under a request (see connect).
+        session._retry_connection = False
+        self._session = session
+        return session
 
-    async def _give_back(self, host: _Origin, connection: Connection) -> None:
-        """A request is done with the connection: idle, it serves the next in line or goes on the stack;
-        anything else (half read, failed, closed) is closed and its place serves the next in line."""
-        if connection not in host.held:
-            return  # the pool closed meanwhile, and closed it
-        now = time.monotonic()
-        if connection.is_available():
-            while host.waiting:
-                waiter = host.waiting.popleft()
-                if not waiter.done():
-                    waiter.set_result(connection)
-                    return
-            host.idle.append((connection, now))
-            await _close(self._expired(host, now))
-            return
-        self._drop(host, connection)
-        await _close([connection])
-
-    def _drop(self, host: _Origin, connection: Connection) -> None:
-        """The connection no longer counts; its place goes to the first request waiting, as a new connection."""
-        host.held.discard(connection)
-        while host.waiting:
-            waiter = host.waiting.popleft()
-            if not waiter.done():
-                waiter.set_result(self._open(host))
-                return
-
-    def _expired(self, host: _Origin, now: float) -> list[Connection]:
-        """Connections idle longer than the keep-alive, taken off the bottom of the stack, to be closed."""
-        expired = []
-        while host.idle and now - host.idle[0][1] > self._keepalive_s:
-            connection, _ = host.idle.popleft()
-            self._drop(host, connection)
-            expired.append(connection)
-        return expired
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        if url.scheme not in ("http", "https"):
+            raise httpx.UnsupportedProtocol(f"Request URL has an unsupported protocol '{url.scheme}://'.")
+        if self._closed:
+            raise httpx.ConnectError("the vendor transport is closed")
+        session = self._session or self._open()
+        body = await request.aread()
+        headers = request.headers
+        if "transfer-encoding" in headers:  # read whole: sent with its length
+            headers = headers.copy()
+            del headers["transfer-encoding"]
+            headers["content-length"] = str(len(body))
+        timeouts = request.extensions.get("timeout", {})
+        exchange = _Exchange(request, timeouts.get("pool"), timeouts.get("write") if body else None)
+        token = _EXCHANGE.set(exchange)
+        try:
+            answer = await session.request(
+                request.method,
+                URL(str(url.copy_with(username=None, password=None) if url.userinfo else url), encoded=True),
+                headers=[(name.decode("latin-1"), value.decode("latin-1")) for name, value in headers.raw],
+                data=None if not body else body if len(body) <= _WHOLE else _slices(body),
+                allow_redirects=False,  # httpx's client follows them
+                timeout=_bounds(timeouts.get("connect"), timeouts.get("read"), timeouts.get("pool")),
+            )
+            if exchange.write_timer is not None:
+                exchange.write_timer.cancel()  # the answer began: the write is done
+            try:
+                content = await answer.read()  # at its end the connection goes back to the pool
+            except BaseException:
+                answer.close()  # half read: closed, never reused
+                raise
+        except (aiohttp.ClientError, TimeoutError, _NoConnection) as exc:
+            raise _translated(exc, exchange) from exc
+        finally:
+            if exchange.write_timer is not None:
+                exchange.write_timer.cancel()
+            _EXCHANGE.reset(token)
+        reason = (answer.reason or "").encode("latin-1", "replace")
+        return httpx.Response(
+            answer.status,
+            headers=answer.raw_headers,
+            stream=_Body(content),
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": reason},
+        )
 
     async def aclose(self) -> None:
-        """Close every connection, idle or in use; requests waiting for one fail (nothing was sent)."""
+        """Close every connection, idle or in use; requests in flight fail with an httpx error."""
         self._closed = True
-        closing: list[Connection] = []
-        for host in self._origins.values():
-            closing += host.held
-            host.held.clear()
-            host.idle.clear()
-            while host.waiting:
-                waiter = host.waiting.popleft()
-                if not waiter.done():
-                    waiter.set_result(None)
-        self._origins.clear()
-        await _close(closing)
+        if self._session is not None:
+            await self._session.close()
 
-    async def __aenter__(self) -> VendorPool:
+    async def __aenter__(self) -> VendorTransport:
         return self
 
     async def __aexit__(
@@ -238,53 +289,17 @@ class VendorPool:
         await self.aclose()
 
 
-class _Lease:
-    """A response's body on its connection; closing it gives the connection back to the pool."""
-
-    def __init__(self, stream: AsyncIterable[bytes], pool: VendorPool, host: _Origin, connection: Connection):
-        self._stream = stream
-        self._pool = pool
-        self._host = host
-        self._connection = connection
-        self._closed = False
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        try:
-            async for part in self._stream:
-                yield part
-        except BaseException:
-            await self.aclose()
-            raise
-
-    async def aclose(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            # httpcore leaves the connection idle only when the response was read to its end.
-            aclose = getattr(self._stream, "aclose", None)
-            if aclose is not None:
-                await aclose()
-        finally:
-            await self._pool._give_back(self._host, self._connection)
-
-
-def _key(origin: httpcore.Origin) -> tuple[bytes, bytes, int]:
-    return (origin.scheme, origin.host, origin.port)  # httpcore's Origin compares equal but has no hash
-
-
-async def _close(connections: list[Connection]) -> None:
-    if connections:
-        # Shielded: a request cancelled meanwhile still closes every socket it took out of the pool.
-        await asyncio.shield(asyncio.gather(*(c.aclose() for c in connections)))
-
-
-class VendorTransport(httpx.AsyncHTTPTransport):
-    """httpx's transport (exception mapping, streams, extensions) over a VendorPool of `limit` connections
-    per vendor host, all of which may stay idle (KEEPALIVE_S) for the next request."""
-
-    def __init__(self, limit: int, keepalive_s: float = KEEPALIVE_S, verify: ssl.SSLContext | bool = True) -> None:
-        context = httpx.create_ssl_context(verify=verify)
-        super().__init__(verify=context)
-        self.pool = VendorPool(limit, keepalive_s, context)
-        self._pool = self.pool  # type: ignore[assignment]  # httpx calls only handle_async_request, aclose, async with
+def _translated(exc: BaseException, exchange: _Exchange) -> httpx.TransportError:
+    """aiohttp's failure as the httpx error of its phase, as httpx's own transport raises it."""
+    message = str(exc) or type(exc).__name__
+    if exchange.write_stalled:
+        return httpx.WriteTimeout(f"the request's bytes did not all leave within {exchange.write_s} s")
+    if isinstance(exc, _NoConnection):
+        return httpx.PoolTimeout(message)
+    if isinstance(exc, TimeoutError):  # aiohttp's ConnectionTimeoutError, SocketTimeoutError, ...
+        return httpx.ReadTimeout(message) if exchange.connected else httpx.ConnectTimeout(message)
+    if isinstance(exc, aiohttp.ClientConnectorError) or not exchange.connected:
+        return httpx.ConnectError(message)  # refused, unreachable, DNS, TLS, the transport closed
+    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError | aiohttp.ClientResponseError):
+        return httpx.RemoteProtocolError(message)  # closed before or while answering, or a malformed answer
+    return httpx.ReadError(message)  # reset, or closed under the request (the transport closed)
