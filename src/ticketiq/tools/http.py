@@ -94,29 +94,16 @@ async def request(
                     method, url, headers=headers, json=json, params=params, timeout=timeout,
                     extensions={"trace": _last_moment(ctx, sending)},
                 )  # fmt: skip
-        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
-            if retries < limit:
-                retries += 1
-                await asyncio.sleep(_backoff(retries))
-                continue
-            raise _failed(f"{vendor} could not be reached ({type(exc).__name__})", uncertain=reached) from exc
-        except TimeoutError as exc:
-            if not sending.started:
-                # The try's bound ended while it waited for a connection or for one to open (every one to
-                # this vendor busy): not a byte of it left, so it is a failure to connect, for every kind.
+        except (httpx.TransportError, TimeoutError) as exc:
+            if _not_sent(exc, sending):
+                # Nothing of this try left (no connection, or the try's bound ended while it waited for
+                # one: every connection to this vendor busy): a failure to connect, retried for every kind.
                 if retries < limit:
                     retries += 1
                     await asyncio.sleep(_backoff(retries))
                     continue
-                raise _failed(f"{vendor} could not be reached (no connection within {timeout:g} s)",
-                              uncertain=reached) from exc  # fmt: skip
-            reached = reached or send is not Send.READ
-            if send.resendable and retries < limit:
-                retries += 1
-                await asyncio.sleep(_backoff(retries))
-                continue
-            raise _failed(f"{vendor} did not answer ({type(exc).__name__})", uncertain=reached) from exc
-        except httpx.TransportError as exc:
+                why = f"no connection within {timeout:g} s" if isinstance(exc, TimeoutError) else type(exc).__name__
+                raise _failed(f"{vendor} could not be reached ({why})", uncertain=reached) from exc
             reached = reached or send is not Send.READ
             if send.resendable and retries < limit:
                 retries += 1
@@ -148,6 +135,13 @@ async def request(
                 uncertain=reached,
             )  # fmt: skip
         return reply
+
+
+def _not_sent(exc: BaseException, sending: Sending) -> bool:
+    """Whether a failed try sent nothing: it never had a connection, or its bound ended before its bytes."""
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout):
+        return True
+    return isinstance(exc, TimeoutError) and not sending.started
 
 
 class Sending:
