@@ -194,14 +194,12 @@ def test_the_edge_serves_through_a_process_killed_and_restarted_twice_and_each_p
             f"{len(runs)} runs in the database for {len(stream.created)} keyed POSTs; keys with another or "
             f"no run: {sorted(k for k in stream.created if runs.get(k) != stream.created[k])[:10]}; {summary}"
         )
+        # The run's own key is the record a repeat is answered from (issue 19): no Idempotency-Key row is
+        # claimed or kept beside it, so a POST costs no statement of its own for the key.
         kept = cluster.rows(
-            "SELECT key, state, response FROM idempotency_keys WHERE scope = 'POST /v1/runs' AND key LIKE %s",
-            f"{prefix}-%",
+            "SELECT key FROM idempotency_keys WHERE scope = 'POST /v1/runs' AND key LIKE %s", f"{prefix}-%"
         )
-        assert len(kept) == len(stream.created), f"{len(kept)} keys kept for {len(stream.created)} POSTs; {summary}"
-        for row in kept:
-            assert row["state"] == "done", row
-            assert stream.created[row["key"]] in row["response"], row  # a repeat is answered the same run
+        assert kept == [], f"{len(kept)} Idempotency-Key rows for {len(stream.created)} POSTs; {summary}"
     finally:
         if stream is not None:
             stream.stop()  # before the edge: its POST in hand is answered, not retried against nothing
