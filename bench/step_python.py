@@ -1,0 +1,79 @@
+"""The engine's own Python in a read-only step: the step overhead of bench/step_overhead.py measured
+twice in one process, once as it is and once with the checkpoint statement answered by nothing, so the
+second figure is what the engine computes for a step (issue 19's 1.2x goal leaves it about 0.1 ms).
+
+    .venv/bin/python bench/step_python.py [--steps 40] [--runs 10] [--profile tottime|cumtime]
+
+It prints figures and asserts none. With `--profile`, cProfile of the runs with the statement left out,
+sorted as asked (cProfile slows what it watches: read the order, not the times).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import step_overhead
+from inprocess import Clock, bench_database
+from ticketiq.storage.run_store import Flush, RunHandle, Sealed
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--profile", choices=["tottime", "cumtime"])
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ticketiq-bench-") as tmp:
+        folder = Path(tmp)
+        step_overhead.scripts(folder, args.steps)
+        async with bench_database(folder, "pg_stat_statements") as url:
+            clock = Clock()
+            process = await step_overhead.bench_process(url, folder, clock, lease_renew_s=3600)
+            written = RunHandle.write_checkpoint
+            skipping = [False]
+
+            async def checkpoint(self: RunHandle, sealed: Sealed, flush: Flush | None, opening: bool = False) -> None:
+                if skipping[0] and not opening:  # the attempt's first checkpoint still opens it
+                    return
+                await written(self, sealed, flush, opening=opening)
+
+            RunHandle.write_checkpoint = checkpoint  # type: ignore[method-assign]
+            profile = cProfile.Profile()
+            try:
+                agent = process.engine.deps.catalog.get("reads")
+                assert agent is not None
+                for skip in (False, True):
+                    skipping[0] = skip
+                    overheads: list[float] = []
+                    for i in range(args.runs + 2):  # two to warm up
+                        created = await process.engine.create_run(agent, f"bench OPS-{i}")
+                        clock.model_calls.clear()
+                        clock.tool_calls.clear()
+                        if skip and args.profile and i >= 2:
+                            profile.enable()
+                        assert await process.engine.start(created.id)
+                        assert await process.engine.tasks[created.id] == "succeeded"
+                        profile.disable()
+                        if i >= 2:
+                            overheads += step_overhead.step_overheads(clock)
+                    what = "without its checkpoint statement" if skip else "as it is"
+                    print(f"read-only step overhead {what}: median {1000 * statistics.median(overheads):.3f} ms")
+            finally:
+                RunHandle.write_checkpoint = written  # type: ignore[method-assign]
+                await process.stop()
+            if args.profile:
+                pstats.Stats(profile).sort_stats(args.profile).print_stats(40)
+
+
+if __name__ == "__main__":
+    import uvloop
+
+    uvloop.run(main())
