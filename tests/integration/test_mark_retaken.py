@@ -152,3 +152,32 @@ async def test_after_its_database_came_back_the_leader_judges_no_process_dead_wi
             await asyncio.sleep(0.05)
         proxy.resume()
         await until(a.engine.admitted.is_set, "the process admitting runs again")
+
+
+async def test_the_retake_passes_by_a_lease_the_sweep_holds_instead_of_waiting_on_it(
+    db_url: str, tmp_path: Path
+) -> None:
+    # A sweep claiming one of its leases holds that row while it waits on the process row the retake
+    # updates: a retake that waited on the lease deadlocked with it (seen in a failover).
+    async with engine_under_test(db_url, tmp_path, SCRIPTS, AGENTS, lead=False) as h:
+        holder = h.engine.deps.holder
+        for name in ("checkpoint:held", "checkpoint:free"):
+            await read_rows(db_url, "INSERT INTO leases (name, holder, expires_at) VALUES (%s, %s, "
+                            "now() + interval '1 hour')", name, holder)  # fmt: skip
+        await h.process.liveness.release()
+        async with await psycopg.AsyncConnection.connect(db_url) as sweep:
+            await sweep.execute("SELECT 1 FROM leases WHERE name = 'checkpoint:held' FOR UPDATE")
+            conn = await database.connect(db_url, DEFAULT_LIMITS)
+            try:
+                async with asyncio.timeout(5):
+                    assert await leader_store.retake(conn, holder, within_s=10) is not None  # no wait
+                lapsed = await read_rows(db_url, "SELECT name, expires_at < now() AS lapsed FROM leases "
+                                         "WHERE name LIKE 'checkpoint:%%' ORDER BY name")  # fmt: skip
+                assert lapsed == [
+                    {"name": "checkpoint:free", "lapsed": True},
+                    {"name": "checkpoint:held", "lapsed": False},
+                ]
+            finally:
+                await conn.close()
+            await sweep.rollback()
+        await read_rows(db_url, "DELETE FROM leases WHERE name IN ('checkpoint:held', 'checkpoint:free')")

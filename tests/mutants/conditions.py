@@ -20,9 +20,13 @@ DECLARED: list[tuple[str, str, str, list[str]]] = [
      [f"{RETAKEN}::test_the_retake_matches_nothing_when_a_claim_ended_the_process_under_it"]),
     # The retake gives up every lease the identity held: kept, a lease of a run no driver here drives
     # waits out its TTL (and the run with it) instead of being claimed at once.
-    ("leader.retake", "UPDATE leases SET expires_at = least(expires_at, now() - interval '1 millisecond')",
-     "UPDATE leases SET expires_at = expires_at",
+    ("leader.retake", "UPDATE leases l SET expires_at = least(l.expires_at, now() - interval '1 millisecond')",
+     "UPDATE leases l SET expires_at = l.expires_at",
      [f"{RETAKEN}::test_the_retake_keeps_the_identity_and_gives_its_leases_up_to_the_sweep"]),
+    # It passes by a lease another transaction holds (the sweep claiming it): waiting on it while it holds
+    # the process row deadlocked with a sweep waiting on that row.
+    ("leader.retake", "FOR UPDATE SKIP LOCKED", "FOR UPDATE",
+     [f"{RETAKEN}::test_the_retake_passes_by_a_lease_the_sweep_holds_instead_of_waiting_on_it"]),
 ]  # fmt: skip
 
 

@@ -26,7 +26,10 @@ RETURNING lock_key
 -- nothing (the lock it took goes with the connection the caller then closes), or it holds its lock and
 -- the claim passes it by.
 -- The leases it held are given up in the same statement (made lapsed, never deleted: the sweep claims
--- them under a new attempt, I3): the process lost them all when its mark went (I14).
+-- them under a new attempt, I3): the process lost them all when its mark went (I14). A lease another
+-- transaction holds locked is passed by (SKIP LOCKED): that is the leader's sweep claiming it already,
+-- and waiting on it while this statement holds the process row deadlocked with a sweep that waited
+-- on the process row (seen in a failover). Passed by, it lapses on its own and is swept all the same.
 WITH mine AS (
     SELECT lock_key FROM processes WHERE id = %(id)s AND ended_at IS NULL AND stalled_at IS NULL
 ), locked AS (
@@ -36,10 +39,14 @@ WITH mine AS (
       FROM locked
      WHERE p.id = %(id)s AND p.ended_at IS NULL AND p.stalled_at IS NULL
     RETURNING p.lock_key
+), held AS (
+    SELECT name FROM leases WHERE holder = %(id)s AND EXISTS (SELECT 1 FROM retaken)
+       FOR UPDATE SKIP LOCKED
 ), given_up AS (
-    UPDATE leases SET expires_at = least(expires_at, now() - interval '1 millisecond')
-     WHERE holder = %(id)s AND EXISTS (SELECT 1 FROM retaken)
-    RETURNING name
+    UPDATE leases l SET expires_at = least(l.expires_at, now() - interval '1 millisecond')
+      FROM held
+     WHERE l.name = held.name AND l.holder = %(id)s
+    RETURNING l.name
 ), announce AS (
     -- The leader's sweep wakes at once and claims what was given up.
     SELECT pg_notify('ticketiq_processes', %(id)s) FROM retaken
