@@ -23,9 +23,10 @@ from tests.support.crash import eventually
 from tests.support.engine import Harness, engine_under_test, read_rows
 from tests.support.http import serving
 from ticketiq.auth import tokens
+from ticketiq.auth.token_cache import TokenCache
 from ticketiq.entries.api import create_app
 from ticketiq.errors import StorageError
-from ticketiq.storage.token_store import TokenStore
+from ticketiq.storage.token_store import Credential, TokenStore
 
 READ: dict[str, Any] = {"calls": [{"tool": "probe_read", "arguments": {"note": "{jira_key}"}}]}
 WRITE: dict[str, Any] = {"calls": [{"tool": "probe_write", "arguments": {"note": "{jira_key}"}}]}
@@ -483,6 +484,24 @@ async def test_a_refused_token_row_is_reported_without_its_hash(db_url: str, tmp
     assert refused.value.sqlstate == "23514"  # the name check
     assert digest not in str(refused.value) and digest not in repr(refused.value)
     assert refused.value.__cause__ is None and refused.value.__suppress_context__
+
+
+async def test_the_revoking_process_refuses_the_token_at_once_without_waiting_for_its_notification(
+    db_url: str, tmp_path: Path
+) -> None:
+    # The cache is trusted but nobody listens, so no notification can drop the token: only the revoke's own
+    # drop refuses it. (Over HTTP the notification raced the revoker's next request, and sometimes lost.)
+    async with site(db_url, tmp_path) as s:
+        token = tokens.mint()
+        cache: TokenCache[Credential] = TokenCache()
+        cache.listening()
+        store = TokenStore(s.h.process.db, cache)
+        await store.create("soon-gone", "caller", None, tokens.token_hash(token), "test")
+        found = await store.credential(tokens.token_hash(token))
+        assert found is not None and found.name == "soon-gone" and len(cache) == 1
+        assert await store.revoke("soon-gone", "test") is not None
+        assert await store.credential(tokens.token_hash(token)) is None
+        assert len(cache) == 0
 
 
 async def listening(*sites: Site) -> bool:

@@ -88,6 +88,10 @@ class TokenStore:
     async def revoke(self, name: str, actor: str) -> StoredToken | None:
         """None when there is no such token, or it was revoked already (`get` tells which)."""
         row = await self.db.fetch_one("tokens.revoke", {"name": name, "actor": actor})
+        if row is not None and self.cache is not None:
+            # This process drops it before answering: its own notification comes back asynchronously, and
+            # the revoker's next request must already be refused (the other processes hear it within 1 s).
+            self.cache.changed(name)
         return None if row is None else _token(row)
 
     async def get(self, name: str) -> StoredToken | None:
