@@ -114,10 +114,9 @@ class AppProcess:
                                  timeout=settings.http_timeout_s, headers={"User-Agent": user_agent()},
                                  event_hooks={"request": [stall.before_request]})  # fmt: skip
         # The model's steps on a pool of the same kind, sized apart: a thousand runs may wait on the model
-        # at once. The openai client sends on it, with its own headers and timeout; ModelClient.close closes it.
-        model = ModelClient(settings, http=httpx.AsyncClient(transport=VendorTransport(settings.model_connections),
-                                                             event_hooks={"request": [stall.before_request]}),
-                            owns_http=True)  # fmt: skip
+        # at once. Each step's request is handed to it straight, with the openai client's headers and
+        # timeout (model/client.py); ModelClient.close closes it.
+        model = ModelClient(settings, transport=VendorTransport(settings.model_connections))
         deps = EngineDeps(
             db=db, settings=settings, registry=registry, catalog=agents.Catalog(agents={}), model=model,
             keys=keys, keeper=keeper, holder=holder, http=http,

@@ -25,6 +25,7 @@ from ticketiq.errors import ModelError
 from ticketiq.model import ModelClient, ModelReply
 from ticketiq.settings import Settings
 from ticketiq.standins.model import LATENCY_HEADER, create_router
+from ticketiq.tools.vendor_pool import VendorTransport
 from ticketiq.user_agent import user_agent
 
 API_KEY = "sk-test-4f1c9e0b7d2a4e6f8a1b3c5d7e9f0a2b"
@@ -154,9 +155,11 @@ async def standin(latency_ms: int = 0, position_ids: bool = False) -> AsyncItera
 
 @asynccontextmanager
 async def model_client(
-    settings: Settings, http: httpx.AsyncClient | httpx2.AsyncClient | None = None
+    settings: Settings,
+    http: httpx.AsyncClient | httpx2.AsyncClient | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
 ) -> AsyncIterator[ModelClient]:
-    client = ModelClient(settings, http=http)
+    client = ModelClient(settings, http=http, transport=transport)
     try:
         yield client
     finally:
@@ -366,13 +369,15 @@ def shared_http(library: str, **kwargs: Any) -> httpx.AsyncClient | httpx2.Async
     return httpx.AsyncClient(**kwargs) if library == "httpx" else httpx2.AsyncClient(**kwargs)
 
 
-@pytest.mark.parametrize("library", [None, "httpx", "httpx2"])
+@pytest.mark.parametrize("library", [None, "httpx", "httpx2", "transport"])
 async def test_body_and_headers_are_what_the_openai_client_sends(library: str | None) -> None:
     # The openai package's own create, through the same client to the same endpoint, is the reference.
-    http = shared_http(library, headers={"X-Shared": "yes"}) if library else None
+    # "transport": an app process's, to which each step's request is handed past the client's send.
+    http = shared_http(library, headers={"X-Shared": "yes"}) if library in ("httpx", "httpx2") else None
+    transport = VendorTransport(4) if library == "transport" else None
     async with standin() as server:
         settings = server.settings(model_base_url=server.root + "/capture/v1")
-        async with model_client(settings, http=http) as client:
+        async with model_client(settings, http=http, transport=transport) as client:
             for tools in (TOOLS, []):
                 await client._openai.chat.completions.create(
                     model="triage", messages=cast(Any, CONVERSATION), tools=cast(Any, tools) if tools else openai.omit
@@ -392,14 +397,15 @@ async def test_body_and_headers_are_what_the_openai_client_sends(library: str | 
     assert ours.headers["authorization"] == f"Bearer {API_KEY}"
     assert ours.headers["user-agent"] == user_agent()
     assert ours.headers["content-type"] == "application/json"
-    assert ("x-shared" in ours.headers) == (library is not None)
+    assert ("x-shared" in ours.headers) == (http is not None)
 
 
-async def test_a_retry_says_which_retry_it_is_and_sends_the_same_body() -> None:
+@pytest.mark.parametrize("direct", [False, True])
+async def test_a_retry_says_which_retry_it_is_and_sends_the_same_body(direct: bool) -> None:
     async with standin() as server, httpx.AsyncClient() as http:
         (await http.post(server.root + "/capture/refuse", params={"count": 2})).raise_for_status()
         settings = server.settings(model_base_url=server.root + "/capture/v1", model_max_retries=2)
-        async with model_client(settings) as client:
+        async with model_client(settings, transport=VendorTransport(4) if direct else None) as client:
             reply = await client.complete(model="triage", messages=user("OPS-1"), tools=[])
     assert reply.text == "noted"
     assert (reply.prompt_tokens, reply.completion_tokens) == (7, 3)
@@ -467,6 +473,24 @@ async def test_a_shared_client_of_either_library_that_cannot_connect_is_retried(
         ):
             await client.complete(model="triage", messages=user("OPS-4"), tools=[])
     await http.aclose()
+
+
+async def test_a_request_handed_to_the_transport_times_out_and_an_unreachable_one_is_retried() -> None:
+    async with standin(latency_ms=1000) as server:
+        settings = server.settings(model_timeout_s=0.2, model_max_retries=0)
+        async with model_client(settings, transport=VendorTransport(4)) as client:
+            with pytest.raises(ModelError, match=r"timed out for model 'triage' \(ReadTimeout: ") as caught:
+                await client.complete(model="triage", messages=user("OPS-4"), tools=[])
+    assert isinstance(caught.value.__cause__, httpx.ReadTimeout)
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    settings = Settings(model_base_url=f"http://127.0.0.1:{port}/v1", model_api_key=API_KEY, model_max_retries=1)
+    async with model_client(settings, transport=VendorTransport(4)) as client:
+        with pytest.raises(
+            ModelError, match=r"could not be reached for model 'triage' after 2 attempts \(ConnectError"
+        ):
+            await client.complete(model="triage", messages=user("OPS-4"), tools=[])
 
 
 async def test_latency_applies_to_each_request() -> None:

@@ -63,18 +63,19 @@ async def test_the_resume_audit_says_per_call_what_happened_not_what_was_planned
 async def test_an_outcome_that_comes_back_after_the_lease_deadline_is_still_recorded(
     db_url: str, tmp_path: Path
 ) -> None:
-    # TTL 2 s, margin 1 s, no renewal: the deadline is 1 s after the run was taken. The write is sent
-    # at once and its vendor answers after 1.5 s: the answer is known and kept (nobody took the run
-    # over); only what comes after it is not sent.
+    # TTL 4 s, margin 2 s, no renewal: the deadline is 2 s after the run was taken. The write is sent
+    # at once and its vendor answers after 3 s: the answer is known and kept (nobody took the run
+    # over); only what comes after it is not sent. (With a 1 s deadline a loaded machine sometimes
+    # reached the first send after it.)
     probe = Probe()
 
     async def slow(record: dict[str, Any]) -> None:
         if record["kind"] == "write":
-            await asyncio.sleep(1.5)
+            await asyncio.sleep(3.0)
 
     probe.on_receive = slow
     async with engine_under_test(db_url, tmp_path, {"w": [WRITE, WRITE, DONE]}, {"w": TOOLS}, probe=probe,
-                                 lead=False, lease_ttl_s=2.0, lease_margin_s=1.0, lease_renew_s=600) as h:  # fmt: skip
+                                 lead=False, lease_ttl_s=4.0, lease_margin_s=2.0, lease_renew_s=600) as h:  # fmt: skip
         run_id = await h.run("w")
         assert await h.engine.start(run_id)
         status = await asyncio.wait_for(h.engine.tasks[run_id], 30)

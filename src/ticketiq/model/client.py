@@ -124,11 +124,27 @@ class ModelClient:
     openai package uses itself); its owner closes it (this client, with `owns_http`). Without one, the
     openai client's own is used and `close()` closes it. Either way each step goes through the client
     the openai package holds.
+
+    Or pass `transport` (an app process's pool, tools/vendor_pool.py): the openai client is given an
+    httpx client over it, this client owns both, and each step's request is handed to the transport
+    straight. The client's send is passed by: its auth flow, cookies, redirects and event hooks, none of
+    which the model endpoint is given (`stall.check` stands in for the hook), cost 0.1 ms a step.
+    The headers are what that client would have sent, merged once (the same bytes, tested).
     """
 
     def __init__(
-        self, settings: Settings, *, http: httpx.AsyncClient | httpx2.AsyncClient | None = None, owns_http: bool = False
+        self,
+        settings: Settings,
+        *,
+        http: httpx.AsyncClient | httpx2.AsyncClient | None = None,
+        owns_http: bool = False,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        if transport is not None:
+            if http is not None:
+                raise ValueError("pass either http or transport, not both")
+            http = httpx.AsyncClient(transport=transport, event_hooks={"request": [stall.before_request]})
+            owns_http = True
         self._settings = settings
         self._owns_http = http is None or owns_http
         self._openai = openai.AsyncOpenAI(
@@ -150,6 +166,13 @@ class ModelClient:
         self._url = template.url
         self._extensions = {"timeout": template.extensions["timeout"]}
         self._http = self._openai._client  # `http` when given: the request goes where the openai client sends
+        self._transport = transport
+        if transport is not None:
+            # What the client's build_request adds to the openai client's headers (its own defaults, a
+            # Host), once: the request then has the headers it always had. Content-Length goes per body.
+            merged = cast(httpx.AsyncClient, self._http).build_request("POST", str(self._url), headers=self._headers)
+            self._headers = [(k, v) for k, v in merged.headers.multi_items() if k.lower() != "content-length"]
+        self._direct_url = httpx.URL(str(self._url))
 
     async def close(self) -> None:
         if self._owns_http:
@@ -164,11 +187,8 @@ class ModelClient:
         while True:
             cause: BaseException | None = None
             stall.check()  # a process stalled past its leases asks nothing more
-            request = self._http.build_request(
-                "POST", self._url, headers=self._headers_for(retries_taken), content=body, extensions=self._extensions
-            )
             try:
-                response = await self._http.send(request)
+                response = await self._send(body, self._headers_for(retries_taken))
             except _TIMEOUTS as exc:
                 retry_after = None
                 reason = self._unreachable(model, "timed out", exc, retries_taken)
@@ -198,6 +218,19 @@ class ModelClient:
                 )
             await asyncio.sleep(wait)
             retries_taken += 1
+
+    async def _send(self, body: bytes, headers: list[tuple[str, str]]) -> httpx.Response | httpx2.Response:
+        if self._transport is None:
+            request = self._http.build_request("POST", self._url, headers=headers, content=body,
+                                               extensions=self._extensions)  # fmt: skip
+            return await self._http.send(request)
+        direct = httpx.Request("POST", self._direct_url, headers=headers, content=body, extensions=self._extensions)
+        response = await self._transport.handle_async_request(direct)
+        try:
+            await response.aread()  # decoded as the client's send would (Content-Encoding)
+        finally:
+            await response.aclose()
+        return response
 
     def _headers_for(self, retries_taken: int) -> list[tuple[str, str]]:
         if not retries_taken:
