@@ -11,6 +11,7 @@ from tests.support.fences import Span
 
 QUERIES = Path(__file__).resolve().parents[2] / "src" / "ticketiq" / "storage" / "queries"
 RETAKEN = "tests/integration/test_mark_retaken.py"
+BORN = "tests/integration/test_born_taken.py"
 
 # (statement, the conjunct as written in it, what it becomes, the guard tests)
 DECLARED: list[tuple[str, str, str, list[str]]] = [
@@ -27,6 +28,22 @@ DECLARED: list[tuple[str, str, str, list[str]]] = [
     # the process row deadlocked with a sweep waiting on that row.
     ("leader.retake", "FOR UPDATE SKIP LOCKED", "FOR UPDATE",
      [f"{RETAKEN}::test_the_retake_passes_by_a_lease_the_sweep_holds_instead_of_waiting_on_it"]),
+    # A run born taken (issue 19) must leave what a take leaves. Its lease born lapsed: the sweep claims a
+    # run its maker still drives.
+    ("runs.create_taken", "now() + make_interval(secs => %(ttl)s)", "now()",
+     [f"{BORN}::test_a_run_born_taken_is_held_by_its_maker_and_no_sweep_claims_it"]),
+    # Its lease held by nobody of this process: the renewals miss it and the run is taken over.
+    ("runs.create_taken", "'checkpoint:' || run.id::text, %(holder)s", "'checkpoint:' || run.id::text, 'nobody'",
+     [f"{BORN}::test_a_run_born_taken_is_held_by_its_maker_and_no_sweep_claims_it"]),
+    # Its attempt's row not opened: the timeline shows an attempt nobody made.
+    ("runs.create_taken", "SELECT run.id, 1, %(holder)s FROM run", "SELECT run.id, 1, %(holder)s FROM run WHERE false",
+     [f"{BORN}::test_a_run_born_taken_is_held_by_its_maker_and_no_sweep_claims_it"]),
+    # A repeated key: nothing made, no error (the first request's run is answered).
+    ("runs.create_taken", "ON CONFLICT DO NOTHING", "",
+     [f"{BORN}::test_a_repeated_key_makes_nothing_and_finds_the_run_born_with_its_status"]),
+    # The status the run was born with, which a repeat is answered with.
+    ("runs.create_taken", "jsonb_build_object('status', run.status)", "'{}'::jsonb",
+     [f"{BORN}::test_a_repeated_key_makes_nothing_and_finds_the_run_born_with_its_status"]),
 ]  # fmt: skip
 
 
