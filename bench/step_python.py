@@ -4,7 +4,10 @@ second figure is what the engine computes for a step (issue 19's 1.2x goal leave
 
     .venv/bin/python bench/step_python.py [--steps 40] [--runs 10] [--profile tottime|cumtime]
 
-It prints figures and asserts none. With `--profile`, cProfile of the runs with the statement left out,
+Each is also split in three (medians): the model's answer to the checkpoint call, the call, and its
+return to the next model request less the tool. The same Python costs about twice as much with the
+statement in the step as without: after the wait for the database the CPU runs it cold. It prints
+figures and asserts none. With `--profile`, cProfile of the runs with the statement left out,
 sorted as asked (cProfile slows what it watches: read the order, not the times).
 """
 
@@ -12,10 +15,12 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import itertools
 import pstats
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -39,11 +44,13 @@ async def main() -> None:
             process = await step_overhead.bench_process(url, folder, clock, lease_renew_s=3600)
             written = RunHandle.write_checkpoint
             skipping = [False]
+            statements: list[tuple[float, float]] = []  # each checkpoint's call: began, returned
 
             async def checkpoint(self: RunHandle, sealed: Sealed, flush: Flush | None, opening: bool = False) -> None:
-                if skipping[0] and not opening:  # the attempt's first checkpoint still opens it
-                    return
-                await written(self, sealed, flush, opening=opening)
+                began = time.perf_counter()
+                if not skipping[0] or opening:  # the attempt's first checkpoint still opens it
+                    await written(self, sealed, flush, opening=opening)
+                statements.append((began, time.perf_counter()))
 
             RunHandle.write_checkpoint = checkpoint  # type: ignore[method-assign]
             profile = cProfile.Profile()
@@ -53,10 +60,12 @@ async def main() -> None:
                 for skip in (False, True):
                     skipping[0] = skip
                     overheads: list[float] = []
+                    parts: list[tuple[float, float, float]] = []
                     for i in range(args.runs + 2):  # two to warm up
                         created = await process.engine.create_run(agent, f"bench OPS-{i}")
                         clock.model_calls.clear()
                         clock.tool_calls.clear()
+                        statements.clear()
                         if skip and args.profile and i >= 2:
                             profile.enable()
                         assert await process.engine.start(created.id)
@@ -64,13 +73,34 @@ async def main() -> None:
                         profile.disable()
                         if i >= 2:
                             overheads += step_overhead.step_overheads(clock)
+                            parts += step_parts(clock, statements)
                     what = "without its checkpoint statement" if skip else "as it is"
                     print(f"read-only step overhead {what}: median {1000 * statistics.median(overheads):.3f} ms")
+                    before, statement, after = (1000 * statistics.median(p) for p in zip(*parts, strict=True))
+                    print(
+                        f"  its parts, medians: model answer to the checkpoint call {before:.3f} ms, the call "
+                        f"{statement:.3f} ms, from its return to the next model request less the tool {after:.3f} ms"
+                    )
             finally:
                 RunHandle.write_checkpoint = written  # type: ignore[method-assign]
                 await process.stop()
             if args.profile:
                 pstats.Stats(profile).sort_stats(args.profile).print_stats(40)
+
+
+def step_parts(clock: Clock, statements: list[tuple[float, float]]) -> list[tuple[float, float, float]]:
+    """Each read-only step's overhead in three: from the model's answer to the checkpoint call (the
+    engine's Python before it: planning, gates, notes, the seal), the call (the statement through the
+    run store and the pool), and from its return to the next model request less the tool's own time."""
+    out = []
+    for (_, answered), (asked, _) in itertools.pairwise(clock.model_calls):
+        inside = [(b, r) for b, r in statements if answered <= b <= asked]
+        if len(inside) != 1:
+            continue  # not a read-only step's one statement
+        began, returned = inside[0]
+        tools = sum(e - s for s, e in clock.tool_calls if s >= returned and e <= asked)
+        out.append((began - answered, returned - began, asked - returned - tools))
+    return out
 
 
 if __name__ == "__main__":
