@@ -8,6 +8,7 @@ from types import FrameType
 import pytest
 
 from tests.support import postgres, preforked
+from tests.support.tcp_proxy import TcpProxy
 from ticketiq import launch
 from ticketiq.storage.database import Database
 
@@ -39,6 +40,17 @@ def db_url(pg: postgres.SuitePostgres) -> Iterator[str]:
         yield url
     finally:
         pg.drop(url)
+
+
+@pytest.fixture
+async def proxy(db_url: str) -> AsyncIterator[TcpProxy]:
+    """A TCP relay in front of the test's Postgres, to pause, cut or silence connections through it.
+    (tests/integration/test_tcp_proxy.py has its own, in front of an echo server.)"""
+    proxied = await TcpProxy.before(db_url).start()
+    try:
+        yield proxied
+    finally:
+        await proxied.close()
 
 
 @pytest.fixture

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 
 from tests.support.engine import engine_under_test, kill_liveness, read_rows
 from tests.support.tcp_proxy import TcpProxy
@@ -23,15 +22,6 @@ from ticketiq.storage.database import DEFAULT_LIMITS
 
 SCRIPTS: dict[str, list[dict[str, Any]]] = {"r": [{"text": "done"}]}
 AGENTS = {"r": {"tools": ["probe_read"]}}
-
-
-@pytest.fixture
-async def proxy(db_url: str) -> AsyncIterator[TcpProxy]:
-    proxied = await TcpProxy.before(db_url).start()
-    try:
-        yield proxied
-    finally:
-        await proxied.close()
 
 
 def folder(tmp: Path, name: str) -> Path:

@@ -9,7 +9,7 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,15 +36,6 @@ TOOLS = {"tools": ["probe_read", "probe_write"]}
 SHORT_LEASES: dict[str, Any] = {"lease_ttl_s": 4.0, "lease_renew_s": 1.0, "lease_margin_s": 1.0}
 # Bounds generous enough for a busy two-core machine: a test fails when something hangs, not when slow.
 PATIENCE_S = 30.0
-
-
-@pytest.fixture
-async def proxy(db_url: str) -> AsyncIterator[TcpProxy]:
-    proxied = await TcpProxy.before(db_url).start()
-    try:
-        yield proxied
-    finally:
-        await proxied.close()
 
 
 async def until(check: Callable[[], bool], what: str, timeout_s: float = PATIENCE_S) -> None:

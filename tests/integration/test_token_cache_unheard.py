@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.support.crash import eventually
 from tests.support.engine import Harness, engine_under_test
@@ -24,15 +23,6 @@ from ticketiq.storage.token_store import TokenStore
 SCRIPTS = {"a": [{"text": "answered"}]}
 AGENTS: dict[str, dict[str, Any]] = {"a": {"tools": []}}
 NOTHING = "/v1/runs/00000000-0000-0000-0000-000000000000"  # a read every token may make: 404, not 401
-
-
-@pytest.fixture
-async def proxy(db_url: str) -> AsyncIterator[TcpProxy]:
-    proxied = await TcpProxy.before(db_url).start()
-    try:
-        yield proxied
-    finally:
-        await proxied.close()
 
 
 @asynccontextmanager
