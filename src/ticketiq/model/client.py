@@ -128,7 +128,7 @@ class ModelClient:
     Or pass `transport` (an app process's pool, tools/vendor_pool.py): the openai client is given an
     httpx client over it, this client owns both, and each step's request is handed to the transport
     straight. The client's send is passed by: its auth flow, cookies, redirects and event hooks, none of
-    which the model endpoint is given (`stall.check` stands in for the hook), cost 0.06-0.11 ms of CPU
+    which the model endpoint is given (`stall.check` stands in for the hook), cost 0.06-0.12 ms of CPU
     a request.
     The headers are what that client would have sent, merged once (the same bytes, tested).
     """
