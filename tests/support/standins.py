@@ -19,7 +19,7 @@ import uvicorn
 
 from ticketiq.settings import Settings
 from ticketiq.standins.app import StandinOptions, create_app
-from ticketiq.standins.server import listen, settings_env
+from ticketiq.standins.server import IDLE_S, listen, settings_env
 
 
 @dataclass
@@ -87,8 +87,9 @@ async def serve_standins(
     sock = listen(0)
     base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     config = uvicorn.Config(
-        app, log_config=None, access_log=False, ws="none", lifespan="on", timeout_graceful_shutdown=5
-    )
+        app, log_config=None, access_log=False, ws="none", lifespan="on", timeout_graceful_shutdown=5,
+        timeout_keep_alive=IDLE_S,
+    )  # fmt: skip
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:

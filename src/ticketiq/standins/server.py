@@ -22,6 +22,12 @@ from ticketiq.storage.database import resolve
 
 # The Microsoft App ID the stand-ins' Teams activities are addressed to (their tokens' audience).
 STANDIN_BOT_APP_ID = botframework.APP_ID
+# How long the stand-ins keep an idle connection open. Real vendors sit behind load balancers that close
+# idle connections after 60 s or more, and our pools close theirs first, at 50 s
+# (tools/vendor_pool.KEEPALIVE_S; httpx's clients at 5 s). With uvicorn's default 5 s, the stand-ins
+# closed connections as clients reused them: a request could go out on a socket the server was closing
+# (a ReadError in a make test run).
+IDLE_S = 75
 
 
 def settings_env(base_url: str, database_url: str | None = None) -> dict[str, str]:
@@ -70,7 +76,8 @@ def run(port: int, model_latency_ms: int, position_ids: bool, settings: Settings
         sys.stdout.flush()
         app = create_app(target.url, model_latency_ms=model_latency_ms, position_ids=position_ids,
                          server=target.server)  # fmt: skip
-        config = uvicorn.Config(app, log_level="warning", access_log=False, ws="none", lifespan="on")
+        config = uvicorn.Config(app, log_level="warning", access_log=False, ws="none", lifespan="on",
+                                timeout_keep_alive=IDLE_S)  # fmt: skip
         # uvicorn shuts down on SIGTERM/SIGINT and then re-raises the signal to the handler it found:
         # a quiet one lets this function return and release the embedded database.
         previous = {sig: signal.signal(sig, _quiet) for sig in (signal.SIGTERM, signal.SIGINT)}
