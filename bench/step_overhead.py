@@ -41,7 +41,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(1, str(Path(__file__).parent.parent))  # the repository: the I1 test's rule of what a run wrote
 
-from tests.support.run_statements import is_run_statement
+from tests.support.run_statements import is_run_statement, statements_run
 
 from inprocess import Clock, InProcessModel, bench_database, fast_tools
 from ticketiq.process import AppProcess
@@ -155,15 +155,6 @@ def step_gap(clock: Clock, update_s: float) -> float:
     return max(0.0, statistics.median(b - a for a, b in itertools.pairwise(asked)) - update_s)
 
 
-async def statements(url: str) -> dict[str, int]:
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        cur = await conn.execute(
-            "SELECT query, calls FROM pg_stat_statements WHERE dbid = "
-            "(SELECT oid FROM pg_database WHERE datname = current_database()) AND toplevel"
-        )
-        return {q: int(c) for q, c in await cur.fetchall()}
-
-
 async def reset_statements(url: str) -> None:
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         await conn.execute("SELECT pg_stat_statements_reset()")
@@ -217,7 +208,7 @@ async def step_part(url: str, folder: Path, steps: int, runs: int) -> dict[str, 
                 with texts.recording() if agent == "reads" and i == 0 else contextlib.nullcontext():
                     assert await process.engine.start(created.id)
                     assert await process.engine.tasks[created.id] == "succeeded"
-                total, _ = writes_in(await statements(url))
+                total, _ = writes_in(await statements_run(url))
                 if agent == "reads" and probe is None:
                     probe = await UpdateProbe.open(url, texts.median())
                     await probe.sample(100, 0.0)  # warm: the statement is prepared after 5
@@ -351,7 +342,7 @@ async def concurrency_part(url: str, folder: Path, n: int, model_s: float) -> di
                 await asyncio.sleep(0.25)
         elapsed = time.monotonic() - started
         statuses = [t.result() for t in tasks]
-        _, renew = writes_in(await statements(url))
+        _, renew = writes_in(await statements_run(url))
         intervals = elapsed / settings.lease_renew_s
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         succeeded = statuses.count("succeeded")

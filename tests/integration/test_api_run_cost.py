@@ -19,6 +19,7 @@ import httpx
 from tests.support.crash import eventually
 from tests.support.engine import Harness, engine_under_test, read_rows
 from tests.support.http import serving
+from tests.support.run_statements import statements_run
 from ticketiq.entries.api import create_app
 
 READ: dict[str, Any] = {"calls": [{"tool": "probe_read", "arguments": {"note": "{jira_key}"}}]}
@@ -38,18 +39,12 @@ async def listening(h: Harness) -> bool:
 
 async def statements(db_url: str) -> dict[str, int]:
     """Top-level statements about runs and requests since the reset, by their text, with their calls."""
-    rows = await read_rows(
-        db_url,
-        "SELECT query, calls FROM pg_stat_statements "
-        "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND toplevel "
-        "AND query !~* 'pg_stat_statements'",
-    )
     out: dict[str, int] = {}
-    for row in rows:
-        query = re.sub(r"--[^\n]*", "", row["query"])  # comments are prose
+    for query, calls in (await statements_run(db_url)).items():
+        query = re.sub(r"--[^\n]*", "", query)  # comments are prose
         if _RUNS_OR_REQUESTS.search(query):
             text = " ".join(query.split())
-            out[text] = out.get(text, 0) + int(row["calls"])
+            out[text] = out.get(text, 0) + calls
     return out
 
 

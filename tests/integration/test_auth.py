@@ -22,6 +22,7 @@ from fastapi.routing import APIRoute
 from tests.support.crash import eventually
 from tests.support.engine import Harness, engine_under_test, read_rows
 from tests.support.http import serving
+from tests.support.run_statements import statements_run
 from ticketiq.auth import tokens
 from ticketiq.auth.token_cache import TokenCache
 from ticketiq.entries.api import create_app
@@ -510,13 +511,8 @@ async def listening(*sites: Site) -> bool:
 
 async def token_lookups(db_url: str) -> int:
     """Lookups of a bearer token by its hash (tokens.credential) since the last reset, by any process."""
-    rows = await read_rows(
-        db_url,
-        "SELECT coalesce(sum(calls), 0)::int AS n FROM pg_stat_statements "
-        "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-        "AND query ~ 'FROM api_tokens WHERE token_hash'",
-    )
-    return int(rows[0]["n"])
+    ran = await statements_run(db_url, toplevel=False)
+    return sum(n for q, n in ran.items() if "FROM api_tokens WHERE token_hash" in q)
 
 
 async def test_a_token_revoked_on_one_process_is_refused_on_another_within_a_second(

@@ -20,6 +20,7 @@ from tests.integration.test_console import AGENTS, SCRIPTS, Site, csrf_of, site
 from tests.support import job_kinds
 from tests.support.engine import engine_under_test, read_rows
 from tests.support.http import serving
+from tests.support.run_statements import statements_run
 from ticketiq.console import web
 from ticketiq.entries.api import create_app
 
@@ -30,13 +31,7 @@ _READS_RUNS_OR_APPROVALS = re.compile(r"^\s*(--[^\n]*\n\s*)*(SELECT|WITH)\b.*\b(
 
 async def _reads(db_url: str) -> dict[str, int]:
     """The statements reading requests or runs this test's database ran since the reset, with their calls."""
-    rows = await read_rows(
-        db_url,
-        "SELECT query, calls FROM pg_stat_statements "
-        "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND toplevel "
-        "AND query !~* 'pg_stat_statements'",
-    )
-    return {r["query"]: int(r["calls"]) for r in rows if _READS_RUNS_OR_APPROVALS.search(r["query"])}
+    return {q: n for q, n in (await statements_run(db_url)).items() if _READS_RUNS_OR_APPROVALS.search(q)}
 
 
 @asynccontextmanager

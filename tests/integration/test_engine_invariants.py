@@ -3,32 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Any
 
 from tests.support.engine import Probe, engine_under_test, read_rows
-from tests.support.run_statements import is_run_statement
+from tests.support.run_statements import is_run_statement, statements_run
 from ticketiq.storage.queries import QUERIES
 
 READ: dict[str, Any] = {"calls": [{"tool": "probe_read", "arguments": {"note": "{jira_key}"}}]}
 WRITE: dict[str, Any] = {"calls": [{"tool": "probe_write", "arguments": {"note": "{jira_key}"}}]}
 DONE: dict[str, Any] = {"text": "done with {jira_key}"}
 TOOLS = {"tools": ["probe_read", "probe_write", "probe_keyed"]}
+_WRITES = re.compile(r"\b(insert|update|delete)\b", re.IGNORECASE)
 
 
 async def write_statement_calls(db_url: str) -> dict[str, int]:
     """Write statements the process sent to this test's database since the reset (top level: a SQL
     function's own statements are part of the statement that called it)."""
-    rows = await read_rows(
-        db_url,
-        "SELECT query, calls FROM pg_stat_statements "
-        "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND toplevel "
-        "AND query ~* '\\m(insert|update|delete)\\M' AND query !~* 'pg_stat_statements'",
-    )
-    out: dict[str, int] = {}
-    for row in rows:
-        out[row["query"]] = out.get(row["query"], 0) + int(row["calls"])
-    return out
+    return {q: n for q, n in (await statements_run(db_url)).items() if _WRITES.search(q)}
 
 
 async def run_statement_calls(db_url: str) -> dict[str, int]:
