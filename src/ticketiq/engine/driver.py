@@ -27,6 +27,7 @@ from ticketiq.engine.gates import GateDecision, GateFacts, Verdict, call_gate, e
 from ticketiq.engine.leases import HeldLease
 from ticketiq.engine.settlement import Happened, ToolNow
 from ticketiq.engine.state import PlannedCall, RunState
+from ticketiq.engine.state_text import StateText
 from ticketiq.engine.step_keys import run_call_key
 from ticketiq.errors import Fenced, LeaseLost, ModelError, SealInvalid, StorageError
 from ticketiq.storage.rows import Checkpoint
@@ -86,6 +87,7 @@ class RunDriver:
         # property: it is read many times a step).
         self.state = RunState(agent="", correlation_id="")
         self._unflushed_since: float | None = None
+        self._text = StateText()  # the checkpoint's text, its conversation serialized once per entry
         self._opened = False  # this attempt wrote its first checkpoint
         # The gates' facts the take read in its own statement (acquire, create_taken): the first fresh read
         # is that one; None when the take read none (claims, hand-offs), or no listener tags them.
@@ -319,7 +321,7 @@ class RunDriver:
 
     def _sealed(self) -> Sealed:
         state = self.state
-        body = seal.canonical(state.to_json())
+        body = self._text.of(state)
         chain = seal.Chain(self.run_id, state.step, self.attempt, self.losses, self.seal_head)
         mac, key_id = seal.seal(self.deps.keys, chain, body)
         return Sealed(state.step, body.decode(), mac, key_id, self.seal_head, self.losses)
