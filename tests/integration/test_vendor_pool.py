@@ -7,10 +7,11 @@ closing."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -367,6 +368,21 @@ async def test_failures_come_out_as_the_same_httpx_errors_as_httpx_default_pool(
             )
 
 
+@pytest.mark.parametrize("pooled_transport", [True, False], ids=["vendor_pool", "httpx_default"])
+async def test_a_connect_nobody_answers_is_a_connect_timeout_as_with_httpx_default_pool(pooled_transport: bool) -> None:
+    """The connect bound: a host that takes no connection (its SYNs dropped) is httpx.ConnectTimeout
+    within the bound, and no connection is counted as made."""
+    transport = VendorTransport(10) if pooled_transport else httpx.AsyncHTTPTransport()
+    with full_listener() as port:
+        async with httpx.AsyncClient(transport=transport) as client:
+            began = time.monotonic()
+            with pytest.raises(httpx.ConnectTimeout):
+                await client.get(f"http://127.0.0.1:{port}/", timeout=httpx.Timeout(5.0, connect=0.3))
+            assert time.monotonic() - began < 3.0  # the bound, not the 5 s read or a SYN retry's
+    if isinstance(transport, VendorTransport):
+        assert transport.opened == 0
+
+
 @pytest.mark.parametrize("method", ["GET", "POST"])
 async def test_a_request_goes_out_with_exactly_httpx_headers(vendor: Vendor, method: str) -> None:
     sent = {}
@@ -439,6 +455,26 @@ async def test_closing_the_client_closes_every_socket_idle_or_in_use(vendor: Ven
     with pytest.raises(httpx.TransportError):
         await held[2]
     assert pooled.counts() == (0, 0)
+
+
+@contextlib.contextmanager
+def full_listener() -> Iterator[int]:
+    """A port whose listener accepts nothing and whose queue is full: Linux drops the SYN of any further
+    connect, which then hangs as a connect to an unreachable host does."""
+    with socket.socket() as listener, contextlib.ExitStack() as queued:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = int(listener.getsockname()[1])
+        for _ in range(8):
+            sock = queued.enter_context(socket.socket())
+            sock.settimeout(0.3)
+            try:
+                sock.connect(("127.0.0.1", port))
+            except TimeoutError:
+                break  # this one hangs: the queue is full
+        else:
+            pytest.fail("the listener's queue took 8 connects without filling")
+        yield port
 
 
 def free_port() -> int:
