@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 from tests.support.engine import Probe, engine_under_test, read_rows
 from tests.support.run_statements import is_run_statement, statements_run
+from ticketiq.engine.seal import canonical
 from ticketiq.storage.queries import QUERIES
 
 READ: dict[str, Any] = {"calls": [{"tool": "probe_read", "arguments": {"note": "{jira_key}"}}]}
@@ -255,3 +257,23 @@ async def test_a_tampered_checkpoint_fails_verification_and_is_audited(db_url: s
     assert h.probe.received == []  # nothing made on a checkpoint that does not verify
     audit = await read_rows(db_url, "SELECT action FROM audit_log WHERE run_id = %s ORDER BY id", run_id)
     assert [a["action"] for a in audit][-1] == "agent.run.checkpoint_rejected"
+
+
+async def test_the_last_checkpoint_holds_the_whole_conversation_and_history_in_canonical_text(
+    db_url: str, tmp_path: Path
+) -> None:
+    """I1: the conversation so far and the step history, in the text the seal covers. The driver keeps
+    that text step by step (engine/state_text.py); the last checkpoint, written as every step's is,
+    must hold all of it."""
+    async with engine_under_test(db_url, tmp_path, {"reads": [READ, READ, READ, DONE]}, {"reads": TOOLS}) as h:
+        run_id = await h.run("reads")
+        run = await h.finish(run_id)
+    assert run["status"] == "succeeded"
+    text = (await read_rows(db_url, "SELECT state FROM checkpoints WHERE run_id = %s", run_id))[0]["state"]
+    state = json.loads(text)
+    roles = [m["role"] for m in state["messages"]]
+    assert roles == ["system", "user", *["assistant", "tool"] * 3, "assistant"]
+    tool_ids = [m["tool_call_id"] for m in state["messages"] if m["role"] == "tool"]
+    assert tool_ids == [c["id"] for m in state["messages"] if m.get("tool_calls") for c in m["tool_calls"]]
+    assert [h["step"] for h in state["history"]] == [1, 2, 3]
+    assert text == canonical(state).decode()
