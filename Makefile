@@ -53,7 +53,7 @@ types: $(STAMP)
 # The declared schema, src/ticketiq/storage/schema.sql, written again from the migrations (on an embedded
 # Postgres in a temporary home); tests/integration/test_schema.py fails while the two disagree.
 schema: $(STAMP)
-	$(BIN)/python -m ticketiq.storage.schema --write
+	$(BIN)/python -m ticketiq.dbserver.declared_schema --write
 
 # The whole suite on TEST_WORKERS pytest-xdist workers, each with its own embedded Postgres (the tests
 # mostly wait: 4 keep 2 cores busiest); the slowest tests go out first and an idle worker takes tests over

@@ -43,7 +43,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).parent))
 
 from evidence_page import BENCHES, MODES, judge, kill_mode, render, results_stem
-from ticketiq.storage import embedded
+from ticketiq.dbserver import embedded
 
 REPO = Path(__file__).resolve().parent.parent
 KILL_TEST = "tests/unit/test_kill_trials.py"

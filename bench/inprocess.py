@@ -14,9 +14,9 @@ from typing import Any
 import orjson
 import psycopg
 
+from ticketiq.dbserver import embedded
 from ticketiq.model.client import ModelReply, reply_from_body
 from ticketiq.standins.model import ScriptedModel, completion
-from ticketiq.storage import embedded
 from ticketiq.storage.migrate import migrate
 from ticketiq.tools.base import CallContext, Outcome, Tool, ToolClass
 

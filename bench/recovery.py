@@ -36,8 +36,8 @@ import httpx
 import psycopg
 from psycopg.rows import dict_row
 
-from ticketiq.launch import Child, start_serve, start_standins
-from ticketiq.storage import embedded
+from ticketiq.dbserver import embedded
+from ticketiq.operate.launch import Child, start_serve, start_standins
 from ticketiq.storage.database import APP_DATABASE
 
 

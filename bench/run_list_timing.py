@@ -12,11 +12,11 @@ from typing import Any
 
 import psycopg
 
-from ticketiq.engine import run_list
-from ticketiq.engine.run_list import Position, RunQuery, encode_cursor
 from ticketiq.storage.database import Database
 from ticketiq.storage.queries import QUERIES
 from ticketiq.storage.run_list_store import RunListStore
+from ticketiq.views import run_list
+from ticketiq.views.run_list import Position, RunQuery, encode_cursor
 
 
 def cases(now: datetime) -> dict[str, tuple[RunQuery, str | None]]:

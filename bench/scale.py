@@ -82,8 +82,8 @@ from psycopg.types.json import Jsonb
 import run_list_timing
 from history import fill
 from profile_app import Sampler, print_summary, summary
-from ticketiq.launch import Child, start_serve, start_standins
-from ticketiq.storage import embedded
+from ticketiq.dbserver import embedded
+from ticketiq.operate.launch import Child, start_serve, start_standins
 from ticketiq.storage.migrate import migrate
 from ticketiq.storage.queries import QUERIES
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.support import postgres, preforked
 from tests.support.tcp_proxy import TcpProxy
-from ticketiq import launch
+from ticketiq.operate import launch
 from ticketiq.storage.database import Database
 
 # The one `standins` fixture (the stand-in servers in the test's loop), for every test that asks for it.

@@ -13,16 +13,15 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from ticketiq import stall
 from ticketiq.agents import catalog as agents
+from ticketiq.dbserver.target import Target, resolve
+from ticketiq.dbserver.watch import ServerWatch
 from ticketiq.engine import seal
 from ticketiq.engine.context import EngineDeps
 from ticketiq.engine.delegation import delegation_tool
 from ticketiq.engine.engine import Engine
-from ticketiq.engine.faults import Faults
 from ticketiq.engine.gate_watch import GateWatch
 from ticketiq.engine.leases import LeaseKeeper
-from ticketiq.engine.run_events import RunEvents
 from ticketiq.errors import StorageError
 from ticketiq.intake import scheduler, teams_turns
 from ticketiq.jobs.worker import JobWorker
@@ -31,6 +30,9 @@ from ticketiq.leader.handoffs import Handoffs
 from ticketiq.leader.liveness import Liveness
 from ticketiq.metrics import Metrics
 from ticketiq.model.client import ModelClient
+from ticketiq.runtime import stall
+from ticketiq.runtime.faults import Faults
+from ticketiq.runtime.user_agent import user_agent
 from ticketiq.settings import Settings
 from ticketiq.storage import database
 from ticketiq.storage.database import ConnectionLimits, Database
@@ -39,11 +41,11 @@ from ticketiq.storage.migrate import migrate
 from ticketiq.storage.outage import backoff_s
 from ticketiq.storage.run_store import RunStore
 from ticketiq.storage.seal_store import SealProbeStore
-from ticketiq.storage.server_watch import ServerWatch
 from ticketiq.tools.base import Tool
 from ticketiq.tools.registry import build_registry
 from ticketiq.tools.vendor_pool import VendorTransport
-from ticketiq.user_agent import user_agent
+from ticketiq.views.run_events import RunEvents
+from ticketiq.views.runs import RunViews
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +63,7 @@ def new_identity() -> str:
 @dataclass
 class AppProcess:
     settings: Settings
-    target: database.Target
+    target: Target
     db: Database
     engine: Engine
     keeper: LeaseKeeper
@@ -70,6 +72,7 @@ class AppProcess:
     liveness: Liveness
     elector: Elector
     handoffs: Handoffs
+    views: RunViews
     jobs: JobWorker = field(init=False)  # the job worker (issue 10)
     server_watch: ServerWatch | None = field(default=None, init=False)  # the home's embedded server, if ours
     _reincarnation: asyncio.Task[None] | None = field(default=None, init=False)
@@ -77,7 +80,7 @@ class AppProcess:
 
     @classmethod
     async def start(cls, settings: Settings, extra_tools: Sequence[Tool] = ()) -> AppProcess:
-        target = database.resolve(settings)
+        target = resolve(settings)
         limits = ConnectionLimits.from_settings(settings)
         # On the embedded server of our home: started again by one of its users if it is killed.
         server_watch = ServerWatch(target.server) if target.server is not None else None
@@ -124,7 +127,6 @@ class AppProcess:
             metrics=Metrics(), store=RunStore(db), gates=GateStore(db),
         )  # fmt: skip
         engine = Engine(deps)
-        engine.events = RunEvents(target.url, limits)
         registry.register(delegation_tool(engine))
         deps.catalog = agents.load(settings.agents, known_tools=set(registry.tools))
         await deps.gates.seed(deps.catalog.owner_tools(), deps.catalog.approval_required)
@@ -136,8 +138,9 @@ class AppProcess:
         liveness = Liveness(target.url, settings.liveness_poll_s, on_lost=lambda why: None, limits=limits,
                             on_handed=handoffs.heard, outage=db.outage)  # fmt: skip
         await liveness.register(holder)
+        events = RunEvents(target.url, limits)
         process = cls(settings, target, db, engine, keeper, model, http, liveness, Elector(engine, target.url),
-                      handoffs)  # fmt: skip
+                      handoffs, RunViews(engine, events))  # fmt: skip
         process.server_watch = server_watch
         liveness.on_lost = process._liveness_lost
         # Renewals that failed past a lease's deadline lose the identity's runs as surely (I14).
@@ -145,7 +148,7 @@ class AppProcess:
         liveness.start()
         keeper.start()
         deps.gate_watch.start()
-        engine.events.start()
+        events.start()
         handoffs.start()
         process.jobs = JobWorker(engine)
         engine.wake_jobs = process.jobs.wake
@@ -267,8 +270,8 @@ class AppProcess:
             log.error("could not hand runs back (%s); their leases will lapse and be swept", exc)
         await self.liveness.stop(self.db)
         await self.engine.deps.gate_watch.stop()
-        if self.engine.events is not None:
-            await self.engine.events.stop()
+        if self.views.events is not None:
+            await self.views.events.stop()
         await self.model.close()
         await self.http.aclose()
         await self.db.close()

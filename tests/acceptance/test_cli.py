@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.support.cluster import create_token
-from ticketiq.launch import Child, start_serve, start_standins
+from ticketiq.operate.launch import Child, start_serve, start_standins
 
 
 @pytest.fixture

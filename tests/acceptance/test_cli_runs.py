@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support import postgres
 from tests.support.cluster import create_token
-from ticketiq.launch import Child, free_port, start_serve, start_standins
+from ticketiq.operate.launch import Child, free_port, start_serve, start_standins
 
 ENDED = ("succeeded", "failed", "interrupted", "stopped")
 

@@ -23,8 +23,8 @@ import psutil
 import pytest
 
 from tests.acceptance.test_edge import cli, end_leftover, gone, pids, read_until
-from ticketiq.launch import free_port
-from ticketiq.storage.formation import Formation, FormationError, down
+from ticketiq.dbserver.formation import Formation, FormationError, down
+from ticketiq.operate.launch import free_port
 
 pytestmark = pytest.mark.skipif(
     shutil.which("pg_autoctl") is None and os.geteuid() != 0,

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.acceptance.test_crash_resume import applied, settled, triage_writes_once
 from tests.support.cluster import Cluster
-from ticketiq.stall import EXIT_STALLED
+from ticketiq.runtime.stall import EXIT_STALLED
 
 
 @pytest.fixture
@@ -51,7 +51,7 @@ def test_a_stalled_owner_is_taken_over_and_after_waking_sends_and_writes_nothing
     os.kill(victim.pid, signal.SIGCONT)
     time.sleep(4.0)  # past its renewal interval and the model's answer it was waiting for
     assert counts(cluster) == before  # no vendor call and no database write after waking
-    # It stopped itself at its first statement after waking (ticketiq/stall.py), to be started afresh.
+    # It stopped itself at its first statement after waking (ticketiq/runtime/stall.py), to be started afresh.
     assert victim.child.proc.wait(10) == EXIT_STALLED
     assert "did not run for" in victim.child.log_tail(20000)
     triage_writes_once(cluster, 801)

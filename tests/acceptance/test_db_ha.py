@@ -28,7 +28,7 @@ import psutil
 import psycopg
 import pytest
 
-from ticketiq.storage.formation import Formation
+from ticketiq.dbserver.formation import Formation
 
 INSTALLED = shutil.which("pg_autoctl") is not None or os.access("/usr/bin/pg_autoctl", os.X_OK)
 pytestmark = pytest.mark.skipif(

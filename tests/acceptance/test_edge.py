@@ -28,8 +28,8 @@ import psutil
 import pytest
 
 from tests.support.cluster import Cluster
-from ticketiq.edge import Backend, start_edge
-from ticketiq.launch import Child, free_port, start_serve
+from ticketiq.operate.edge import Backend, start_edge
+from ticketiq.operate.launch import Child, free_port, start_serve
 
 TICK_S = 0.02
 RETRIED = (409, 502, 503, 504)  # the key is still being answered, or the request may not have been

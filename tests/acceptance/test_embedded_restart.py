@@ -27,7 +27,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 from tests.support.cluster import App, Cluster
-from ticketiq.storage import embedded
+from ticketiq.dbserver import embedded
 
 TRIAGE = "Triage OPS-{n}: checkout is failing"
 AGENT_THREAD = "19:ops@thread.tacv2;messageid=1700000000000"  # where triage's teams_reply goes

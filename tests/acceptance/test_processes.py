@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.support.cluster import App, Cluster, create_token
-from ticketiq.stall import EXIT_STALLED
+from ticketiq.runtime.stall import EXIT_STALLED
 
 # Short leases: the stalled process's lease lapses (and it is found stalled) in seconds.
 TTL_S, RENEW_S = 4.0, 1.0

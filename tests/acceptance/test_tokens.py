@@ -18,7 +18,7 @@ import httpx
 import psycopg
 from psycopg.rows import dict_row
 
-from ticketiq.launch import Child, start_serve, start_standins
+from ticketiq.operate.launch import Child, start_serve, start_standins
 
 
 def cli_env(db_url: str, tmp_path: Path) -> dict[str, str]:

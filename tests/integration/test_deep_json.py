@@ -10,11 +10,11 @@ from fastapi import FastAPI
 from fastapi.responses import Response
 
 from tests.support.http import serving
-from ticketiq.json_depth import MAX_DEPTH
 from ticketiq.model.client import parse_arguments
 from ticketiq.settings import Settings
 from ticketiq.tools.base import CallContext
 from ticketiq.tools.http import Send, request
+from ticketiq.values.json_depth import MAX_DEPTH
 
 DEEP = '{"a": ' * 5000 + "1" + "}" * 5000  # json.loads alone raises RecursionError on this
 

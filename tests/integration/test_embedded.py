@@ -18,12 +18,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from ticketiq.dbserver import embedded
+from ticketiq.dbserver.embedded import Revived, ServerStartFailed
+from ticketiq.dbserver.postmaster import ServerState, StartFailure, parse_pidfile
+from ticketiq.dbserver.watch import ServerWatch
 from ticketiq.errors import StorageError
-from ticketiq.storage import embedded
 from ticketiq.storage.database import Database
-from ticketiq.storage.embedded import Revived, ServerStartFailed
-from ticketiq.storage.postmaster import ServerState, StartFailure, parse_pidfile
-from ticketiq.storage.server_watch import ServerWatch
 
 WITHIN_S = 120.0  # generous: a shared 2-core machine; nothing here is timed
 
@@ -154,7 +154,7 @@ def test_a_url_naming_the_home_s_server_makes_the_process_a_user_of_it(home: Pat
     assert embedded.adopt(home, f"postgresql://postgres@db.internal:{server.port}/ticketiq") is None
     # Another process given the URL is a user as well: this one's release does not stop it under it.
     other = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from pathlib import Path; from ticketiq.storage import embedded; "
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from ticketiq.dbserver import embedded; "
          "assert embedded.adopt(Path(sys.argv[1]), sys.argv[2]); print('ok', flush=True); time.sleep(600)",
          str(home), server.url("ticketiq")],
         stdout=subprocess.PIPE, text=True,

@@ -7,7 +7,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from tests.support.postgres import SuitePostgres
-from ticketiq.storage import schema
+from ticketiq.dbserver import declared_schema as schema
 from ticketiq.storage.migrate import discover, migrate
 
 

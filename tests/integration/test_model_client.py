@@ -23,10 +23,10 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 
 from ticketiq.errors import ModelError
 from ticketiq.model import ModelClient, ModelReply
+from ticketiq.runtime.user_agent import user_agent
 from ticketiq.settings import Settings
 from ticketiq.standins.model import LATENCY_HEADER, create_router
 from ticketiq.tools.vendor_pool import VendorTransport
-from ticketiq.user_agent import user_agent
 
 API_KEY = "sk-test-4f1c9e0b7d2a4e6f8a1b3c5d7e9f0a2b"
 PROVIDER_ID = re.compile(r"^call_[0-9A-Za-z]{24}$")

@@ -20,10 +20,10 @@ import pytest
 from tests.support.crash import eventually, kill_driver, lapse
 from tests.support.engine import read_rows
 from tests.support.standins import Standins, serve_standins
-from ticketiq.engine.faults import Faults
 from ticketiq.errors import Fenced, LeaseLost
 from ticketiq.leader.sweep import Sweeper
 from ticketiq.process import AppProcess
+from ticketiq.runtime.faults import Faults
 from ticketiq.tools.base import CallContext, Outcome, ReadBack, SendWindow
 from ticketiq.tools.registry import build_registry
 

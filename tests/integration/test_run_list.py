@@ -15,8 +15,8 @@ import pytest
 from tests.support.api import until
 from tests.support.engine import Harness, engine_under_test, read_rows
 from tests.support.http import serving
-from ticketiq.engine import run_list
 from ticketiq.entries.api import create_app
+from ticketiq.views import run_list
 
 SCRIPTS: dict[str, list[dict[str, Any]]] = {
     "asker": [
@@ -143,10 +143,10 @@ async def test_a_caller_sees_only_its_own_runs_and_an_operator_sees_all(db_url: 
         everyone = {*by_ana, by_bob, by_nobody}
         assert set(await ids(client)) == everyone  # operator
         assert set(await ids(client, admin)) == everyone
-        counted = await h.engine.run_counts("bob")
+        counted = await h.process.views.run_counts("bob")
         assert set(counted) == set(run_list.STATUSES) and sum(counted.values()) == 1
-        assert sum((await h.engine.run_counts("ana")).values()) == 3
-        assert sum((await h.engine.run_counts(None)).values()) == 5
+        assert sum((await h.process.views.run_counts("ana")).values()) == 3
+        assert sum((await h.process.views.run_counts(None)).values()) == 5
 
 
 @pytest.mark.parametrize(

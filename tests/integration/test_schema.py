@@ -7,7 +7,7 @@ import difflib
 import pytest
 
 from tests.support.postgres import SuitePostgres
-from ticketiq.storage import schema
+from ticketiq.dbserver import declared_schema as schema
 
 
 def test_the_migrations_build_the_declared_schema(pg: SuitePostgres) -> None:

@@ -68,7 +68,7 @@ async def test_a_stopped_waiting_run_ends_stopped_and_its_task_is_canceled(db_ur
         assert task.status.state == TaskState.TASK_STATE_CANCELED and text_of(task) == "stopped by ops"
         assert await listed(client, status="stopped") == [waiting.id]
         assert await listed(client, status="failed") == []
-        assert (await s.h.engine.run_counts(None))["stopped"] == 1
+        assert (await s.h.process.views.run_counts(None))["stopped"] == 1
     audit = await read_rows(db_url, "SELECT action FROM audit_log WHERE run_id = %s ORDER BY id", waiting.id)
     assert "agent.run.stop_requested" in [a["action"] for a in audit]
 

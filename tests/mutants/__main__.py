@@ -63,8 +63,8 @@ class Copy:
         shutil.copytree(SRC, self.src, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
         self.env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(self.src), os.environ.get("PYTHONPATH", "")])}
         # The test process and the subprocesses it starts (`python -m ticketiq.cli`, as tests/support/
-        # cluster.py and launch.py start them) inherit this environment: they import the copy, not the
-        # checkout's editable install, and the copy's SQL files are the ones loaded and migrated.
+        # cluster.py and operate/launch.py start them) inherit this environment: they import the copy, not
+        # the checkout's editable install, and the copy's SQL files are the ones loaded and migrated.
         probe = [sys.executable, "-c", "import ticketiq.storage.queries as q, ticketiq.storage.migrate as m; "
                  "print(q.__file__); print(m.__file__)"]  # fmt: skip
         shown = subprocess.run(probe, env=self.env, cwd=ROOT, capture_output=True, text=True, check=True)

@@ -20,7 +20,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from tests.support import preforked
-from ticketiq.launch import Child, start_serve, start_standins
+from ticketiq.operate.launch import Child, start_serve, start_standins
 
 TERMINAL = ("succeeded", "failed", "interrupted", "stopped")
 

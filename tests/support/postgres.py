@@ -27,7 +27,7 @@ from pathlib import Path
 
 import psycopg
 
-from ticketiq.storage import embedded
+from ticketiq.dbserver import embedded
 from ticketiq.storage.migrate import migrate
 
 _counter = itertools.count()

@@ -3,7 +3,7 @@
 A fresh interpreter spends 2-3 s of CPU importing the app (FastAPI, the OpenAI client's types, the A2A
 SDK, ...) before it serves anything, and the suite starts a few hundred of them: a third of the CPU of
 the whole suite, on a 2-core machine where CPU is what the tests that run side by side wait for. So
-`ticketiq.launch` starts them here through multiprocessing's fork server, which imported the CLI and
+`ticketiq.operate.launch` starts them here through multiprocessing's fork server, which imported the CLI and
 the app once: each child is forked from it and runs the CLI's own `main` with the argv and environment
 it was given, its output in its log file. It is a process of its own as before (its own pid, signals,
 exit status: a SIGKILL is -9, a stalled process's own exit code is its code), started by another
@@ -42,7 +42,7 @@ def _run(argv: list[str], env: dict[str, str], out: Connection | str, err: str |
     sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 (the process's own stdout)
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
     sys.argv = ["ticketiq", *argv]
-    from ticketiq import cli
+    from ticketiq.cli import main as cli
 
     sys.exit(cli.main(argv))
 
@@ -56,7 +56,7 @@ def _starts_otherwise(env: Mapping[str, str]) -> bool:
 
 
 class Forked(subprocess.Popen[bytes]):
-    """The child as `subprocess.Popen` shows one, for `ticketiq.launch.Child`: pid, poll, wait, signals."""
+    """The child as `subprocess.Popen` shows one, for `ticketiq.operate.launch.Child`: pid, poll, wait, signals."""
 
     def __init__(self, process: Any, stdout: IO[bytes] | None) -> None:  # no Popen.__init__: nothing to exec
         self._process = process
@@ -92,7 +92,7 @@ class Forked(subprocess.Popen[bytes]):
 
 
 def popen(args: Sequence[str], *, env: Mapping[str, str], stdout: Any, stderr: Any) -> subprocess.Popen[bytes]:
-    """`subprocess.Popen(args, env=, stdout=, stderr=)` as `ticketiq.launch` calls it: stdout a log file
+    """`subprocess.Popen(args, env=, stdout=, stderr=)` as `ticketiq.operate.launch` calls it: stdout a log file
     or PIPE, stderr a log file or STDOUT. Any other command is run as a new interpreter, as before."""
     if list(args[1:3]) != list(_CLI) or args[0] != sys.executable or _starts_otherwise(env):
         return subprocess.Popen(args, env=env, stdout=stdout, stderr=stderr)

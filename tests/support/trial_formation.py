@@ -36,9 +36,9 @@ from urllib.parse import urlsplit
 import psutil
 import psycopg
 
+from ticketiq.dbserver.formation import Formation, FormationError, down, up
+from ticketiq.dbserver.formation.plan import monitor_url
 from ticketiq.standins.records import SCHEMA
-from ticketiq.storage.formation import Formation, FormationError, down, up
-from ticketiq.storage.formation.plan import monitor_url
 
 FORMATION_MODES = ("failover", "stall")
 # Strike while the round's runs go (begun about 0.4 s after the victim is up, each about 2.2 s long).

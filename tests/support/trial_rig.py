@@ -45,9 +45,9 @@ from tests.support.trial_entries import begin, declare_trigger, finished, observ
 from tests.support.trial_formation import FORMATION_MODES, STRIKE_WINDOW_S, SYNC_SEARCH_STALL_S, FormationRig
 from tests.support.trial_jobs import SEARCH_STALL_S, SURVIVOR_JOB_POLL_S, first_claim, prepare, stall_searches
 from tests.support.trials import DEFAULT_MIX, JOB_KINDS, Trial, Verdict, judge
-from ticketiq.edge import Backend, start_edge
-from ticketiq.launch import Child, free_port
-from ticketiq.storage import embedded
+from ticketiq.dbserver import embedded
+from ticketiq.operate.edge import Backend, start_edge
+from ticketiq.operate.launch import Child, free_port
 
 MODES = ("kill", "stop", "db", "vendor", *FORMATION_MODES)
 KILL_WINDOW_S = (0.2, 4.0)

@@ -34,7 +34,7 @@ from pathlib import Path
 import psycopg
 
 from tests.support import postgres
-from ticketiq.storage import embedded
+from ticketiq.dbserver import embedded
 
 STANDBY = "standby"  # the name the primary waits for, and every standby's application_name
 # Small and quick: a test server, never crashed by its machine (so nothing needs flushing to disk).

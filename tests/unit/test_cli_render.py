@@ -1,5 +1,5 @@
-"""What `ticketiq runs` and `ticketiq approvals` print (cli_render.py), and how the API's answers turn
-into the CLI's messages and exit codes (cli_client.py), from the API's JSON."""
+"""What `ticketiq runs` and `ticketiq approvals` print (cli/render.py), and how the API's answers turn
+into the CLI's messages and exit codes (cli/client.py), from the API's JSON."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import httpx
 import pytest
 from rich.console import Console
 
-from ticketiq import cli_render as render
-from ticketiq.cli_client import Failed, Target, checked_id, console_link, refusal
+from ticketiq.cli import render
+from ticketiq.cli.client import Failed, Target, checked_id, console_link, refusal
 from ticketiq.errors import ConfigError, NotFound, RequestError
 from ticketiq.settings import Settings
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ticketiq.cluster import Exited, app_names, death_line, stop_reason, without_password
-from ticketiq.edge import Backend, haproxy_binary, haproxy_config
 from ticketiq.errors import ConfigError, RequestError
+from ticketiq.operate.cluster import Exited, app_names, death_line, stop_reason, without_password
+from ticketiq.operate.edge import Backend, haproxy_binary, haproxy_config
 
 BACKENDS = (Backend("app1", "127.0.0.1", 8081), Backend("app2", "127.0.0.1", 8082))
 UNSAFE = ("POST", "PUT", "PATCH", "DELETE")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from ticketiq.storage.formation.plan import (
+from ticketiq.dbserver.formation.plan import (
     KEEPER_TIMEOUTS,
     MONITOR_SETTINGS,
     NODE_SETTINGS,

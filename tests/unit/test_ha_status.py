@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from ticketiq import cli
-from ticketiq.cli_ha import status_text
-from ticketiq.cluster import run_cluster
+from ticketiq.cli import main as cli
+from ticketiq.cli.ha import status_text
+from ticketiq.dbserver.formation import Node, Process, Status, Synchrony, Verdict
+from ticketiq.dbserver.formation import processes as formation_processes
+from ticketiq.dbserver.formation.synchrony import NodeState, NodeView, verdict
 from ticketiq.errors import RequestError
+from ticketiq.operate.cluster import run_cluster
 from ticketiq.settings import Settings
-from ticketiq.storage.formation import Node, Process, Status, Synchrony, Verdict
-from ticketiq.storage.formation import processes as formation_processes
-from ticketiq.storage.formation.synchrony import NodeState, NodeView, verdict
 
 URL = "postgresql://postgres@127.0.0.1:21001,127.0.0.1:21002/ticketiq?target_session_attrs=read-write"
 

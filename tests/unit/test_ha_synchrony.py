@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ticketiq.storage.formation.synchrony import (
+from ticketiq.dbserver.formation.synchrony import (
     MESSAGES,
     NodeState,
     NodeView,

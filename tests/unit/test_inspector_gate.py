@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ticketiq.engine.gates import InspectorFacts, Verdict, inspector_gate
-from ticketiq.engine.notes import scrub
+from ticketiq.engine.transcript import scrub
 from ticketiq.intake.inspector import args_digest, args_problem
 
 BASE = InspectorFacts(

@@ -1,4 +1,4 @@
-"""What `ticketiq jobs watch` says and how it exits (cli_jobs.py), from the job's JSON."""
+"""What `ticketiq jobs watch` says and how it exits (cli/jobs.py), from the job's JSON."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from ticketiq import cli_jobs
-from ticketiq.cli_client import Target
+from ticketiq.cli import jobs as cli_jobs
+from ticketiq.cli.client import Target
 from ticketiq.errors import ConfigError, RequestError
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ticketiq.storage.postmaster import (
+from ticketiq.dbserver.postmaster import (
     Postmaster,
     Revival,
     ServerState,

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ticketiq.engine import run_list
-from ticketiq.engine.run_list import Position, RunQuery, decode_cursor, encode_cursor, parse_query
 from ticketiq.errors import RequestError
 from ticketiq.storage.rows import Waiting
+from ticketiq.views import run_list
+from ticketiq.views.run_list import Position, RunQuery, decode_cursor, encode_cursor, parse_query
 
 RUN = "5b0c2a4e-0000-4000-8000-000000000001"
 

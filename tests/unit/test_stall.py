@@ -1,4 +1,4 @@
-"""The stall watch (ticketiq/stall.py): a process that did not run for longer than a lease can outlive
+"""The stall watch (ticketiq/runtime/stall.py): a process that did not run for longer than a lease can outlive
 stops at its next statement or request; a shorter pause changes nothing."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from ticketiq import stall
+from ticketiq.runtime import stall
 
 
 class Stops:

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ticketiq.entries import text_guard
-from ticketiq.json_depth import MAX_DEPTH, nesting, too_deep
+from ticketiq.values.json_depth import MAX_DEPTH, nesting, too_deep
 
 any_text = st.text(alphabet=st.characters(codec=None, min_codepoint=0, max_codepoint=0x10FFFF), max_size=20)
 # Brackets, quotes and backslashes in strings and keys: what a naive count would get wrong.

@@ -1,4 +1,4 @@
-"""The run's timeline assembled from its rows (engine/timeline.py), with no database: attempts and how a
+"""The run's timeline assembled from its rows (views/timeline.py), with no database: attempts and how a
 takeover settled what it found, steps with their times and calls, and what a follower is told."""
 
 from __future__ import annotations
@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ticketiq.engine import timeline
 from ticketiq.storage.timeline_store import (
     ApprovalRow,
     AttemptRow,
@@ -15,6 +14,7 @@ from ticketiq.storage.timeline_store import (
     ResumedRow,
     TimelineRows,
 )
+from ticketiq.views import timeline
 
 T0 = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
 RUN = {"id": "r1", "status": "succeeded", "attempt": 2}

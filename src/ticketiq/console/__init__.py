@@ -1,10 +1,10 @@
-"""The operator console at /console (issue 16): server-rendered pages over the engine methods the API
-uses, signed in by a pasted token (`sessions.py`), one small script of our own for live updates.
+"""The operator console at /console (issue 16): server-rendered pages over the engine and the run views
+the API uses, signed in by a pasted token (`sessions.py`), one small script of our own for live updates.
 
 It owns its routes, templates and static files, its session store (`storage/console_store.py`), and the
 pure view decisions (`views.py`). It imports the engine and the job queue, never SQL.
 
-May import process, jobs, leader, intake, engine and everything below them; never entries (whose
+May import process, jobs, leader, intake, views, engine and everything below them; never entries (whose
 `api.py` mounts it).
 """
 
@@ -23,6 +23,7 @@ from ticketiq.console import ops_pages, run_pages, sign_in, web
 from ticketiq.console.sessions import principal_of
 from ticketiq.engine.engine import Engine
 from ticketiq.errors import StorageError
+from ticketiq.views.runs import RunViews
 
 __all__ = ["add_routes", "principal_of"]
 
@@ -32,7 +33,7 @@ FAILED = "the console failed to answer this request; what went wrong is in this 
 UNAVAILABLE = "the database is unavailable; reload the page in a moment"
 
 
-def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
+def add_routes(app: FastAPI, engine: Callable[[Request], Engine], run_views: Callable[[Request], RunViews]) -> None:
     """The console's pages, its static files and the headers every console response carries."""
     app.add_middleware(web.SecurityHeaders)
     _add_error_pages(app)
@@ -43,8 +44,8 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
 
     app.mount("/console/static", StaticFiles(directory=web.HERE / "static"), name="console-static")
     sign_in.add_routes(app, engine)
-    run_pages.add_routes(app, engine)
-    ops_pages.add_routes(app, engine)
+    run_pages.add_routes(app, engine, run_views)
+    ops_pages.add_routes(app, engine, run_views)
 
 
 def _add_error_pages(app: FastAPI) -> None:

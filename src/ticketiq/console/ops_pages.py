@@ -26,6 +26,7 @@ from ticketiq.jobs import workflow_runs
 from ticketiq.jobs.kinds import unit_of
 from ticketiq.jobs.queue import JobQueue
 from ticketiq.jobs.workflow import KIND as WORKFLOW
+from ticketiq.views.runs import RunViews
 
 LIST_LIMIT = 100
 FIRES_SHOWN = 10
@@ -42,7 +43,7 @@ def _notice(request: Request) -> str | None:
     return web.NOTICES.get(request.query_params.get("done", ""))
 
 
-def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
+def add_routes(app: FastAPI, engine: Callable[[Request], Engine], run_views: Callable[[Request], RunViews]) -> None:
     def queue(request: Request) -> JobQueue:
         q: JobQueue = request.app.state.process.jobs.queue
         return q
@@ -148,7 +149,7 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
         denied = _denied(request, session, Permission.READ_EVERY_RUN)
         if denied is not None:
             return denied
-        found = await engine(request).processes()
+        found = await run_views(request).processes()
         return web.render(
             request,
             "processes.html",

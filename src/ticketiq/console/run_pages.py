@@ -16,10 +16,11 @@ from ticketiq.auth.tokens import Permission
 from ticketiq.console import sessions, views, web
 from ticketiq.console.sessions import Session
 from ticketiq.console.web import FormRefused, Signed
-from ticketiq.engine import run_list
 from ticketiq.engine.engine import TERMINAL, Engine
 from ticketiq.engine.questions import to_question
 from ticketiq.errors import RequestError
+from ticketiq.views import run_list
+from ticketiq.views.runs import RunViews
 
 TRANSCRIPT_LIMIT = 1000
 
@@ -36,10 +37,10 @@ def _denied(request: Request, session: Session, permission: Permission) -> Respo
     return None if refusal is None else web.refused(request, session, 403, refusal, "session")
 
 
-def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
+def add_routes(app: FastAPI, engine: Callable[[Request], Engine], run_views: Callable[[Request], RunViews]) -> None:
     @app.get("/console/runs", include_in_schema=False)
     async def runs(request: Request, session: Signed) -> Response:
-        eng = engine(request)
+        shown = run_views(request)
         scope = tokens.run_scope(session.principal)
         filters = views.filters_of(request.query_params.multi_items())
         cursor = request.query_params.get("cursor") or None
@@ -47,13 +48,13 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
         next_cursor = None
         error = error_field = None
         try:
-            page = await eng.list_runs(
+            page = await shown.list_runs(
                 run_list.parse_query({**filters, **({"cursor": cursor} if cursor else {})}), scope
             )
             found, next_cursor = page.runs, page.next_cursor
         except RequestError as refused:
             error, error_field = refused.message, refused.field
-        counts = await eng.run_counts(scope)
+        counts = await shown.run_counts(scope)
         return web.render(
             request, "runs.html", 422 if error else 200, session, runs=found, filters=filters, cursor=cursor,
             next_cursor=next_cursor, counts=views.counts_row(counts, filters), recent=views.RECENT,
@@ -65,22 +66,22 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
     @app.get("/console/runs/counts", include_in_schema=False)
     async def counts(request: Request, session: Signed) -> JSONResponse:
         """For the list's live refresh: the runs of the session's scope by status."""
-        return JSONResponse({"counts": await engine(request).run_counts(tokens.run_scope(session.principal))})
+        return JSONResponse({"counts": await run_views(request).run_counts(tokens.run_scope(session.principal))})
 
     @app.get("/console/runs/{run_id}", include_in_schema=False)
     async def run(run_id: str, request: Request, session: Signed) -> Response:
-        eng = engine(request)
+        seen = run_views(request)
         scope = tokens.run_scope(session.principal)
         checked = _checked_id(run_id)
-        record = await eng.get_run(checked, scope) if checked else None
-        timeline = await eng.timeline(checked, scope) if checked and record else None
+        record = await seen.engine.get_run(checked, scope) if checked else None
+        timeline = await seen.timeline(checked, scope) if checked and record else None
         if record is None or timeline is None:
             # Another token's run is not told apart from no run (as the API answers it).
             return web.refused(request, session, 404, f"no run {run_id}", "path.run_id")
         shown = {**timeline["run"], "input": record.input, "owner": record.owner, "answer": record.answer,
                  "error": record.error}  # fmt: skip
         waiting = shown.get("waiting_for_all") or ([shown["waiting_for"]] if shown.get("waiting_for") else [])
-        found = await eng.transcript(record.id, 0, TRANSCRIPT_LIMIT, scope)
+        found = await seen.transcript(record.id, 0, TRANSCRIPT_LIMIT, scope)
         transcript = views.transcript_entries(found.rows, found.pending) if found else []
         return web.render(
             request, "run.html", 200, session, run=shown, terminal=shown["status"] in TERMINAL | {"stopped"},

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from ticketiq.engine.engine import TERMINAL
-from ticketiq.engine.run_list import STATUSES
+from ticketiq.views.run_list import STATUSES
 
 # What the run list's filter form sends; anything else in the query is kept out of its links.
 FILTERS = ("status", "agent", "channel", "created_by", "since", "until", "q", "limit")

@@ -25,9 +25,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ticketiq.engine import approvals, in_doubt, notes
+from ticketiq.engine import approvals, in_doubt, transcript
 from ticketiq.engine.context import EngineDeps
-from ticketiq.engine.faults import Faults
 from ticketiq.engine.gates import GateDecision, GateFacts, Verdict, run_gate
 from ticketiq.engine.in_doubt import Settled, Unknown
 from ticketiq.engine.leases import HeldLease
@@ -35,6 +34,7 @@ from ticketiq.engine.resume import LeftCall
 from ticketiq.engine.settlement import UNKNOWN_FOR_MODEL, Happened, Route
 from ticketiq.engine.state import PlannedCall, RunState
 from ticketiq.engine.step_keys import approval_key, fresh_key
+from ticketiq.runtime.faults import Faults
 from ticketiq.storage.rows import Approval
 from ticketiq.storage.run_store import RunHandle
 from ticketiq.tools.base import CallContext, Outcome, ReadBack, SendWindow, Tool, ToolClass
@@ -161,7 +161,7 @@ class CallMaker:
         # A Stop or a quarantine may have landed since the step's gates were read: writes look afresh.
         now = run_gate(await self.run.gate_facts(fresh=True))
         if not now.allowed:
-            work.entries.append(notes.gate(self.step, call, now))
+            work.entries.append(transcript.gate(self.step, call, now))
             return self.finish(work, call, {"refused": now.reason, "gate": now.gate}, "refused")
         await self.send_write(work, call, tool, key or call.step_key or fresh_key())
         return happened
@@ -206,7 +206,7 @@ class CallMaker:
                 "outcome_at": time.time(),
             }
         )
-        work.entries.append(notes.call_result(step, call, None, ok or how == "read", result, how))
+        work.entries.append(transcript.call_result(step, call, None, ok or how == "read", result, how))
         return Happened.REFUSED if how == "refused" else Happened.MADE
 
     # ----- writes -----------------------------------------------------------------------------------
@@ -218,9 +218,9 @@ class CallMaker:
     def clean(self, value: Any, call: PlannedCall, entries: list[dict[str, Any]]) -> Any:
         """What a tool or vendor answered, fit for a transcript and for Postgres: secrets a vendor
         echoed are masked, and text Postgres cannot store is replaced, with a note saying so (I16)."""
-        value, altered = storable(notes.scrub(value, self.deps.settings.secrets()))
+        value, altered = storable(transcript.scrub(value, self.deps.settings.secrets()))
         if altered:
-            entries.append(notes.text_altered(self.step, f"the result of {call.tool} (call {call.idx})"))
+            entries.append(transcript.text_altered(self.step, f"the result of {call.tool} (call {call.idx})"))
         return value
 
     async def record(
@@ -241,8 +241,8 @@ class CallMaker:
         sent_at, outcome_at = times if times is not None else (None, time.time())
         entries = [
             *(extra or []),
-            notes.call_result(self.step, call, key, ok, result, how),
-            notes.statement("outcome", step=self.step, idx=call.idx, tool=call.tool),
+            transcript.call_result(self.step, call, key, ok, result, how),
+            transcript.statement("outcome", step=self.step, idx=call.idx, tool=call.tool),
         ]
         await self.handle.record_outcome({
             "step": self.step, "idx": call.idx, "status": status, "outcome": {"result": result},
@@ -380,7 +380,7 @@ class CallWrite:
 
     async def mark(self) -> None:
         maker, call, settings = self.maker, self.call, self.maker.deps.settings
-        mark = notes.statement(
+        mark = transcript.statement(
             "in_doubt", step=maker.step, idx=call.idx, tool=call.tool, cls=call.tool_class.value, key=self.key
         )
         await maker.handle.mark_in_doubt({

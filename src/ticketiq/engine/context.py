@@ -9,12 +9,12 @@ from typing import Any, Protocol
 import httpx
 
 from ticketiq.agents.catalog import Catalog
-from ticketiq.engine.faults import Faults
 from ticketiq.engine.gate_watch import GateWatch
 from ticketiq.engine.leases import LeaseKeeper
 from ticketiq.engine.seal import SealKeys
 from ticketiq.metrics import Metrics
 from ticketiq.model.client import ModelReply
+from ticketiq.runtime.faults import Faults
 from ticketiq.settings import Settings
 from ticketiq.storage.database import Database
 from ticketiq.storage.gate_store import GateStore

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from ticketiq.engine import entry_runs, notes, resume, seal
+from ticketiq.engine import resume, seal, transcript
 from ticketiq.engine.calls import CallMaker, StepWork
 from ticketiq.engine.context import EngineDeps
 from ticketiq.engine.gates import GateDecision, GateFacts, Verdict, call_gate, ending, input_gate, run_gate
@@ -140,7 +140,7 @@ class RunDriver:
             return await self._end(ending(blocked), error=f"refused by the {blocked.gate} gate: {blocked.reason}")
         if self.claimed_at is not None:
             # I13: an entry run that may not wait is resumed only while TICKETIQ_CRASH_RESUME_ENTRIES says so.
-            why = entry_runs.not_resumed(facts.channel, facts.may_wait, self.deps.settings.crash_resume_entries)
+            why = resume.not_resumed(facts.channel, facts.may_wait, self.deps.settings.crash_resume_entries)
             if why is not None:
                 return await self._end("failed", error=why)
             self.deps.metrics.recovery.observe(time.monotonic() - self.claimed_at)
@@ -153,7 +153,9 @@ class RunDriver:
         if state.step > 0:
             # I17: seal the checkpoint under this attempt before anything else is written; the same
             # statement lands what a lost attempt wrote ahead, before anything of this one.
-            await self._write_checkpoint([notes.statement("checkpoint", step=state.step, resealed=True)], flush=True)
+            await self._write_checkpoint(
+                [transcript.statement("checkpoint", step=state.step, resealed=True)], flush=True
+            )
         if state.calls:
             waiting = await self._go_on(await self._route_left(audit=self.claimed_at is not None))
             if waiting:
@@ -173,7 +175,7 @@ class RunDriver:
                 return await self._end("failed", error=f"model step {state.step + 1} failed: {exc}")
             model_s = time.perf_counter() - began
             self.deps.metrics.model_call(state.agent, model_s)
-            timing = notes.Timing(self.attempt, started_at, model_s)
+            timing = transcript.Timing(self.attempt, started_at, model_s)
             message, altered = storable(reply.message)  # I16: model text is made storable first
             text = storable(reply.text)[0] if altered else reply.text  # the text is the message's
             state.prompt_tokens += reply.prompt_tokens
@@ -184,10 +186,10 @@ class RunDriver:
                 state.calls = []
                 self.deps.faults.hit("before_answer")
                 tokens = reply.prompt_tokens + reply.completion_tokens
-                extra = [notes.model_answer(state.step + 1, tokens, timing)]
-                extra += [notes.text_altered(state.step + 1, "the model's answer")] if altered else []
+                extra = [transcript.model_answer(state.step + 1, tokens, timing)]
+                extra += [transcript.text_altered(state.step + 1, "the model's answer")] if altered else []
                 self.deps.metrics.step(state.agent, model_s)
-                if entry_runs.hands_on(facts.channel):
+                if resume.hands_on(facts.channel):
                     return await self._answer(state.answer, extra)
                 return await self._end("succeeded", answer=state.answer, extra=extra)
             state.step += 1
@@ -200,10 +202,10 @@ class RunDriver:
                 return await self._end(ending(blocked), error=f"refused by the {blocked.gate} gate: {blocked.reason}")
             decisions = [self.decide(facts, c) for c in state.calls]
             tokens = reply.prompt_tokens + reply.completion_tokens
-            entries = [notes.model_step(state.step, state.calls, text, tokens, timing)]
+            entries = [transcript.model_step(state.step, state.calls, text, tokens, timing)]
             if altered:
-                entries.append(notes.text_altered(state.step, "the model's step"))
-            entries += [notes.gate(state.step, c, d) for c, d in zip(state.calls, decisions, strict=True)]
+                entries.append(transcript.text_altered(state.step, "the model's step"))
+            entries += [transcript.gate(state.step, c, d) for c, d in zip(state.calls, decisions, strict=True)]
             changing = any(
                 c.tool_class.changes and d.verdict is not Verdict.REFUSE
                 for c, d in zip(state.calls, decisions, strict=True)
@@ -351,7 +353,7 @@ class RunDriver:
     async def _write_checkpoint(self, entries: list[dict[str, Any]], flush: bool) -> None:
         """I1: the sealed checkpoint in ONE statement before any call of the step is made."""
         state = self.state
-        self._stage([*entries, notes.statement("checkpoint", step=state.step, calls=len(state.calls))])
+        self._stage([*entries, transcript.statement("checkpoint", step=state.step, calls=len(state.calls))])
         # The attempt's first checkpoint flushes, and records when the attempt went on (run_attempts).
         opening = not self._opened
         taken = self._take_unflushed() if flush or opening or self._due() else None
@@ -373,10 +375,10 @@ class RunDriver:
         entries = list(extra or [])
         answer, error = storable(answer)[0], storable(error)[0]  # I16: a vendor's error text included
         if answer is not None:
-            entries.append(notes.entry("answer", text=answer))
+            entries.append(transcript.entry("answer", text=answer))
         if error is not None:
-            entries.append(notes.entry("error", reason=error))
-        entries.append(notes.statement("run_" + status, step=self.state.step))
+            entries.append(transcript.entry("error", reason=error))
+        entries.append(transcript.statement("run_" + status, step=self.state.step))
         self._stage(entries)
         taken = self._take_unflushed()
         sealed = self._sealed()
@@ -399,7 +401,11 @@ class RunDriver:
     async def _answer(self, answer: str, extra: list[dict[str, Any]]) -> str:
         """I12: keep the answer, sealed, and write the hand-on ahead (the run is `answered`, its lease
         kept); then hand it on."""
-        entries = [*extra, notes.entry("answer", text=answer), notes.statement("run_answered", step=self.state.step)]
+        entries = [
+            *extra,
+            transcript.entry("answer", text=answer),
+            transcript.statement("run_answered", step=self.state.step),
+        ]
         self._stage(entries)
         taken = self._take_unflushed()
         sealed = self._sealed()
@@ -432,7 +438,7 @@ class RunDriver:
         if self.deps.hand_ons.get((await self.gate_facts()).channel) is not None:
             # I17: the hand-on may write rows (a Teams reply's call): under a checkpoint this attempt sealed.
             await self._write_checkpoint(
-                [notes.statement("checkpoint", step=self.state.step, resealed=True)], flush=True
+                [transcript.statement("checkpoint", step=self.state.step, resealed=True)], flush=True
             )
         return await self._hand_on(kept.answer, resumed=True)
 
@@ -446,8 +452,8 @@ class RunDriver:
             detail.update(await action(self, answer))
         self.lease.check()
         self.lease.releasing = True  # the statement deletes the lease
-        entries = [notes.entry("handed_on", channel=facts.channel, resumed=resumed),
-                   notes.statement("run_succeeded", step=self.state.step)]  # fmt: skip
+        entries = [transcript.entry("handed_on", channel=facts.channel, resumed=resumed),
+                   transcript.statement("run_succeeded", step=self.state.step)]  # fmt: skip
         await self.handle.hand_on(answer, entries, self.deps.holder, detail)
         self._count_end("succeeded")
         return "succeeded"
@@ -457,13 +463,13 @@ class RunDriver:
         produced is recorded; the calls stay on the checkpoint. False when every request was decided
         meanwhile (I15): the run goes on."""
         self.carry.merge(StepWork(finished=work.finished, entries=work.entries))
-        self._stage([notes.statement("checkpoint", step=self.state.step, calls=len(self.state.calls))])
+        self._stage([transcript.statement("checkpoint", step=self.state.step, calls=len(self.state.calls))])
         taken = self._take_unflushed()
         sealed = self._sealed()
         self.lease.check()
         reasons = [f"the model asks for input: {ask['question']}" for ask in work.asks]
         reasons += ["a call awaits approval"] if work.approvals_held else []
-        waiting = [notes.entry("waiting", reason=r) for r in reasons] + [notes.statement("run_waiting")]
+        waiting = [transcript.entry("waiting", reason=r) for r in reasons] + [transcript.statement("run_waiting")]
         self.lease.releasing = True  # a suspend deletes the lease
         suspended = await self.handle.suspend(sealed, taken, waiting, self.deps.holder, work.asks)
         self.lease.releasing = suspended  # not suspended: the run goes on, its lease renewed again

@@ -17,38 +17,26 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
 
 from ticketiq.agents.catalog import Agent
-from ticketiq.engine import run_keys, run_list, seal, timeline
+from ticketiq.engine import run_keys, seal
 from ticketiq.engine.context import EngineDeps
 from ticketiq.engine.driver import RunDriver
 from ticketiq.engine.questions import Answer, Answered, Verdict, judge
-from ticketiq.engine.run_events import RECHECK_S, RunEvents
 from ticketiq.engine.run_keys import Expected
-from ticketiq.engine.run_list import RunPage, RunQuery
 from ticketiq.engine.state import RunState
-from ticketiq.engine.timeline_feed import follow
 from ticketiq.errors import Conflict, NotFound, RequestError, TicketIQError
-from ticketiq.metrics import Gauges
-from ticketiq.storage import synchrony
-from ticketiq.storage.process_store import ProcessStore
 from ticketiq.storage.rows import (
     Approval,
     AskedApproval,
-    AuditRow,
     Checkpoint,
     Created,
     RunRecord,
     RunStatus,
-    TranscriptRow,
     Waiting,
 )
-from ticketiq.storage.run_list_store import RunListStore
 from ticketiq.storage.run_store import Given
-from ticketiq.storage.timeline_store import TimelineStore
 
 log = logging.getLogger(__name__)
 
@@ -63,13 +51,6 @@ CLAIMED = frozenset({"dead", "lapsed"})
 # How long a run started during a reincarnation waits to be admitted before it is left queued (the
 # sweep takes queued runs no process started).
 ADMISSION_WAIT_S = 5.0
-ENDED_SHOWN = 20  # processes that ended, in `processes()`
-
-
-@dataclass(frozen=True)
-class Transcript:
-    rows: list[TranscriptRow]
-    pending: list[dict[str, object]]  # entries still riding in the checkpoint
 
 
 class Engine:
@@ -85,9 +66,6 @@ class Engine:
         self.marks_lost = 0  # how often this process's liveness mark went (each loss loses every lease)
         # Told when the leader's sweep queued jobs again: the process's job worker looks at once.
         self.wake_jobs: Callable[[], None] = _nothing
-        # Wakes followers of a run when its status changes (set by the process; None: they poll).
-        self.events: RunEvents | None = None
-        self.timeline_store = TimelineStore(deps.db)
 
     # ----- what entry points ask ------------------------------------------------------------------
 
@@ -135,16 +113,6 @@ class Engine:
         if run is None or (created_by is not None and run.created_by != created_by):
             return None
         return run
-
-    async def transcript(self, run_id: str, after: int, limit: int, created_by: str | None = None) -> Transcript | None:
-        """The run's transcript; `created_by` scopes it as `get_run` does."""
-        if created_by is not None:
-            if await self.get_run(run_id, created_by) is None:
-                return None
-        elif await self.store.status(run_id) is None:
-            return None
-        rows = await self.store.transcript(run_id, after, limit)
-        return Transcript(rows, await self.store.unflushed(run_id))
 
     async def request_stop(self, run_id: str, by: str) -> RunStatus:
         """A waiting or queued run ends at once; a running one at its next gate check."""
@@ -204,68 +172,6 @@ class Engine:
     async def waiting_for(self, run_id: str) -> list[Waiting]:
         """What a waiting run waits for: the questions it asked, then the calls held for approval."""
         return await self.store.waiting_for(run_id)
-
-    async def wait_change(self, run_id: str, timeout_s: float, seen: str | None = None) -> RunStatus | None:
-        """The run's status once it is other than `seen` (default: its status now), or when the timeout
-        passed; None when there is no such run."""
-        deadline = time.monotonic() + timeout_s
-        with contextlib.ExitStack() as stack:
-            follower = stack.enter_context(self.events.following(run_id)) if self.events else None
-            now = await self.store.status(run_id)
-            seen = now.status if seen is None and now is not None else seen
-            while now is not None and now.status == seen and now.status not in TERMINAL:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                if follower is not None:
-                    await follower.wait(left)
-                else:
-                    await asyncio.sleep(min(left, RECHECK_S))
-                now = await self.store.status(run_id)
-            return now
-
-    async def list_runs(self, query: RunQuery, scope: str | None) -> RunPage:
-        """A page of runs, newest first (`run_list.py`); `scope` reads one token's runs only (None: all)."""
-        rows = await RunListStore(self.deps.db).page(run_list.params(query, scope))
-        return run_list.page(rows, query)
-
-    async def run_counts(self, scope: str | None) -> dict[str, int]:
-        """Runs by status, every status named (0 when none), scoped as `list_runs`: every run still going
-        (queued, running, waiting, answered), and of the runs that ended, those made in the last day."""
-        counted = await RunListStore(self.deps.db).counts(scope)
-        return {status: counted.get(status, 0) for status in run_list.STATUSES}
-
-    async def processes(self) -> dict[str, Any]:
-        """The live app processes, with what each holds, and the last that ended, with how."""
-        store = ProcessStore(self.deps.db)
-        return {"processes": [dict(row) for row in await store.live()],
-                "ended": [dict(row) for row in await store.ended(ENDED_SHOWN)],
-                "database": (await synchrony.read(self.deps.db)).view()}  # fmt: skip
-
-    async def shown_run(self, run_id: str, scope: str | None) -> dict[str, Any] | None:
-        """The run as `GET /v1/runs/{id}` answers it, with what it waits for (I18); `scope` as `get_run`."""
-        run = await self.get_run(run_id, scope)
-        if run is None:
-            return None
-        waits = timeline.waited(await self.waiting_for(run_id)) if run.status == "waiting" else []
-        return timeline.run_view(run, waits)
-
-    async def timeline(self, run_id: str, scope: str | None) -> dict[str, Any] | None:
-        """The run's timeline (`engine/timeline.py`): {run, attempts, steps}; `scope` as `get_run`."""
-        run = await self.shown_run(run_id, scope)
-        return None if run is None else timeline.assemble(run, await self.timeline_store.read(run_id))
-
-    def timeline_events(self, run_id: str, scope: str | None) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        """(event, data) as the run's timeline changes, ending with `end` once the run ended
-        (`engine/timeline_feed.py`)."""
-        return follow(self, run_id, scope, TERMINAL)
-
-    async def gauges(self) -> Gauges:
-        """The cluster's queues for `GET /metrics` (waiting runs, pending approvals, queued jobs)."""
-        return await self.timeline_store.gauges()
-
-    async def audit_log(self, run_id: str | None, action: str | None, after: int, limit: int) -> list[AuditRow]:
-        return await self.store.audit_log(run_id, action, after, limit)
 
     async def ready(self) -> None:
         await self.store.ping()

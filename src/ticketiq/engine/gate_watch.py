@@ -21,7 +21,7 @@ import contextlib
 import logging
 
 from ticketiq.auth.token_cache import TokenCache
-from ticketiq.background import Background
+from ticketiq.runtime.background import Background
 from ticketiq.storage import database
 from ticketiq.storage.database import DEFAULT_LIMITS, ConnectionLimits
 from ticketiq.storage.outage import backoff_s

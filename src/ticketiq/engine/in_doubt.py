@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Generic, Protocol, TypeVar
 
-from ticketiq.engine.faults import Faults
 from ticketiq.engine.settlement import Happened, Route, sent_once_if_absent
+from ticketiq.runtime.faults import Faults
 from ticketiq.tools.base import ReadBack, SendWindow, ToolClass
 
 Answer = TypeVar("Answer")  # what a send answers

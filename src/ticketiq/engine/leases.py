@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ticketiq.background import Background
 from ticketiq.errors import LeaseLost, StorageError
+from ticketiq.runtime.background import Background
 from ticketiq.storage import database, leader_store
 from ticketiq.storage.database import DEFAULT_LIMITS, ConnectionLimits
 

@@ -1,4 +1,5 @@
-"""The plan for the calls the last checkpointed step left (I6, I9, I10, I15).
+"""Which lost runs are resumed, and the plan for the calls the last checkpointed step left (I6, I9, I10,
+I12, I13, I15).
 
 Used whenever a run goes on from its checkpoint: after a takeover, after a decision woke it, and when
 every request of a step was decided before it could suspend. This module only plans, from plain data;
@@ -65,3 +66,31 @@ def _call_row(row: CallRecord) -> CallRow:
     # I11: a row without a step key is a call whose provider id is only a position.
     marked = ToolClass(row.tool_class)
     return CallRow(row.status, marked, row.sent_key, row.outcome, row.remote_ref, position_only=row.step_key is None)
+
+
+# ----- which runs are resumed, and which hand their answer on (I12, I13) -------------------------
+
+# Entry points whose answer goes somewhere besides the run row and its transcript: an A2A task, a
+# co-pilot caller, a Teams reply, a cron fire's outcome. Handing it on is a step of its own, written
+# ahead (the run is `answered` with its answer kept), so a process that dies before it is replaced by
+# one that hands on the kept answer (I12).
+HAND_ON_CHANNELS = frozenset({"a2a", "copilot", "teams", "cron"})
+
+# Entry points whose runs TICKETIQ_CRASH_RESUME_ENTRIES covers (I13). A run of these that may wait is
+# resumed whatever the setting says.
+ENTRY_CHANNELS = frozenset({"cron", "ticket_event", "webhook", "copilot", "teams"})
+
+
+def hands_on(channel: str) -> bool:
+    """Whether a run of this entry point hands its answer on as a step of its own."""
+    return channel in HAND_ON_CHANNELS
+
+
+def not_resumed(channel: str, may_wait: bool, crash_resume_entries: bool) -> str | None:
+    """Why a run that was lost is failed instead of resumed, or None when it is resumed (I13)."""
+    if may_wait or crash_resume_entries or channel not in ENTRY_CHANNELS:
+        return None
+    return (
+        f"its process stopped and runs of the {channel} entry point are not resumed: "
+        "TICKETIQ_CRASH_RESUME_ENTRIES is false (set it to true to resume them from their last step)"
+    )

@@ -25,7 +25,6 @@ from fastapi.responses import JSONResponse, Response
 
 from ticketiq.agents.catalog import Catalog
 from ticketiq.auth import tokens
-from ticketiq.engine.engine import Engine
 from ticketiq.entries import auth
 from ticketiq.entries.a2a_card import RPC_PATH, agent_card, default_agent, rpc_url
 from ticketiq.entries.a2a_tasks import RunRequestHandler, describe_waiting
@@ -34,6 +33,7 @@ from ticketiq.process import AppProcess
 from ticketiq.settings import Settings
 from ticketiq.storage.database import Database
 from ticketiq.storage.task_store import CALLER, Caller, RunTaskStore, Waits
+from ticketiq.views.runs import RunViews
 
 
 class TokenUser(User):
@@ -74,7 +74,8 @@ class A2AServer:
     dispatcher: JsonRpcDispatcher
 
     @classmethod
-    def start(cls, engine: Engine, db: Database, settings: Settings) -> A2AServer:
+    def start(cls, views: RunViews, db: Database, settings: Settings) -> A2AServer:
+        engine = views.engine
         catalog = engine.deps.catalog
         default = default_agent(catalog, settings.a2a_default_agent)
 
@@ -83,7 +84,7 @@ class A2AServer:
 
         tasks = RunTaskStore(db, waiting)
         # The handler reads only the card's capabilities; the URL it names is per request (see `card`).
-        handler = RunRequestHandler(engine, tasks, agent_card(catalog, default, RPC_PATH), default)
+        handler = RunRequestHandler(views, tasks, agent_card(catalog, default, RPC_PATH), default)
         dispatcher = JsonRpcDispatcher(handler, context_builder=CallerContext(), enable_v0_3_compat=True)
         return cls(catalog, settings, default, handler, dispatcher)
 
@@ -99,7 +100,7 @@ class A2AServer:
 def start(app: FastAPI) -> None:
     """Called by the app's lifespan once its process is up: the server for the routes below."""
     process: AppProcess = app.state.process
-    app.state.a2a = A2AServer.start(process.engine, process.db, process.settings)
+    app.state.a2a = A2AServer.start(process.views, process.db, process.settings)
 
 
 async def close(app: FastAPI) -> None:

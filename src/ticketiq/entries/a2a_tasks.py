@@ -47,11 +47,12 @@ from a2a.utils.task import apply_history_length
 
 from ticketiq.auth import tokens
 from ticketiq.auth.tokens import Permission, Principal
-from ticketiq.engine.engine import TERMINAL, Engine
+from ticketiq.engine.engine import TERMINAL
 from ticketiq.errors import NotFound
 from ticketiq.intake.a2a_messages import ENDED, PRINCIPAL, RunOfMessage, SentBefore, state_name
 from ticketiq.storage.rows import Waiting
 from ticketiq.storage.task_store import RunTaskStore, Waits, caller_of
+from ticketiq.views.runs import RunViews
 
 WAITS_FOR_CLIENT = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
 # A follower wakes on the run's status change (LISTEN/NOTIFY); this bounds a wait all the same.
@@ -82,8 +83,9 @@ def describe_waiting(waiting: list[Waiting]) -> Waits:
 class RunFollower(AgentExecutor):
     """Follows a message's run (made or woken by `RunOfMessage`) and emits its task's events."""
 
-    def __init__(self, engine: Engine, tasks: RunTaskStore) -> None:
-        self.engine = engine
+    def __init__(self, views: RunViews, tasks: RunTaskStore) -> None:
+        self.views = views
+        self.engine = views.engine
         self.tasks = tasks
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -103,7 +105,7 @@ class RunFollower(AgentExecutor):
                 Task(id=run_id, context_id=context_id, status=now.status, artifacts=now.artifacts, history=history)
             )
             after = now.status
-        async for event in follow(self.engine, self.tasks, run_id, context.call_context, context_id, after):
+        async for event in follow(self.views, self.tasks, run_id, context.call_context, context_id, after):
             await event_queue.enqueue_event(event)
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -114,7 +116,7 @@ class RunFollower(AgentExecutor):
 
 
 async def follow(
-    engine: Engine,
+    views: RunViews,
     tasks: RunTaskStore,
     run_id: str,
     call: ServerCallContext,
@@ -123,7 +125,7 @@ async def follow(
 ) -> AsyncIterator[TaskStatusUpdateEvent | TaskArtifactUpdateEvent]:
     """The task's events from its status `after` on (None: from its status now), until it ends or waits
     for its client. Woken by the run's status changes, wherever the run is driven."""
-    run = await engine.get_run(run_id)
+    run = await views.engine.get_run(run_id)
     if run is None:
         raise TaskNotFoundError(message=f"no task {run_id}")
     seen = run.status  # read before the task is: a change in between is not missed
@@ -140,7 +142,7 @@ async def follow(
             after = now.status
         if after.state in ENDED or after.state in WAITS_FOR_CLIENT:
             return
-        changed = await engine.wait_change(run_id, FOLLOW_S, seen)
+        changed = await views.wait_change(run_id, FOLLOW_S, seen)
         if changed is None:
             raise TaskNotFoundError(message=f"no task {run_id}")
         seen = changed.status
@@ -161,14 +163,16 @@ def _changed(before: TaskStatus, now: TaskStatus) -> bool:
 class RunRequestHandler(DefaultRequestHandlerV2):
     """The sdk's handler, with the methods where a task is its run rather than the sdk's own record."""
 
-    def __init__(self, engine: Engine, tasks: RunTaskStore, card: AgentCard, default_agent: str) -> None:
+    def __init__(self, views: RunViews, tasks: RunTaskStore, card: AgentCard, default_agent: str) -> None:
+        engine = views.engine
         super().__init__(
-            agent_executor=RunFollower(engine, tasks),
+            agent_executor=RunFollower(views, tasks),
             task_store=tasks,
             agent_card=card,
             request_context_builder=RunOfMessage(engine, tasks, default_agent),
             interrupted_task_timeout=PARKED_S,
         )
+        self.views = views
         self.engine = engine
         self.tasks = tasks
 
@@ -212,7 +216,7 @@ class RunRequestHandler(DefaultRequestHandlerV2):
         deadline = time.monotonic() + CANCEL_WAIT_S
         seen = None
         while (left := deadline - time.monotonic()) > 0:
-            status = await self.engine.wait_change(task.id, left, seen)
+            status = await self.views.wait_change(task.id, left, seen)
             if status is None or status.status in TERMINAL:
                 break
             seen = status.status
@@ -231,5 +235,5 @@ class RunRequestHandler(DefaultRequestHandlerV2):
                 message=f"task {params.id} has ended ({state_name(task.status.state)}); GetTask reads it"
             )
         yield task
-        async for event in follow(self.engine, self.tasks, task.id, context, task.context_id, task.status):
+        async for event in follow(self.views, self.tasks, task.id, context, task.context_id, task.status):
             yield event

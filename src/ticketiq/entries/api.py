@@ -21,7 +21,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from ticketiq import console, runtime, stall
+from ticketiq import console
 from ticketiq.auth import tokens
 from ticketiq.auth.tokens import Permission, Principal
 from ticketiq.engine import run_keys
@@ -48,9 +48,11 @@ from ticketiq.entries.idempotency import REPLAYED, IdempotencyKey, once
 from ticketiq.errors import Conflict, Forbidden, NotFound, RequestError, StorageError
 from ticketiq.intake.idempotency import request_hash
 from ticketiq.process import AppProcess
+from ticketiq.runtime import interpreter, stall
 from ticketiq.settings import Settings
 from ticketiq.storage.rows import Approval, TranscriptRow
 from ticketiq.storage.token_store import TokenStore
+from ticketiq.views.runs import RunViews
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +123,7 @@ def create_app(
             app.state.tokens = TokenStore(app.state.process.db, app.state.process.engine.deps.gate_watch.tokens)
             a2a.start(app)
             if freeze_start_up:
-                runtime.freeze_start_up()
+                interpreter.freeze_start_up()
             try:
                 yield
             finally:
@@ -141,6 +143,9 @@ def create_app(
 
     def engine(request: Request) -> Engine:
         return proc(request).engine
+
+    def views(request: Request) -> RunViews:
+        return proc(request).views
 
     def token_store(request: Request) -> TokenStore:
         store: TokenStore = request.app.state.tokens
@@ -189,7 +194,7 @@ def create_app(
         run_id: uuid.UUID, request: Request, reader: Annotated[Principal, Depends(requires(Permission.READ_OWN_RUNS))]
     ) -> dict[str, Any] | JSONResponse:
         # With what a waiting run waits for, oldest first, each question with the id an input names (I18).
-        shown = await engine(request).shown_run(str(run_id), tokens.run_scope(reader))
+        shown = await views(request).shown_run(str(run_id), tokens.run_scope(reader))
         return field_error(404, "path.run_id", f"no run {run_id}") if shown is None else shown
 
     @app.get("/v1/runs/{run_id}/transcript", response_model=None)
@@ -200,7 +205,7 @@ def create_app(
         after: Annotated[int, Query(ge=0, le=2**62)] = 0,
         limit: Annotated[int, Query(ge=1, le=1000)] = 500,
     ) -> dict[str, Any] | JSONResponse:
-        found = await engine(request).transcript(str(run_id), after, limit, tokens.run_scope(reader))
+        found = await views(request).transcript(str(run_id), after, limit, tokens.run_scope(reader))
         if found is None:
             return field_error(404, "path.run_id", f"no run {run_id}")
         return {
@@ -285,7 +290,7 @@ def create_app(
         after: Annotated[int, Query(ge=0, le=2**62)] = 0,
         limit: Annotated[int, Query(ge=1, le=1000)] = 500,
     ) -> dict[str, Any]:
-        rows = await engine(request).audit_log(str(run_id) if run_id else None, action, after, limit)
+        rows = await views(request).audit_log(str(run_id) if run_id else None, action, after, limit)
         return {"entries": [{"id": r.id, "at": r.at, "action": r.action, "run_id": r.run_id, "actor": r.actor,
                              "detail": r.detail} for r in rows]}  # fmt: skip
 
@@ -297,7 +302,7 @@ def create_app(
             # The queues are read at scrape, bounded like /readyz: a database that does not answer leaves
             # them out of this scrape, never hangs it.
             async with asyncio.timeout(READY_WITHIN_S):
-                gauges = await p.engine.gauges()
+                gauges = await p.views.gauges()
         except (StorageError, TimeoutError) as exc:
             log.warning("metrics: the queues could not be read: %s", str(exc) or "no answer within a second")
         text = p.engine.deps.metrics.render(lease_lapses=p.keeper.lapses, gauges=gauges)
@@ -323,7 +328,7 @@ def create_app(
 
     gates_api.add_routes(app, engine)
     auth.add_routes(app, engine, token_store)
-    copilot.add_routes(app, engine)
+    copilot.add_routes(app, views)
     schedules.add_routes(app, engine)
     hooks.add_routes(app, engine)
     ticket_events.add_routes(app, engine)
@@ -331,10 +336,10 @@ def create_app(
     inspector.add_routes(app, engine)
     jobs.add_routes(app, engine)
     workflows.add_routes(app, engine)
-    runs_list.add_routes(app, engine)
-    timeline.add_routes(app, engine)
+    runs_list.add_routes(app, views)
+    timeline.add_routes(app, views)
     a2a.add_routes(app)
-    console.add_routes(app, engine)
+    console.add_routes(app, engine, views)
     return app
 
 

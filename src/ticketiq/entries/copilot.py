@@ -22,12 +22,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from ticketiq.auth import tokens
 from ticketiq.auth.tokens import Permission, Principal
 from ticketiq.engine import run_keys
-from ticketiq.engine.engine import TERMINAL, Engine
+from ticketiq.engine.engine import TERMINAL
 from ticketiq.entries.auth import requires
 from ticketiq.entries.idempotency import IdempotencyKey, once
 from ticketiq.errors import Forbidden
 from ticketiq.intake.idempotency import request_hash
 from ticketiq.storage.rows import RunStatus
+from ticketiq.views.runs import RunViews
 
 CHANNEL = "copilot"
 
@@ -53,7 +54,7 @@ def turn_input(ticket: str, question: str) -> str:
     return f"Ticket {ticket}: {question}"
 
 
-def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
+def add_routes(app: FastAPI, views: Callable[[Request], RunViews]) -> None:
     @app.post(
         "/v1/copilot/turns",
         status_code=200,
@@ -70,7 +71,8 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
         if refusal is not None:
             raise Forbidden("body.agent", refusal)
         asked = body.model_dump(mode="json")
-        eng = engine(request)
+        seen = views(request)
+        eng = seen.engine
 
         async def turn() -> TurnAnswered | JSONResponse:
             created = await eng.submit(
@@ -78,7 +80,7 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
                 idempotency_key=run_keys.copilot(caller.name, idempotency_key) if idempotency_key else None,
                 request_hash=request_hash(asked) if idempotency_key else None, actor=caller.name,
             )  # fmt: skip
-            status = await _answer_within(eng, created.id, eng.deps.settings.copilot_wait_s)
+            status = await _answer_within(seen, created.id, eng.deps.settings.copilot_wait_s)
             shown = _shown(created.id, status)
             if shown.status in TERMINAL:
                 return shown
@@ -87,12 +89,12 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
         return await once(request, "POST /v1/copilot/turns", caller, idempotency_key, asked, turn)
 
 
-async def _answer_within(engine: Engine, run_id: str, wait_s: float) -> RunStatus | None:
+async def _answer_within(views: RunViews, run_id: str, wait_s: float) -> RunStatus | None:
     deadline = time.monotonic() + wait_s
     status: RunStatus | None = None
     while True:
         left = max(0.0, deadline - time.monotonic())
-        status = await engine.wait_change(run_id, left, seen=status.status if status else None)
+        status = await views.wait_change(run_id, left, seen=status.status if status else None)
         if status is None or status.status in TERMINAL or left <= 0:
             return status
 

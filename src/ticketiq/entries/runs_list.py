@@ -2,7 +2,7 @@
 
 - `GET /v1/runs?status=&agent=&channel=&created_by=&since=&until=&q=&limit=&cursor=` (caller: its own
   runs; operator and admin: every run): newest first, `{"runs": [...], "next_cursor": ...}`. The query
-  is parsed by `engine/run_list.parse_query`: a bad or unknown parameter is 422 naming `query.<name>`.
+  is parsed by `views/run_list.parse_query`: a bad or unknown parameter is 422 naming `query.<name>`.
 - `GET /v1/processes` (operator): the live app processes, what each holds, and the last that ended.
 """
 
@@ -15,9 +15,9 @@ from fastapi import Depends, FastAPI, Request
 
 from ticketiq.auth import tokens
 from ticketiq.auth.tokens import Permission, Principal
-from ticketiq.engine import run_list
-from ticketiq.engine.engine import Engine
 from ticketiq.entries.auth import requires
+from ticketiq.views import run_list
+from ticketiq.views.runs import RunViews
 
 Reader = Annotated[Principal, Depends(requires(Permission.READ_OWN_RUNS))]
 Operator = Annotated[Principal, Depends(requires(Permission.READ_EVERY_RUN))]
@@ -43,14 +43,14 @@ LIST_PARAMETERS = [
 ]
 
 
-def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
+def add_routes(app: FastAPI, views: Callable[[Request], RunViews]) -> None:
     @app.get("/v1/runs", openapi_extra={"parameters": LIST_PARAMETERS})
     async def list_runs(request: Request, reader: Reader) -> dict[str, Any]:
         params = request.query_params
         query = run_list.parse_query({name: params.getlist(name) for name in params})
-        page = await engine(request).list_runs(query, tokens.run_scope(reader))
+        page = await views(request).list_runs(query, tokens.run_scope(reader))
         return {"runs": page.runs, "next_cursor": page.next_cursor}
 
     @app.get("/v1/processes")
     async def processes(request: Request, _: Operator) -> dict[str, Any]:
-        return await engine(request).processes()
+        return await views(request).processes()

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ticketiq.entries import a2a_refusals
-from ticketiq.json_depth import MAX_DEPTH, too_deep
+from ticketiq.values.json_depth import MAX_DEPTH, too_deep
 from ticketiq.values.storable import is_storable, storable, unstorable_at
 
 # The largest request body the API reads: a run's input is at most 100,000 characters.

@@ -1,9 +1,9 @@
 """A run's timeline and its events, over HTTP (issue 16). The same rights as `GET /v1/runs/{id}`: a caller
 reads its own runs, operator and admin every run (`tokens.run_scope`); another's run is a 404.
 
-- `GET /v1/runs/{id}/timeline`: {run, attempts, steps} (`engine/timeline.py`).
+- `GET /v1/runs/{id}/timeline`: {run, attempts, steps} (`views/timeline.py`).
 - `GET /v1/runs/{id}/events`: Server-Sent Events, `status`, `attempt` and `step` as they change, and a
-  last `end` once the run ended, after which the stream closes (`engine/timeline_feed.py`).
+  last `end` once the run ended, after which the stream closes (`views/timeline_feed.py`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from ticketiq.auth import tokens
 from ticketiq.auth.tokens import Permission, Principal
-from ticketiq.engine.engine import Engine
 from ticketiq.entries.auth import requires
+from ticketiq.views.runs import RunViews
 
 Reader = Annotated[Principal, Depends(requires(Permission.READ_OWN_RUNS))]
 # A comment line this often keeps a quiet stream open through proxies that close idle connections.
@@ -32,18 +32,18 @@ def _no_run(run_id: uuid.UUID) -> JSONResponse:
     return JSONResponse({"detail": [{"loc": ["path", "run_id"], "msg": f"no run {run_id}"}]}, status_code=404)
 
 
-def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
+def add_routes(app: FastAPI, views: Callable[[Request], RunViews]) -> None:
     @app.get("/v1/runs/{run_id}/timeline", response_model=None)
     async def timeline(run_id: uuid.UUID, request: Request, reader: Reader) -> dict[str, Any] | JSONResponse:
-        found = await engine(request).timeline(str(run_id), tokens.run_scope(reader))
+        found = await views(request).timeline(str(run_id), tokens.run_scope(reader))
         return _no_run(run_id) if found is None else found
 
     @app.get("/v1/runs/{run_id}/events", response_model=None)
     async def events(run_id: uuid.UUID, request: Request, reader: Reader) -> EventSourceResponse | JSONResponse:
         scope = tokens.run_scope(reader)
-        if await engine(request).get_run(str(run_id), scope) is None:
+        if await views(request).engine.get_run(str(run_id), scope) is None:
             return _no_run(run_id)
-        feed = engine(request).timeline_events(str(run_id), scope)
+        feed = views(request).timeline_events(str(run_id), scope)
 
         async def stream() -> AsyncIterator[ServerSentEvent]:
             async for event, data in feed:

@@ -30,8 +30,8 @@ from typing import Any
 
 from ticketiq.engine.context import EngineDeps
 from ticketiq.engine.gates import GateDecision, inspector_gate
-from ticketiq.engine.notes import scrub
 from ticketiq.engine.step_keys import fresh_key, inspector_key
+from ticketiq.engine.transcript import scrub
 from ticketiq.errors import RequestError, StorageError
 from ticketiq.storage.inspector_store import InspectorStore
 from ticketiq.tools.base import CallContext, Outcome, SendWindow, Tool, ToolClass

@@ -39,7 +39,6 @@ import httpx2
 import openai
 
 from ticketiq.engine import in_doubt as engine_in_doubt
-from ticketiq.engine.faults import Faults
 from ticketiq.engine.in_doubt import Settled, Unknown
 from ticketiq.engine.settlement import CallRow, Route, ToolNow, route
 from ticketiq.errors import TicketIQError
@@ -47,8 +46,9 @@ from ticketiq.jobs import in_doubt, training_file
 from ticketiq.jobs.in_doubt import Mark, Next, Sent
 from ticketiq.jobs.kinds import Job, JobCancelled, JobFailed, JobKind, params_error
 from ticketiq.model.client import backoff_s, is_retryable_status, parse_retry_after
+from ticketiq.runtime.faults import Faults
+from ticketiq.runtime.user_agent import user_agent
 from ticketiq.tools.base import Outcome, ReadBack, SendWindow, ToolClass
-from ticketiq.user_agent import user_agent
 
 if TYPE_CHECKING:
     from ticketiq.engine.engine import Engine

@@ -21,12 +21,12 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ticketiq.background import Background
 from ticketiq.errors import JobLost, StorageError
 from ticketiq.jobs import kinds
 from ticketiq.jobs.endings import Ending, ending_of, free_slots
 from ticketiq.jobs.queue import JobQueue
 from ticketiq.jobs.running import RunningJob
+from ticketiq.runtime.background import Background
 from ticketiq.storage.job_store import JobRow, JobStore, job_lease
 from ticketiq.storage.knowledge_store import KnowledgeStore
 from ticketiq.storage.workflow_store import WorkflowStore

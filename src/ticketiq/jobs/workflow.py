@@ -32,14 +32,14 @@ from typing import TYPE_CHECKING, Any
 from ticketiq.agents.workflows import Workflow, WorkflowStep
 from ticketiq.engine import in_doubt, run_keys
 from ticketiq.engine.delegation import take_over_if_lapsed
-from ticketiq.engine.faults import Faults
 from ticketiq.engine.gates import Verdict, call_gate
 from ticketiq.engine.in_doubt import Settled, Unknown
-from ticketiq.engine.notes import scrub
 from ticketiq.engine.run_keys import Expected
 from ticketiq.engine.settlement import CallRow, Happened, Route, ToolNow, route
+from ticketiq.engine.transcript import scrub
 from ticketiq.jobs.kinds import Job, JobCancelled, JobFailed, JobKind, params_error
 from ticketiq.jobs.workflow_plan import WorkflowState, following, input_problem, over_bound, step_key
+from ticketiq.runtime.faults import Faults
 from ticketiq.storage.workflow_store import CHANNEL, StepWrite
 from ticketiq.tools.base import CallContext, Outcome, ReadBack, SendWindow, Tool, ToolClass
 from ticketiq.tools.schema import validate

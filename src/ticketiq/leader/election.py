@@ -9,9 +9,9 @@ import contextlib
 import logging
 import time
 
-from ticketiq.background import Background
 from ticketiq.engine.engine import Engine
 from ticketiq.leader.sweep import Sweeper
+from ticketiq.runtime.background import Background
 from ticketiq.storage.leader_store import LeaderStore
 
 log = logging.getLogger(__name__)

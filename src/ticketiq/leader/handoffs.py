@@ -17,7 +17,7 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING
 
-from ticketiq.background import Background
+from ticketiq.runtime.background import Background
 
 if TYPE_CHECKING:
     from ticketiq.engine.engine import Engine

@@ -22,7 +22,7 @@ import os
 import socket
 from collections.abc import Callable
 
-from ticketiq.background import Background
+from ticketiq.runtime.background import Background
 from ticketiq.storage import database, leader_store
 from ticketiq.storage.database import DEFAULT_LIMITS, ConnectionLimits
 from ticketiq.storage.outage import Outage

@@ -1,6 +1,6 @@
 """The chat-completions client the engine asks for each step.
 
-May import only the base modules (settings, errors, stall, json_depth, user_agent)."""
+May import only values, runtime and the base modules (settings, errors)."""
 
 from ticketiq.model.client import ModelClient
 from ticketiq.model.wire import ModelReply, ToolCallRequest

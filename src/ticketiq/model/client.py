@@ -30,7 +30,6 @@ import httpx2
 import openai
 from openai._models import FinalRequestOptions
 
-from ticketiq import stall
 from ticketiq.errors import ModelError
 from ticketiq.model.wire import (
     ModelReply,
@@ -41,8 +40,9 @@ from ticketiq.model.wire import (
     reply_from_completion,
     request_body,
 )
+from ticketiq.runtime import stall
+from ticketiq.runtime.user_agent import user_agent
 from ticketiq.settings import Settings
-from ticketiq.user_agent import user_agent
 
 __all__ = [
     "RETRY_AFTER_MAX_S",

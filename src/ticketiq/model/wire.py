@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from ticketiq.errors import ModelError
-from ticketiq.json_depth import MAX_DEPTH, too_deep
+from ticketiq.values.json_depth import MAX_DEPTH, too_deep
 
 
 @dataclass(frozen=True)

@@ -31,14 +31,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ticketiq.dbserver.embedded import EmbeddedServer
+from ticketiq.dbserver.watch import ServerWatch
 from ticketiq.standins import fine_tuning
 from ticketiq.standins.faults import Fault
 from ticketiq.standins.model import create_router
 from ticketiq.standins.records import CLIENT, Store, iso
 from ticketiq.standins.vendors import a2a_agent, botframework, discord, incidentio, jira, sqs, teams, webhook
 from ticketiq.standins.vendors.intake import Intake, IntakeDep, StandinOptions
-from ticketiq.storage.embedded import EmbeddedServer
-from ticketiq.storage.server_watch import ServerWatch
 
 __all__ = ["StandinOptions", "create_app"]
 

@@ -15,10 +15,10 @@ from types import FrameType
 
 import uvicorn
 
+from ticketiq.dbserver.target import resolve
 from ticketiq.settings import Settings
 from ticketiq.standins.app import create_app
 from ticketiq.standins.vendors import botframework
-from ticketiq.storage.database import resolve
 
 # The Microsoft App ID the stand-ins' Teams activities are addressed to (their tokens' audience).
 STANDIN_BOT_APP_ID = botframework.APP_ID

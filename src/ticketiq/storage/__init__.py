@@ -1,7 +1,8 @@
-"""The one database boundary: the pool, the embedded server, numbered migrations and the named SQL
-(`queries/*.sql`, the only SQL), and the stores that make every statement with its fence (I3) and
-return typed rows (`rows.py`).
+"""Rows and SQL, the one database boundary: the pool and how it connects (`database.py`, `hosts.py`,
+`outage.py`), numbered migrations and the declared schema, the named SQL (`queries/*.sql`, the only SQL),
+and the stores that make every statement with its fence (I3) and return typed rows (`rows.py`).
+It starts and signals no process: servers are the `dbserver` room's.
 
-May import auth, values and the base modules (settings, errors, background, metrics, stall).
-Everything above reaches Postgres through it.
+May import auth, values, runtime and the base modules (settings, errors, metrics). Everything above
+reaches Postgres through it.
 """

@@ -22,7 +22,6 @@ import os
 import socket
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -33,10 +32,10 @@ from psycopg.types.json import Jsonb, set_json_dumps
 from psycopg_pool import AsyncConnectionPool
 from psycopg_pool.base import AttemptWithBackoff
 
-from ticketiq import stall
 from ticketiq.errors import StorageError
+from ticketiq.runtime import stall
 from ticketiq.settings import Settings
-from ticketiq.storage import embedded, hosts
+from ticketiq.storage import hosts
 from ticketiq.storage.outage import BACKOFF_CAP_S, BACKOFF_FIRST_S, Outage
 from ticketiq.storage.queries import QUERIES
 
@@ -165,35 +164,6 @@ class ConnectionLimits:
 
 
 DEFAULT_LIMITS = ConnectionLimits.from_settings(Settings())
-
-
-@dataclass
-class Target:
-    """Where the database is, and the embedded server to release when done (if one was used)."""
-
-    url: str
-    server: embedded.EmbeddedServer | None = None
-
-    def release(self) -> None:
-        if self.server is not None:
-            embedded.release(self.server)
-            self.server = None
-
-
-def resolve(settings: Settings, keep: bool = False) -> Target:
-    """TICKETIQ_DATABASE_URL when set; else the embedded server in TICKETIQ_HOME, started if needed. A
-    URL naming that embedded server (127.0.0.1 and the port the home keeps) makes this process one of
-    its users as well, as if it had started it."""
-    if settings.database_url:
-        return Target(url=settings.database_url, server=embedded.adopt(Path(settings.home), settings.database_url))
-    server = embedded.acquire(Path(settings.home), keep=keep)
-    limits = ConnectionLimits.from_settings(settings)
-    with psycopg.connect(limits.conninfo(server.url()), autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (APP_DATABASE,)).fetchone()
-        if not exists:
-            with contextlib.suppress(psycopg.errors.DuplicateDatabase):
-                conn.execute(f"CREATE DATABASE {APP_DATABASE}")
-    return Target(url=server.url(APP_DATABASE), server=server)
 
 
 def sql(name: str) -> str:

@@ -13,7 +13,7 @@ class RunListStore:
         self.db = db
 
     async def page(self, params: Mapping[str, Any]) -> list[Row]:
-        """The runs `params` select (engine/run_list.py makes them), newest first. One transaction, so
+        """The runs `params` select (views/run_list.py makes them), newest first. One transaction, so
         the statement is planned for the filters given (`run_list.custom_plans`)."""
         async with self.db.transaction() as tx:
             await tx.execute("run_list.custom_plans")

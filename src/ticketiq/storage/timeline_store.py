@@ -1,6 +1,6 @@
 """A run's timeline as stored (`queries/timeline.sql`): its attempts, the audits of its takeovers, the
 notes of its steps, its calls and approvals, and what still rides in its checkpoint; and where a
-follower of the timeline stands. Only reads; `engine/timeline.py` assembles them. And the queues
+follower of the timeline stands. Only reads; `views/timeline.py` assembles them. And the queues
 `GET /metrics` shows (`queries/metrics.sql`)."""
 
 from __future__ import annotations

@@ -2,6 +2,6 @@
 per vendor (executor and, where the vendor allows, reader) that speaks the vendor's API and never
 decides whether to resend.
 
-May import storage and the base modules (settings, errors, json_depth). Never the engine: it decides
+May import storage, values, runtime and the base modules (settings, errors). Never the engine: it decides
 what to do with a call from its class.
 """

@@ -30,9 +30,9 @@ from typing import Any
 
 import httpx
 
-from ticketiq.json_depth import too_deep
 from ticketiq.tools.base import Outcome
 from ticketiq.tools.http import VendorFailed
+from ticketiq.values.json_depth import too_deep
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from typing import Any
 import httpx
 
 from ticketiq.errors import ToolError
-from ticketiq.json_depth import too_deep
 from ticketiq.tools.base import CallContext, Outcome
+from ticketiq.values.json_depth import too_deep
 
 # httpcore's name (VendorTransport fires it too) for the moment the connection is ready and the request line
 # is next.

@@ -1,5 +1,5 @@
 -- A run's timeline (GET /v1/runs/{id}/timeline): a few reads, each through an index on the run id, that
--- engine/timeline.py assembles. Only reads: the times they show were written by the statements that did
+-- views/timeline.py assembles. Only reads: the times they show were written by the statements that did
 -- what they time (migration 023).
 
 -- name: attempts

@@ -8,7 +8,7 @@ A user that was SIGKILLed never releases; its pid is pruned as dead by the next 
 The port is chosen once per data folder and kept in the home (`pg.port`): every start uses it, so a
 URL handed out once stays good across stops, restarts and crashes. A process given that URL
 (TICKETIQ_DATABASE_URL naming 127.0.0.1 and the kept port) is a user too. Users watch the server
-(`server_watch.py`); one of them starts a killed server again (`revive`). A server stopped on purpose
+(`watch.py`); one of them starts a killed server again (`revive`). A server stopped on purpose
 (`ticketiq db stop`, or its last user leaving) is marked so (`pg.stopped`) and left stopped until the
 next deliberate start (`acquire`).
 """
@@ -34,9 +34,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from ticketiq.errors import StorageError
-from ticketiq.storage.ports import ephemeral_floor, port_free
-from ticketiq.storage.postmaster import (
+from ticketiq.dbserver.ports import ephemeral_floor, port_free
+from ticketiq.dbserver.postmaster import (
     Postmaster,
     Revival,
     ServerState,
@@ -48,6 +47,7 @@ from ticketiq.storage.postmaster import (
     stale_lock,
     start_failure,
 )
+from ticketiq.errors import StorageError
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ticketiq.engine.entry_runs import ENTRY_CHANNELS, hands_on, not_resumed
+from ticketiq.engine.resume import ENTRY_CHANNELS, hands_on, not_resumed
 
 
 @pytest.mark.parametrize(

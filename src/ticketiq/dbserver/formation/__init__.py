@@ -7,12 +7,13 @@ for `ticketiq db ha` and the kill trials that fail it over.
 - `processes.py`: the user it runs as, starting pg_autoctl, a node's processes found and signalled by pid.
 - `formation.py`: `up`, `down` and `Formation`, the API of the trials.
 
-Part of the storage package (it runs SQL on the monitor); imports only from storage, errors and psutil.
+Part of the database-server room; it runs SQL on the monitor through storage's parser, and imports only
+storage, errors and psutil.
 """
 
-from ticketiq.storage.formation.formation import Down, Formation, Node, Status, Up, down, up
-from ticketiq.storage.formation.plan import FormationError
-from ticketiq.storage.formation.synchrony import Process, Synchrony, Verdict
+from ticketiq.dbserver.formation.formation import Down, Formation, Node, Status, Up, down, up
+from ticketiq.dbserver.formation.plan import FormationError
+from ticketiq.dbserver.formation.synchrony import Process, Synchrony, Verdict
 
 __all__ = [
     "Down",

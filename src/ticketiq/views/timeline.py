@@ -21,10 +21,10 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ticketiq.engine import run_list
 from ticketiq.storage.rows import RunRecord, Waiting
 from ticketiq.storage.timeline_store import ApprovalRow, AttemptRow, CallRow, ResumedRow, TimelineRows
 from ticketiq.tools.builtin import REQUEST_INPUT
+from ticketiq.views import run_list
 
 # Calls a takeover found already done: nothing was settled for them.
 _NOT_SETTLED = frozenset({"reused"})

@@ -4,7 +4,7 @@
 (default TICKETIQ_TOKEN) and shows a progress bar (done of total, unit) with the job's status, attempts
 and losses until the job ends, then a summary of its result (each value, large ones by their size):
 exit 0 when it succeeded, 1 when it ended otherwise. A missing or refused token, an unknown job, a
-malformed id is one line on stderr and exit 2; an API that cannot be reached, exit 1 (`cli_client`).
+malformed id is one line on stderr and exit 2; an API that cannot be reached, exit 1 (`client.py`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import httpx
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ticketiq.cli_client import MAKE_ONE, Target, refusal, unreachable
+from ticketiq.cli.client import MAKE_ONE, Target, refusal, unreachable
 from ticketiq.errors import ConfigError, RequestError
 
 ENDED = frozenset({"succeeded", "failed", "cancelled", "interrupted"})

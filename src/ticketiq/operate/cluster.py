@@ -17,11 +17,12 @@ from pathlib import Path
 from types import FrameType
 from urllib.parse import urlsplit, urlunsplit
 
-from ticketiq import edge
+from ticketiq.dbserver import formation
+from ticketiq.dbserver.target import Target, resolve
 from ticketiq.errors import RequestError, TicketIQError
-from ticketiq.launch import Child, free_port, start_serve, start_standins
+from ticketiq.operate import edge
+from ticketiq.operate.launch import Child, free_port, start_serve, start_standins
 from ticketiq.settings import Settings
-from ticketiq.storage import database, formation
 
 EDGE_HOST = "127.0.0.1"
 POLL_S = 0.5  # how often the children are looked at
@@ -132,14 +133,14 @@ def run_cluster(settings: Settings, processes: int, port: int, db: str = "embedd
             print("the HA formation keeps running: `ticketiq db ha down` stops it", flush=True)
 
 
-def _database(settings: Settings, db: str) -> database.Target:
+def _database(settings: Settings, db: str) -> Target:
     """The embedded server (or TICKETIQ_DATABASE_URL), or the HA formation, brought up if it is not."""
     if db != "ha":
-        return database.resolve(settings)
+        return resolve(settings)
     made = formation.up(Path(settings.home), say=lambda line: print(f"db ha     {line}", flush=True))
     state = "was up" if made.already else f"up in {made.seconds:.1f} s"
     print(f"db ha     {made.status.verdict.message if made.status.verdict else ''} ({state})", flush=True)
-    return database.Target(url=made.url)
+    return Target(url=made.url)
 
 
 def _start_and_watch(db_url: str, names: list[str], port: int, children: list[Child], ha: bool = False) -> int:

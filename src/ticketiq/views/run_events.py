@@ -15,7 +15,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterator
 
-from ticketiq.background import Background
+from ticketiq.runtime.background import Background
 from ticketiq.storage import database
 from ticketiq.storage.database import DEFAULT_LIMITS, ConnectionLimits
 from ticketiq.storage.outage import backoff_s

@@ -1,11 +1,11 @@
-"""The declared schema, `schema.sql`: what the migrations leave in an empty database, in one file to read.
+"""The declared schema, `storage/schema.sql`: what the migrations leave in an empty database, in one file to read.
 
 Migrations change the schema; this file is written from them and never by hand:
 
-    make schema        (.venv/bin/python -m ticketiq.storage.schema --write)
+    make schema        (.venv/bin/python -m ticketiq.dbserver.declared_schema --write)
 
 builds a database from the migrations alone (from template0: nothing the server's template1 or the tests
-add), dumps it with pg_dump `--schema-only` and lays the dump out per object (`schema_dump`).
+add), dumps it with pg_dump `--schema-only` and lays the dump out per object (`storage/schema_dump.py`).
 tests/integration/test_schema.py builds one the same way and fails while it and the file disagree, so a
 function redefined whole by a later migration (take_run()) cannot drift unseen.
 
@@ -23,17 +23,19 @@ import re
 import subprocess
 import sys
 import tempfile
+from importlib import resources
 from pathlib import Path
 
 import psycopg
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
-from ticketiq.storage import embedded
+from ticketiq.dbserver import embedded
 from ticketiq.storage.migrate import Migration, discover, migrate
 from ticketiq.storage.schema_dump import layout, parse
 
-SCHEMA_FILE = Path(__file__).parent / "schema.sql"
+# The file lives in storage, beside the migrations it declares; this module writes it on a server of its own.
+SCHEMA_FILE = Path(str(resources.files("ticketiq.storage") / "schema.sql"))
 WRITE_COMMAND = "make schema"
 # Left out: the owner is whoever ran the migrations, and privileges are written against the owner's name
 # (the migrations grant nothing; a GRANT one added would not show); tablespace and access method are the
@@ -116,7 +118,7 @@ async def _migrate(url: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m ticketiq.storage.schema",
+        prog="python -m ticketiq.dbserver.declared_schema",
         description="Print the schema the migrations leave (on an embedded Postgres in a temporary home).",
     )
     parser.add_argument("--write", action="store_true", help=f"write it to {SCHEMA_FILE} instead")

@@ -11,9 +11,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ticketiq import cli_ha, runtime
-from ticketiq.cli_client import Failed
+from ticketiq.cli import ha
+from ticketiq.cli.client import Failed
 from ticketiq.errors import Conflict, NotFound, TicketIQError
+from ticketiq.runtime import interpreter
 from ticketiq.settings import Settings
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ def serve(settings: Settings, host: str, port: int) -> int:
     from ticketiq.entries.api import create_app
 
     app = create_app(settings, watch_stalls=True, freeze_start_up=True)
-    runtime.name_event_loop_thread()
+    interpreter.name_event_loop_thread()
     # uvloop: the C event loop the benchmarks measure; it cuts asyncio's cost per statement. httptools:
     # the C HTTP parser, a third of h11's CPU per request.
     uvicorn.run(
@@ -75,13 +76,14 @@ def serve(settings: Settings, host: str, port: int) -> int:
 
 
 def db_command(settings: Settings, action: str) -> int:
-    from ticketiq.storage import database, embedded
+    from ticketiq.dbserver import embedded
+    from ticketiq.dbserver.target import resolve
 
     if action == "url":
         if settings.database_url:
             print(settings.database_url)
             return 0
-        target = database.resolve(settings, keep=True)
+        target = resolve(settings, keep=True)
         print(target.url)
         return 0
     if action == "stop":
@@ -94,6 +96,7 @@ def db_command(settings: Settings, action: str) -> int:
 def tokens_command(settings: Settings, args: argparse.Namespace) -> int:
     """`ticketiq tokens create|list|revoke`. Input is checked before the database is touched; a refusal
     is a RequestError, which `main` prints as one line with exit code 2, having written nothing."""
+    from ticketiq.dbserver.target import resolve
     from ticketiq.storage import database
     from ticketiq.storage.token_store import TokenStore
 
@@ -104,7 +107,7 @@ def tokens_command(settings: Settings, args: argparse.Namespace) -> int:
         async with TokenStore.opened(target.url, database.ConnectionLimits.from_settings(settings)) as store:
             return await act(store, args, checked)
 
-    target = database.resolve(settings)
+    target = resolve(settings)
     try:
         return asyncio.run(run())
     finally:
@@ -169,22 +172,22 @@ def _when(at: datetime | None) -> str:
 def jobs_command(settings: Settings, args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from ticketiq import cli_jobs
-    from ticketiq.cli_client import Target
+    from ticketiq.cli import jobs
+    from ticketiq.cli.client import Target
 
     target = Target.of(args.api_url, args.api_token, settings)
     if args.action == "watch":
-        return asyncio.run(cli_jobs.watch(target, args.job_id, args.every, Console()))
-    return asyncio.run(cli_jobs.listed(target, args.status, args.kind, args.limit))
+        return asyncio.run(jobs.watch(target, args.job_id, args.every, Console()))
+    return asyncio.run(jobs.listed(target, args.status, args.kind, args.limit))
 
 
 def client_command(settings: Settings, args: argparse.Namespace) -> int:
-    """`runs` and `approvals`: over the API (cli_runs.py)."""
+    """`runs` and `approvals`: over the API (cli/runs.py)."""
     from rich.console import Console
 
-    from ticketiq import cli_runs
+    from ticketiq.cli import runs
 
-    command = cli_runs.runs_command if args.command == "runs" else cli_runs.approvals_command
+    command = runs.runs_command if args.command == "runs" else runs.approvals_command
     return command(settings, args, Console())
 
 
@@ -241,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
         "stop", help="stop the embedded Postgres on purpose (the processes using it leave it stopped until `db url` "
         "starts it again)"
     )  # fmt: skip
-    cli_ha.add_parser(db_actions)
+    ha.add_parser(db_actions)
     p_tokens = sub.add_parser("tokens", help="bearer tokens of the HTTP API: create (shown once), list, revoke")
     actions = p_tokens.add_subparsers(dest="action", required=True)
     p_create = actions.add_parser("create", help="make a token; prints it once on stdout")
@@ -341,17 +344,17 @@ def main(argv: list[str] | None = None) -> int:
             server.run(args.port, args.model_latency_ms, args.position_ids, settings)
             return 0
         if args.command == "db" and args.action == "ha":
-            return cli_ha.ha_command(settings, args)
+            return ha.ha_command(settings, args)
         if args.command == "db":
             return db_command(settings, args.action)
         if args.command == "tokens":
             return tokens_command(settings, args)
         if args.command == "demo":
-            from ticketiq.demo import run_demo
+            from ticketiq.cli.demo import run_demo
 
             return run_demo(settings, keep=args.keep, port=args.port)
         if args.command == "cluster":
-            from ticketiq.cluster import run_cluster
+            from ticketiq.operate.cluster import run_cluster
 
             return run_cluster(settings, args.processes, args.port, db=args.db)
         if args.command == "settings":

@@ -1,4 +1,4 @@
-"""`ticketiq db ha up|down|status`: the local pg_auto_failover formation (storage/formation/) of
+"""`ticketiq db ha up|down|status`: the local pg_auto_failover formation (dbserver/formation/) of
 TICKETIQ_HOME, for running the app on a primary with a synchronous standby and failing it over."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+from ticketiq.dbserver.formation import Formation, FormationError, Status, Synchrony, down, up
 from ticketiq.settings import Settings
-from ticketiq.storage.formation import Formation, FormationError, Status, Synchrony, down, up
 
 UP_HELP = (
     "make the formation (the first time) and start it: a monitor and two Postgres nodes on 127.0.0.1 under "

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import psutil
 
-from ticketiq.storage.formation.plan import (
+from ticketiq.dbserver.formation.plan import (
     SYSTEM_USER,
     FormationError,
     Keeper,
@@ -40,8 +40,8 @@ from ticketiq.storage.formation.plan import (
     parse_keeper_pidfile,
     postgres_bin_dir,
 )
-from ticketiq.storage.formation.synchrony import Process
-from ticketiq.storage.postmaster import parse_pidfile
+from ticketiq.dbserver.formation.synchrony import Process
+from ticketiq.dbserver.postmaster import parse_pidfile
 
 MISSING = (
     "pg_auto_failover is not installed: run `make pg-auto-failover` "

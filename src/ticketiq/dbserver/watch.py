@@ -15,10 +15,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ticketiq.background import Background
-from ticketiq.storage import embedded
-from ticketiq.storage.embedded import EmbeddedServer, Revived, ServerStartFailed
-from ticketiq.storage.postmaster import ServerState, StartFailure
+from ticketiq.dbserver import embedded
+from ticketiq.dbserver.embedded import EmbeddedServer, Revived, ServerStartFailed
+from ticketiq.dbserver.postmaster import ServerState, StartFailure
+from ticketiq.runtime.background import Background
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from ticketiq import cli_render as render
-from ticketiq.cli_client import Api, Failed, Target, checked_id, console_link
+from ticketiq.cli import render
+from ticketiq.cli.client import Api, Failed, Target, checked_id, console_link
 from ticketiq.settings import Settings
 
 # A watch whose stream keeps being cut looks this many times (0.5 s, 1 s, ... up to 5 s apart: about a

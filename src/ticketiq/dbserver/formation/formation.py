@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ticketiq.storage.formation import monitor
-from ticketiq.storage.formation.plan import (
+from ticketiq.dbserver.formation import monitor
+from ticketiq.dbserver.formation.plan import (
     MONITOR,
     MONITOR_SETTINGS,
     NODE_SETTINGS,
@@ -47,7 +47,7 @@ from ticketiq.storage.formation.plan import (
     settings_text,
     with_include,
 )
-from ticketiq.storage.formation.processes import (
+from ticketiq.dbserver.formation.processes import (
     RunAs,
     Tree,
     binaries,
@@ -58,8 +58,8 @@ from ticketiq.storage.formation.processes import (
     tree,
     wait_gone,
 )
-from ticketiq.storage.formation.synchrony import NodeState, NodeView, Process, Synchrony, Verdict, lag_bytes, verdict
-from ticketiq.storage.ports import ephemeral_floor, port_free
+from ticketiq.dbserver.formation.synchrony import NodeState, NodeView, Process, Synchrony, Verdict, lag_bytes, verdict
+from ticketiq.dbserver.ports import ephemeral_floor, port_free
 
 PORT_FLOOR = 20000  # as the embedded server: below the ephemeral range, so no port 0 is handed ours
 CREATE_TIMEOUT_S = 120.0  # a node is made from a base backup of the primary: seconds here

@@ -229,7 +229,7 @@ def monitor_url(port: int) -> str:
 
 def settings_text(settings: Mapping[str, str]) -> str:
     """The text of `ticketiq.conf`."""
-    lines = ["# Written by `ticketiq db ha up` (storage/formation/plan.py) at every start: edit the generator."]
+    lines = ["# Written by `ticketiq db ha up` (dbserver/formation/plan.py) at every start: edit the generator."]
     lines += [f"{name} = '{value}'" for name, value in settings.items()]
     return "\n".join(lines) + "\n"
 

@@ -24,9 +24,10 @@ import httpx
 
 from ticketiq.auth import tokens
 from ticketiq.auth.tokens import Role
-from ticketiq.cli_client import console_link
+from ticketiq.cli.client import console_link
+from ticketiq.dbserver.target import resolve
 from ticketiq.errors import TicketIQError
-from ticketiq.launch import Child, start_serve, start_standins
+from ticketiq.operate.launch import Child, start_serve, start_standins
 from ticketiq.settings import Settings
 from ticketiq.storage import database
 from ticketiq.storage.token_store import TokenStore
@@ -158,7 +159,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def run_demo(settings: Settings, keep: bool = False, port: int | None = None) -> int:
-    target = database.resolve(settings)
+    target = resolve(settings)
     children: list[Child] = []
     logs = Path(tempfile.mkdtemp(prefix="ticketiq-demo-"))
     # Ctrl-C, or SIGTERM (a background job ignores SIGINT), at any moment stops the stand-ins and the app

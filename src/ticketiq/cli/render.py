@@ -18,7 +18,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from ticketiq.cli_client import console_link
+from ticketiq.cli.client import console_link
 
 # A run in one of these has ended (`stopped`: ended by Stop, issue 16).
 ENDED = frozenset({"succeeded", "failed", "interrupted", "stopped"})

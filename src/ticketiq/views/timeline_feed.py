@@ -13,32 +13,40 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Collection
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from ticketiq.engine import timeline
-
-if TYPE_CHECKING:
-    from ticketiq.engine.engine import Engine
+from ticketiq.storage.timeline_store import TimelineStore
+from ticketiq.views import timeline
+from ticketiq.views.run_events import RunEvents
 
 LOOK_S = 0.5
 
 
+class Followed(Protocol):
+    """What a follower reads (`RunViews`)."""
+
+    events: RunEvents | None
+    timeline_store: TimelineStore
+
+    async def timeline(self, run_id: str, scope: str | None) -> dict[str, Any] | None: ...
+
+
 async def follow(
-    engine: Engine, run_id: str, scope: str | None, terminal: Collection[str]
+    views: Followed, run_id: str, scope: str | None, terminal: Collection[str]
 ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
     """(event, data) pairs: `status`, `attempt`, `step` as they change, and `end` once the run is in a
-    `terminal` status (then it stops). Nothing when the run is not there for `scope` (`Engine.timeline`)."""
+    `terminal` status (then it stops). Nothing when the run is not there for `scope` (`RunViews.timeline`)."""
     with contextlib.ExitStack() as stack:
         # Registered before the first read, so no change between that read and the wait goes unseen.
-        follower = stack.enter_context(engine.events.following(run_id)) if engine.events else None
+        follower = stack.enter_context(views.events.following(run_id)) if views.events else None
         shown: dict[str, Any] | None = None
         stood: tuple[Any, ...] | None = None
         while True:
-            stands = await engine.timeline_store.position(run_id)
+            stands = await views.timeline_store.position(run_id)
             if stands is None:
                 return
             if stands != stood:
-                now = await engine.timeline(run_id, scope)
+                now = await views.timeline(run_id, scope)
                 if now is None:
                     return
                 for event in timeline.changes(shown, now):

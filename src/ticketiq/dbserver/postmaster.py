@@ -1,5 +1,5 @@
 """What an embedded server's data folder says about its postmaster, and what a process that uses it does
-about it: pure decisions over plain data (`embedded.py` reads the files, `server_watch.py` acts).
+about it: pure decisions over plain data (`embedded.py` reads the files, `watch.py` acts).
 
 postmaster.pid is Postgres's own lock file: line 1 the postmaster's pid, line 4 its port, line 7 the
 key and id of its System V shared memory segment, line 8 its status (`starting`, `stopping`, `ready`,

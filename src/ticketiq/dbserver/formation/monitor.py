@@ -14,8 +14,8 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from ticketiq.storage.formation.plan import FormationError, monitor_url
-from ticketiq.storage.formation.synchrony import NodeState
+from ticketiq.dbserver.formation.plan import FormationError, monitor_url
+from ticketiq.dbserver.formation.synchrony import NodeState
 from ticketiq.storage.queries import parse
 
 STATEMENTS = parse((Path(__file__).parent / "formation.sql").read_text(), "formation")

@@ -1,5 +1,5 @@
 -- The formation's statements: on the monitor (its pg_auto_failover database, as autoctl_node) and the
--- write probe on the nodes. Loaded by storage/formation/monitor.py as formation.<name>.
+-- write probe on the nodes. Loaded by dbserver/formation/monitor.py as formation.<name>.
 
 -- name: nodes
 -- Every node of the default formation, as the monitor sees it now (its clock for the report's age).

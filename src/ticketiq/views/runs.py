@@ -1,0 +1,115 @@
+"""What people see of runs, read for the API, the console and A2A: a page of runs and their counts, one
+run as `GET /v1/runs/{id}` shows it, its transcript, timeline and timeline feed, its status changes,
+the processes, the audit log and the cluster's gauges. Reads only: what changes a run is the engine's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from ticketiq.engine.engine import TERMINAL, Engine
+from ticketiq.metrics import Gauges
+from ticketiq.storage import synchrony
+from ticketiq.storage.process_store import ProcessStore
+from ticketiq.storage.rows import AuditRow, RunStatus, TranscriptRow
+from ticketiq.storage.run_list_store import RunListStore
+from ticketiq.storage.timeline_store import TimelineStore
+from ticketiq.views import run_list, timeline
+from ticketiq.views.run_events import RECHECK_S, RunEvents
+from ticketiq.views.run_list import RunPage, RunQuery
+from ticketiq.views.timeline_feed import follow
+
+ENDED_SHOWN = 20  # processes that ended, in `processes()`
+
+
+@dataclass(frozen=True)
+class Transcript:
+    rows: list[TranscriptRow]
+    pending: list[dict[str, object]]  # entries still riding in the checkpoint
+
+
+class RunViews:
+    def __init__(self, engine: Engine, events: RunEvents | None = None) -> None:
+        self.engine = engine
+        self.store = engine.store
+        self.db = engine.deps.db
+        # Wakes followers of a run when its status changes (None: they poll).
+        self.events = events
+        self.timeline_store = TimelineStore(engine.deps.db)
+
+    async def transcript(self, run_id: str, after: int, limit: int, created_by: str | None = None) -> Transcript | None:
+        """The run's transcript; `created_by` scopes it as `Engine.get_run` does."""
+        if created_by is not None:
+            if await self.engine.get_run(run_id, created_by) is None:
+                return None
+        elif await self.store.status(run_id) is None:
+            return None
+        rows = await self.store.transcript(run_id, after, limit)
+        return Transcript(rows, await self.store.unflushed(run_id))
+
+    async def wait_change(self, run_id: str, timeout_s: float, seen: str | None = None) -> RunStatus | None:
+        """The run's status once it is other than `seen` (default: its status now), or when the timeout
+        passed; None when there is no such run."""
+        deadline = time.monotonic() + timeout_s
+        with contextlib.ExitStack() as stack:
+            follower = stack.enter_context(self.events.following(run_id)) if self.events else None
+            now = await self.store.status(run_id)
+            seen = now.status if seen is None and now is not None else seen
+            while now is not None and now.status == seen and now.status not in TERMINAL:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                if follower is not None:
+                    await follower.wait(left)
+                else:
+                    await asyncio.sleep(min(left, RECHECK_S))
+                now = await self.store.status(run_id)
+            return now
+
+    async def list_runs(self, query: RunQuery, scope: str | None) -> RunPage:
+        """A page of runs, newest first (`run_list.py`); `scope` reads one token's runs only (None: all)."""
+        rows = await RunListStore(self.db).page(run_list.params(query, scope))
+        return run_list.page(rows, query)
+
+    async def run_counts(self, scope: str | None) -> dict[str, int]:
+        """Runs by status, every status named (0 when none), scoped as `list_runs`: every run still going
+        (queued, running, waiting, answered), and of the runs that ended, those made in the last day."""
+        counted = await RunListStore(self.db).counts(scope)
+        return {status: counted.get(status, 0) for status in run_list.STATUSES}
+
+    async def processes(self) -> dict[str, Any]:
+        """The live app processes, with what each holds, and the last that ended, with how."""
+        store = ProcessStore(self.db)
+        return {"processes": [dict(row) for row in await store.live()],
+                "ended": [dict(row) for row in await store.ended(ENDED_SHOWN)],
+                "database": (await synchrony.read(self.db)).view()}  # fmt: skip
+
+    async def shown_run(self, run_id: str, scope: str | None) -> dict[str, Any] | None:
+        """The run as `GET /v1/runs/{id}` answers it, with what it waits for (I18); `scope` as `get_run`."""
+        run = await self.engine.get_run(run_id, scope)
+        if run is None:
+            return None
+        waits = timeline.waited(await self.engine.waiting_for(run_id)) if run.status == "waiting" else []
+        return timeline.run_view(run, waits)
+
+    async def timeline(self, run_id: str, scope: str | None) -> dict[str, Any] | None:
+        """The run's timeline (`views/timeline.py`): {run, attempts, steps}; `scope` as `get_run`."""
+        run = await self.shown_run(run_id, scope)
+        return None if run is None else timeline.assemble(run, await self.timeline_store.read(run_id))
+
+    def timeline_events(self, run_id: str, scope: str | None) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """(event, data) as the run's timeline changes, ending with `end` once the run ended
+        (`views/timeline_feed.py`)."""
+        return follow(self, run_id, scope, TERMINAL)
+
+    async def gauges(self) -> Gauges:
+        """The cluster's queues for `GET /metrics` (waiting runs, pending approvals, queued jobs)."""
+        return await self.timeline_store.gauges()
+
+    async def audit_log(self, run_id: str | None, action: str | None, after: int, limit: int) -> list[AuditRow]:
+        return await self.store.audit_log(run_id, action, after, limit)
