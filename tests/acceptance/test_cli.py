@@ -10,10 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
+from tests.support import preforked
 from tests.support.cluster import create_token
+from tests.support.http import web
 from ticketiq.operate.launch import Child, start_serve, start_standins
 
 
@@ -46,7 +47,7 @@ def bearer(env: dict[str, str]) -> dict[str, str]:
 def wait_for(base: str, run_id: str, auth: dict[str, str], timeout_s: float = 60) -> dict[str, Any]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        run: dict[str, Any] = httpx.get(f"{base}/v1/runs/{run_id}", headers=auth).json()
+        run: dict[str, Any] = web.get(f"{base}/v1/runs/{run_id}", headers=auth).json()
         if run["status"] in ("succeeded", "failed"):
             return run
         time.sleep(0.1)
@@ -59,7 +60,7 @@ def test_concurrent_triage_runs_write_each_vendor_once_per_ticket(
     base, standins, env = stack
     assert standins.env["TICKETIQ_MODEL_BASE_URL"].endswith("/v1")
     ids = [
-        httpx.post(
+        web.post(
             f"{base}/v1/runs", json={"agent": "triage", "input": f"Triage OPS-{n}: it broke"}, headers=bearer(env)
         ).json()["id"]
         for n in (101, 102, 103)
@@ -68,7 +69,7 @@ def test_concurrent_triage_runs_write_each_vendor_once_per_ticket(
     assert [r["status"] for r in runs] == ["succeeded"] * 3, runs
     assert all(r["steps"] == 3 for r in runs)
     standin = standins.env["TICKETIQ_MODEL_BASE_URL"].removesuffix("/v1")
-    writes = httpx.get(f"{standin}/_standin/writes").json()
+    writes = web.get(f"{standin}/_standin/writes").json()
     rows = writes["writes"] if isinstance(writes, dict) else writes
     for n in (101, 102, 103):
         # One incident, one comment and one Teams reply per ticket, each applied once.
@@ -83,13 +84,7 @@ def test_concurrent_triage_runs_write_each_vendor_once_per_ticket(
 
 def test_the_cli_says_what_to_do_on_bad_settings(tmp_path: Path) -> None:
     env = {**os.environ, "TICKETIQ_LEASE_TTL_S": "soon", "TICKETIQ_HOME": str(tmp_path)}
-    result = subprocess.run(
-        [sys.executable, "-m", "ticketiq.cli", "db", "url"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = preforked.run([sys.executable, "-m", "ticketiq.cli", "db", "url"], env=env, timeout=60)
     assert result.returncode == 2
     assert "TICKETIQ_LEASE_TTL_S='soon' is not valid" in result.stderr
     assert "Fix or unset it" in result.stderr
@@ -100,8 +95,9 @@ def test_db_url_starts_an_embedded_server_that_a_second_caller_reuses(tmp_path: 
     env["TICKETIQ_HOME"] = str(tmp_path / "home")
     cli = [sys.executable, "-m", "ticketiq.cli", "db"]
     try:
-        first = subprocess.run([*cli, "url"], env=env, capture_output=True, text=True, timeout=120, check=True)
-        second = subprocess.run([*cli, "url"], env=env, capture_output=True, text=True, timeout=120, check=True)
+        first = preforked.run([*cli, "url"], env=env, timeout=120)
+        second = preforked.run([*cli, "url"], env=env, timeout=120)
+        assert first.returncode == second.returncode == 0, first.stderr + second.stderr
         assert first.stdout == second.stdout
         assert first.stdout.startswith("postgresql://")
         import psycopg

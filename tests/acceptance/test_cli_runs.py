@@ -17,12 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support import postgres
+from tests.support import postgres, preforked
 from tests.support.cluster import create_token
+from tests.support.http import web
 from ticketiq.operate.launch import Child, free_port, start_serve, start_standins
 
 ENDED = ("succeeded", "failed", "interrupted", "stopped")
@@ -45,10 +45,7 @@ class Stack:
         return name, create_token(self.env, name, role)
 
     def cli(self, token: str | None, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "ticketiq.cli", *args], env=self.cli_env(token), capture_output=True, text=True,
-            timeout=timeout_s,
-        )  # fmt: skip
+        return preforked.run([sys.executable, "-m", "ticketiq.cli", *args], env=self.cli_env(token), timeout=timeout_s)
 
     def cli_env(self, token: str | None) -> dict[str, str]:
         env = {**self.env, "COLUMNS": "250"}  # wide enough that no table cell is cut
@@ -63,12 +60,12 @@ class Stack:
         )  # fmt: skip
 
     def start(self, token: str, agent: str, text: str) -> str:
-        made = httpx.post(f"{self.base}/v1/runs", json={"agent": agent, "input": text}, headers=auth(token))
+        made = web.post(f"{self.base}/v1/runs", json={"agent": agent, "input": text}, headers=auth(token))
         assert made.status_code == 201, made.text
         return str(made.json()["id"])
 
     def run(self, token: str, run_id: str) -> dict[str, Any]:
-        found: dict[str, Any] = httpx.get(f"{self.base}/v1/runs/{run_id}", headers=auth(token)).json()
+        found: dict[str, Any] = web.get(f"{self.base}/v1/runs/{run_id}", headers=auth(token)).json()
         return found
 
     def until(self, token: str, run_id: str, statuses: tuple[str, ...], timeout_s: float = 90) -> dict[str, Any]:
@@ -83,7 +80,7 @@ class Stack:
 
     def pending_approval(self, token: str, run_id: str) -> dict[str, Any]:
         self.until(token, run_id, ("waiting",))
-        listed = httpx.get(f"{self.base}/v1/approvals", headers=auth(token)).json()["approvals"]
+        listed = web.get(f"{self.base}/v1/approvals", headers=auth(token)).json()["approvals"]
         [held] = [a for a in listed if a["run_id"] == run_id]
         return dict(held)
 
@@ -169,7 +166,7 @@ def test_show_gives_the_timeline_of_a_finished_run(stack: Stack) -> None:
     for tool in ("jira_get_issue", "incidentio_create_incident", "jira_add_comment", "teams_reply"):
         assert tool in out
     timeline = json.loads(stack.cli(token, "runs", "show", run_id, "--json").stdout)
-    assert timeline == httpx.get(f"{stack.base}/v1/runs/{run_id}/timeline", headers=auth(token)).json()
+    assert timeline == web.get(f"{stack.base}/v1/runs/{run_id}/timeline", headers=auth(token)).json()
     assert [a["attempt"] for a in timeline["attempts"]] == [1]
     assert timeline["attempts"][0]["process"] in out
     writes = [c for s in timeline["steps"] for c in s["calls"] if c["class"] != "read"]
@@ -237,7 +234,7 @@ def test_watch_follows_a_run_again_when_the_process_serving_its_events_dies(stac
             first.kill()  # the stream's process dies under it
             second, _ = start_serve(stack.serve_env, stack.tmp, port=port, name="watched-2")
             children.append(second)
-            given = httpx.post(f"{base}/v1/runs/{run_id}/input", headers={**auth(token), "Idempotency-Key": run_id},
+            given = web.post(f"{base}/v1/runs/{run_id}/input", headers={**auth(token), "Idempotency-Key": run_id},
                                json={"text": "staging"})  # fmt: skip
             assert given.status_code == 202, given.text
             out, err = watching.communicate(timeout=180)
@@ -299,7 +296,7 @@ def test_approvals_are_listed_approved_and_rejected(stack: Stack) -> None:
     assert "rejected: jira_transition" in rejected.stdout
     ended = stack.until(token, reject, ENDED)
     assert ended["answer"] == "OPS-441 status after the transition: unchanged (the transition was not made)."
-    moved = httpx.get(f"{stack.standin}/_standin/writes", params={"vendor": "jira", "operation": "transition"}).json()
+    moved = web.get(f"{stack.standin}/_standin/writes", params={"vendor": "jira", "operation": "transition"}).json()
     assert [w["target"] for w in moved if w["effect"] == "applied"] == ["OPS-440"]  # the rejected one never sent
 
     decided = stack.cli(token, "approvals", "list", "--status", "rejected", "--json")
@@ -317,8 +314,7 @@ def test_url_and_token_flags_win_over_the_variables(stack: Stack) -> None:
     env = {**stack.cli_env("tiq_" + "x" * 43), "TICKETIQ_URL": dead}
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "ticketiq.cli", *args], env=env, capture_output=True, text=True,
-                              timeout=120)  # fmt: skip
+        return preforked.run([sys.executable, "-m", "ticketiq.cli", *args], env=env, timeout=120)
 
     before = run("--url", stack.base, "--token", token, "runs", "list", "--json")
     after = run("runs", "list", "--json", "--url", stack.base, "--token", token)
@@ -354,8 +350,8 @@ def test_errors_say_what_to_do(stack: Stack) -> None:
 
 
 def test_version(tmp_path: Path) -> None:
-    shown = subprocess.run([sys.executable, "-m", "ticketiq.cli", "--version"], capture_output=True, text=True,
-                           timeout=60, env={**os.environ, "TICKETIQ_HOME": str(tmp_path)})  # fmt: skip
+    shown = preforked.run([sys.executable, "-m", "ticketiq.cli", "--version"], timeout=60,
+                          env={**os.environ, "TICKETIQ_HOME": str(tmp_path)})  # fmt: skip
     from importlib.metadata import version
 
     assert shown.returncode == 0 and shown.stdout.strip() == f"ticketiq {version('ticketiq')}"
@@ -366,7 +362,7 @@ def test_the_dashboards_series_are_on_a_real_scrape(stack: Stack) -> None:
     carries those labels (tests/unit/test_grafana_dashboard.py checks the names against metrics.py)."""
     token = stack.token("operator")
     stack.until(token, stack.start(token, "triage", "Triage OPS-450: checkout fails"), ENDED)
-    scraped = {f.name: f for f in text_string_to_metric_families(httpx.get(f"{stack.base}/metrics").text)}
+    scraped = {f.name: f for f in text_string_to_metric_families(web.get(f"{stack.base}/metrics").text)}
     grouped = {
         "ticketiq_runs_started": {"agent", "channel"}, "ticketiq_runs_ended": {"agent", "channel", "status"},
         "ticketiq_step_seconds": {"agent", "le"}, "ticketiq_model_call_seconds": {"agent", "le"},

@@ -18,11 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 import pytest
 
 from tests.acceptance.test_edge import cli, end_leftover, gone, pids, read_until
+from tests.support.http import web
 from ticketiq.dbserver.formation import Formation, FormationError, down
 from ticketiq.operate.launch import free_port
 
@@ -76,7 +76,7 @@ def test_cluster_on_the_formation_serves_through_the_edge_and_leaves_the_formati
         assert any(url in line for line in lines), lines  # the apps' database is the formation's URL
         answered: set[Any] = set()
         for _ in range(6):
-            response = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10)
+            response = web.get(f"http://127.0.0.1:{port}/readyz", timeout=10)
             assert response.status_code == 200, response.text
             answered.add(response.json()["process"])
         assert len(answered) == 2, answered

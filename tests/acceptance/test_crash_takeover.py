@@ -8,12 +8,12 @@ import signal
 import time
 from collections.abc import Callable
 
-import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.acceptance.test_crash_resume import applied, settled, triage_writes_once
 from tests.support.cluster import Cluster
+from tests.support.http import web
 from ticketiq.runtime.stall import EXIT_STALLED
 
 
@@ -165,7 +165,7 @@ def test_metrics_count_resumes_claims_settlements_and_recovery(cluster: Cluster)
     run_id = cluster.post_run(victim, "triage", "Triage OPS-808: metrics")
     victim.child.proc.wait(60)
     assert cluster.wait_run(run_id)["status"] == "succeeded"
-    response = httpx.get(f"{survivor.base}/metrics", timeout=10)
+    response = web.get(f"{survivor.base}/metrics", timeout=10)
     assert response.headers["content-type"].startswith("text/plain")
     seen = {
         (s.name, tuple(sorted(s.labels.items()))): s.value

@@ -17,18 +17,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
 from tests.acceptance.test_crash_resume import triage_writes_once
 from tests.acceptance.test_entry_crash import no_step_asked_twice
 from tests.support.cluster import App, Cluster
+from tests.support.http import web
 from tests.support.trial_entries import schedule_due_now
 
 CHECK_S = 0.2
 
 
 def holder(app: App) -> str:
-    return str(httpx.get(f"{app.base}/readyz", timeout=10).json()["process"])
+    return str(web.get(f"{app.base}/readyz", timeout=10).json()["process"])
 
 
 def leads(cluster: Cluster, app: App) -> str:
@@ -56,7 +55,7 @@ def fired(cluster: Cluster, schedule_id: str) -> dict[str, Any]:
 
 
 def fires(cluster: Cluster, app: App, schedule_id: str) -> list[dict[str, Any]]:
-    listed = httpx.get(f"{app.base}/v1/schedules/{schedule_id}/fires", headers=cluster.auth, timeout=30)
+    listed = web.get(f"{app.base}/v1/schedules/{schedule_id}/fires", headers=cluster.auth, timeout=30)
     assert listed.status_code == 200, listed.text
     found: list[dict[str, Any]] = listed.json()["fires"]
     return found

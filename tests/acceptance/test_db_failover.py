@@ -23,6 +23,7 @@ import pytest
 
 from tests.acceptance.test_crash_resume import applied
 from tests.support.cluster import App, Cluster
+from tests.support.http import web
 from tests.support.trial_formation import FormationRig
 
 pytestmark = pytest.mark.skipif(
@@ -73,7 +74,7 @@ class ReadyWatch:
 
 
 def database_view(cluster: Cluster, app: App) -> dict[str, Any]:
-    response = httpx.get(f"{app.base}/v1/processes", headers=cluster.auth, timeout=10)
+    response = web.get(f"{app.base}/v1/processes", headers=cluster.auth, timeout=10)
     response.raise_for_status()
     view: dict[str, Any] = response.json()["database"]
     return view
@@ -88,7 +89,7 @@ def test_runs_in_flight_when_the_primary_dies_finish_on_the_new_one_with_each_wr
         cluster.start()
         apps = [cluster.app("app1", lead=True, db_connect_timeout_s=2),
                 cluster.app("app2", lead=False, db_connect_timeout_s=2)]  # fmt: skip
-        identities = {httpx.get(f"{a.base}/readyz", timeout=10).json()["process"] for a in apps}
+        identities = {web.get(f"{a.base}/readyz", timeout=10).json()["process"] for a in apps}
         assert database_view(cluster, apps[0])["copies"] == 2  # a commit is on both nodes
         runs = {n: cluster.post_run(apps[i % 2], "triage", f"Triage OPS-{n}: the primary dies")
                 for i, n in enumerate(TICKETS)}  # fmt: skip

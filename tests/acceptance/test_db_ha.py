@@ -28,6 +28,7 @@ import psutil
 import psycopg
 import pytest
 
+from tests.support import preforked
 from ticketiq.dbserver.formation import Formation
 
 INSTALLED = shutil.which("pg_autoctl") is not None or os.access("/usr/bin/pg_autoctl", os.X_OK)
@@ -53,8 +54,7 @@ class Home:
     def cli(self, *args: str, timeout_s: float = 180) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if k != "TICKETIQ_DATABASE_URL"}
         env["TICKETIQ_HOME"] = str(self.path)
-        return subprocess.run([sys.executable, "-m", "ticketiq.cli", "db", "ha", *args], env=env, capture_output=True,
-                              text=True, timeout=timeout_s)  # fmt: skip
+        return preforked.run([sys.executable, "-m", "ticketiq.cli", "db", "ha", *args], env=env, timeout=timeout_s)
 
     def status(self) -> dict[str, Any]:
         done = self.cli("status", "--json", timeout_s=30)

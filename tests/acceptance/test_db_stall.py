@@ -11,12 +11,12 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-import httpx
 import psycopg
 from psycopg.rows import dict_row
 
 from tests.acceptance.test_crash_resume import triage_writes_once
 from tests.support.cluster import Cluster
+from tests.support.http import web
 from tests.support.tcp_proxy import threaded_proxy
 
 TTL_S = 8.0  # TICKETIQ_LEASE_TTL_S's default, which the processes run with
@@ -57,7 +57,7 @@ def test_a_process_whose_database_stalls_writes_nothing_more_steps_down_and_come
         time.sleep(0.5)
         stalled_at = db_now(cluster)
         # Stalled, the victim answers its readiness probe, and with 503, not a hang.
-        ready = httpx.get(f"{victim.base}/readyz", timeout=10)
+        ready = web.get(f"{victim.base}/readyz", timeout=10)
         assert ready.status_code == 503, ready.text
         # Its mark still looks held (its connection hangs, it did not close), so the lease is waited out.
         cluster.wait_until(lambda: holds(cluster, lease, survivor.pid), 60, "the survivor claiming the run")
@@ -69,7 +69,7 @@ def test_a_process_whose_database_stalls_writes_nothing_more_steps_down_and_come
             lambda: len(cluster.rows("SELECT id FROM processes WHERE pid = %s", victim.pid)) >= 2, 60,
             "the victim back under a new identity",
         )  # fmt: skip
-        cluster.wait_until(lambda: httpx.get(f"{victim.base}/readyz", timeout=10).status_code == 200, 30,
+        cluster.wait_until(lambda: web.get(f"{victim.base}/readyz", timeout=10).status_code == 200, 30,
                            "the victim ready again")  # fmt: skip
         before = touched(cluster, run_id)
         time.sleep(2.0)  # whatever the victim sent during the stall has reached the server by now

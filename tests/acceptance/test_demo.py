@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+from tests.support.http import web
 
 DEMO = [sys.executable, "-m", "ticketiq.cli", "demo"]
 WRITES = "vendor writes the stand-ins took for run "
@@ -93,7 +93,7 @@ def test_a_second_demo_counts_its_own_writes_and_keep_prints_what_the_examples_n
             env={**env, **pasted}, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert listed.returncode == 0, listed.stderr
-        assert httpx.get(f"{standins}/_standin/writes", params={"vendor": "teams"}).status_code == 200
+        assert web.get(f"{standins}/_standin/writes", params={"vendor": "teams"}).status_code == 200
         kept.send_signal(signal.SIGTERM)
         rest, _ = kept.communicate(timeout=120)
     assert kept.returncode == 0, rest

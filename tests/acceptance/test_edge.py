@@ -28,6 +28,7 @@ import psutil
 import pytest
 
 from tests.support.cluster import Cluster
+from tests.support.http import web
 from ticketiq.operate.edge import Backend, start_edge
 from ticketiq.operate.launch import Child, free_port, start_serve
 
@@ -117,7 +118,7 @@ class Stream:
 
 def identity(base: str) -> str:
     """The process identity behind an app process's port, as its /readyz names it."""
-    return str(httpx.get(f"{base}/readyz", timeout=10).json()["process"])
+    return str(web.get(f"{base}/readyz", timeout=10).json()["process"])
 
 
 def reaches(stream: Stream, process: str, since: float, timeout_s: float = 10) -> None:
@@ -145,7 +146,7 @@ def test_the_edge_serves_through_a_process_killed_and_restarted_twice_and_each_p
                     Backend("app2", "127.0.0.1", victim_port)]  # fmt: skip
         edge = start_edge(edge_port, backends, tmp_path / "edge")
         base = f"http://127.0.0.1:{edge_port}"
-        known = httpx.post(f"{base}/v1/runs", json={"agent": "reader", "input": "Read OPS-700"},
+        known = web.post(f"{base}/v1/runs", json={"agent": "reader", "input": "Read OPS-700"},
                            headers=cluster.auth, timeout=30)  # fmt: skip
         assert known.status_code == 201, known.text
         prefix = f"edge-{uuid.uuid4().hex[:8]}"
@@ -285,8 +286,8 @@ def test_the_edge_sends_a_post_that_reached_a_process_once_and_retries_a_get_on_
     try:
         base = f"http://127.0.0.1:{port}"
         # Without the rule that keeps a POST to conn-failure, HAProxy 2.6 sends some of these twice.
-        posts = [httpx.post(f"{base}/v1/runs/{i}", json={"i": i}, timeout=30).status_code for i in range(COUNT)]
-        gets = [httpx.get(f"{base}/v1/runs/{i}", timeout=30).status_code for i in range(COUNT)]
+        posts = [web.post(f"{base}/v1/runs/{i}", json={"i": i}, timeout=30).status_code for i in range(COUNT)]
+        gets = [web.get(f"{base}/v1/runs/{i}", timeout=30).status_code for i in range(COUNT)]
     finally:
         edge.stop()
     sent = [line for line in dying.received + answering.received if line.startswith("POST")]
@@ -394,7 +395,7 @@ def test_cluster_runs_two_processes_behind_the_edge_reports_a_death_and_stops_ev
         assert "password" not in "".join(lines)
         answered: set[Any] = set()
         for _ in range(6):
-            response = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10)
+            response = web.get(f"http://127.0.0.1:{port}/readyz", timeout=10)
             assert response.status_code == 200, response.text
             answered.add(response.json()["process"])
         assert len(answered) == 2, answered  # both processes take requests through the edge
@@ -402,7 +403,7 @@ def test_cluster_runs_two_processes_behind_the_edge_reports_a_death_and_stops_ev
         read_until(proc, lines, "app2 (pid", 10)
         assert f"app2 (pid {started['app2']}) was killed by SIGKILL; it is not restarted" in "".join(lines)
         for _ in range(6):
-            assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10).status_code == 200
+            assert web.get(f"http://127.0.0.1:{port}/readyz", timeout=10).status_code == 200
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0, "".join(lines)
         assert proc.stdout is not None

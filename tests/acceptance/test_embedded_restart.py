@@ -26,7 +26,9 @@ import httpx
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
+from tests.support import preforked
 from tests.support.cluster import App, Cluster
+from tests.support.http import web
 from ticketiq.dbserver import embedded
 
 TRIAGE = "Triage OPS-{n}: checkout is failing"
@@ -43,9 +45,7 @@ class Home:
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TICKETIQ_")}
         env["TICKETIQ_HOME"] = str(self.path)
-        return subprocess.run(
-            [sys.executable, "-m", "ticketiq.cli", *args], env=env, capture_output=True, text=True, timeout=180
-        )
+        return preforked.run([sys.executable, "-m", "ticketiq.cli", *args], env=env, timeout=180)
 
     def postmaster(self) -> int | None:
         """The pid postmaster.pid names, if the file is there."""
@@ -78,8 +78,8 @@ def home() -> Iterator[Home]:
         path = tmp / "home"  # the home Cluster gives every process it starts
         try:
             env = {k: v for k, v in os.environ.items() if not k.startswith("TICKETIQ_")}
-            made = subprocess.run([sys.executable, "-m", "ticketiq.cli", "db", "url"], capture_output=True,
-                                  text=True, env={**env, "TICKETIQ_HOME": str(path)}, timeout=180)  # fmt: skip
+            made = preforked.run([sys.executable, "-m", "ticketiq.cli", "db", "url"],
+                                 env={**env, "TICKETIQ_HOME": str(path)}, timeout=180)  # fmt: skip
             assert made.returncode == 0, made.stderr
             cluster = Cluster(made.stdout.strip(), tmp, standin_args=("--model-latency-ms", str(MODEL_LATENCY_MS)))
             try:
@@ -100,7 +100,7 @@ def app_on_home(home: Home, name: str, *, by_url: bool) -> App:
 def run_of(app: App, cluster: Cluster, run_id: str) -> dict[str, Any] | None:
     """The run as `GET /v1/runs/{id}` shows it, or None while the process cannot answer."""
     try:
-        response = httpx.get(f"{app.base}/v1/runs/{run_id}", headers=cluster.auth, timeout=10)
+        response = web.get(f"{app.base}/v1/runs/{run_id}", headers=cluster.auth, timeout=10)
     except httpx.HTTPError:
         return None
     if response.status_code != 200:
@@ -111,7 +111,7 @@ def run_of(app: App, cluster: Cluster, run_id: str) -> dict[str, Any] | None:
 
 def ready(app: App) -> bool:
     try:
-        return httpx.get(f"{app.base}/readyz", timeout=10).status_code == 200
+        return web.get(f"{app.base}/readyz", timeout=10).status_code == 200
     except httpx.HTTPError:
         return False
 
@@ -192,7 +192,7 @@ def test_a_server_stopped_with_db_stop_stays_stopped_until_db_url_starts_it_on_t
              "both processes seeing the server stopped on purpose", cluster)  # fmt: skip
     assert home.postmaster() is None
     for app in (first, second):
-        answer = httpx.get(f"{app.base}/readyz", timeout=10)
+        answer = web.get(f"{app.base}/readyz", timeout=10)
         assert answer.status_code == 503, answer.text
 
     started = home.cli("db", "url")

@@ -16,13 +16,14 @@ import httpx
 import pytest
 
 from tests.support.cluster import App, Cluster
+from tests.support.http import web
 
 
 def ask_copilot(cluster: Cluster, app: App, ticket: str) -> None:
     """A co-pilot turn sent to a process that dies working it: the caller's connection drops."""
     body = {"agent": "triage", "ticket": ticket, "question": "checkout is failing; triage it"}
     with pytest.raises(httpx.TransportError):
-        httpx.post(f"{app.base}/v1/copilot/turns", json=body, headers=cluster.auth, timeout=60)
+        web.post(f"{app.base}/v1/copilot/turns", json=body, headers=cluster.auth, timeout=60)
 
 
 def copilot_run(cluster: Cluster) -> str:
@@ -47,7 +48,7 @@ def no_step_asked_twice(cluster: Cluster) -> int:
 
 
 def kinds(cluster: Cluster, run_id: str) -> list[dict[str, Any]]:
-    response = httpx.get(f"{cluster.apps[-1].base}/v1/runs/{run_id}/transcript", headers=cluster.auth, timeout=30)
+    response = web.get(f"{cluster.apps[-1].base}/v1/runs/{run_id}/transcript", headers=cluster.auth, timeout=30)
     response.raise_for_status()
     entries: list[dict[str, Any]] = response.json()["entries"]
     return entries
@@ -110,14 +111,14 @@ def test_with_crash_resume_entries_false_a_lost_turn_is_failed_naming_the_settin
 
 def test_a_waiting_run_goes_on_at_the_process_that_gets_its_input_or_its_decision(cluster: Cluster) -> None:
     first, second = cluster.app("first"), cluster.app("second")
-    holder = {app.base: httpx.get(f"{app.base}/readyz", timeout=10).json()["process"] for app in (first, second)}
+    holder = {app.base: web.get(f"{app.base}/readyz", timeout=10).json()["process"] for app in (first, second)}
     # An input: asked on the first process, given on the second.
     run_id = cluster.post_run(first, "asker", "Note OPS-605")
     cluster.wait_until(lambda: cluster.run(run_id)["status"] == "waiting", 60, "the run waiting for input")
     assert cluster.rows("SELECT 1 FROM leases WHERE name = %s", f"checkpoint:{run_id}") == []
-    shown = httpx.get(f"{second.base}/v1/runs/{run_id}", headers=cluster.auth, timeout=30).json()
+    shown = web.get(f"{second.base}/v1/runs/{run_id}", headers=cluster.auth, timeout=30).json()
     question = shown["waiting_for"]["question_id"]  # the input names the question it answers (I18)
-    given = httpx.post(f"{second.base}/v1/runs/{run_id}/input", json={"text": "production", "question_id": question},
+    given = web.post(f"{second.base}/v1/runs/{run_id}/input", json={"text": "production", "question_id": question},
                        headers=cluster.auth, timeout=30)  # fmt: skip
     assert given.status_code == 202, given.text
     run = cluster.wait_run(run_id)
@@ -126,13 +127,13 @@ def test_a_waiting_run_goes_on_at_the_process_that_gets_its_input_or_its_decisio
     ended = cluster.rows("SELECT actor FROM audit_log WHERE run_id = %s AND action = 'agent.run.succeeded'", run_id)
     assert ended == [{"actor": holder[second.base]}]
     # A decision: the Jira comment held for approval on the first process, approved on the second.
-    policy = httpx.put(f"{first.base}/v1/gates/policies/jira_add_comment", json={"needs_approval": True},
+    policy = web.put(f"{first.base}/v1/gates/policies/jira_add_comment", json={"needs_approval": True},
                        headers=cluster.auth, timeout=30)  # fmt: skip
     policy.raise_for_status()
     held = cluster.post_run(first, "triage", "Triage OPS-606")
     cluster.wait_until(lambda: cluster.run(held)["status"] == "waiting", 60, "the run waiting for a decision")
     approval = cluster.rows("SELECT id::text AS id FROM approvals WHERE run_id = %s", held)[0]["id"]
-    decided = httpx.post(f"{second.base}/v1/approvals/{approval}", json={"decision": "approve"},
+    decided = web.post(f"{second.base}/v1/approvals/{approval}", json={"decision": "approve"},
                          headers=cluster.auth, timeout=30)  # fmt: skip
     assert decided.status_code == 200, decided.text
     run = cluster.wait_run(held)

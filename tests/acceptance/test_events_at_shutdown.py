@@ -9,9 +9,8 @@ import subprocess
 import threading
 from pathlib import Path
 
-import httpx
-
 from tests.browser.rig import start_console
+from tests.support.http import web
 
 
 def test_sigterm_ends_an_open_event_stream_and_the_process(db_url: str, tmp_path: Path) -> None:
@@ -20,13 +19,13 @@ def test_sigterm_ends_an_open_event_stream_and_the_process(db_url: str, tmp_path
         # A grace far longer than the bound waited below: only the stream ending lets the process exit.
         app = site.cluster.app("held", shutdown_grace_s=600)
         token = site.cluster.token
-        run_id = httpx.post(f"{app.base}/v1/runs", json={"agent": "asker", "input": "Note OPS-1"},
+        run_id = web.post(f"{app.base}/v1/runs", json={"agent": "asker", "input": "Note OPS-1"},
                             headers={"Authorization": f"Bearer {token}"}, timeout=30).json()["id"]  # fmt: skip
         site.waiting(run_id, "input")
         opened, lines, ended = threading.Event(), [], threading.Event()
 
         def follow() -> None:
-            with httpx.stream("GET", f"{app.base}/v1/runs/{run_id}/events",
+            with web.stream("GET", f"{app.base}/v1/runs/{run_id}/events",
                               headers={"Authorization": f"Bearer {token}"}, timeout=120) as stream:  # fmt: skip
                 for line in stream.iter_lines():
                     lines.append(line)

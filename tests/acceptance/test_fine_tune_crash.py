@@ -10,9 +10,8 @@ import os
 import signal
 from typing import Any
 
-import httpx
-
 from tests.support.cluster import App, Cluster
+from tests.support.http import web
 from ticketiq.jobs import training_file
 
 BASE = "gpt-4o-mini-2024-07-18"
@@ -24,12 +23,12 @@ ENDED = ("succeeded", "failed", "cancelled", "interrupted")
 
 
 def standin(cluster: Cluster, path: str, body: dict[str, Any]) -> None:
-    httpx.post(f"{cluster.standin_url}/_standin/{path}", json=body, timeout=30).raise_for_status()
+    web.post(f"{cluster.standin_url}/_standin/{path}", json=body, timeout=30).raise_for_status()
 
 
 def post_fine_tune(cluster: Cluster, app: Any) -> str:
     params = {"model": BASE, "training": {"examples": EXAMPLES}, "suffix": "crash", "poll_s": 0.1}
-    made = httpx.post(
+    made = web.post(
         f"{app.base}/v1/jobs", json={"kind": "fine_tune", "params": params}, headers=cluster.auth, timeout=30
     )
     assert made.status_code == 201, made.text
@@ -68,7 +67,7 @@ def test_a_job_killed_while_it_follows_the_remote_job_is_finished_by_the_survivo
     os.kill(victim.pid, signal.SIGKILL)
     cluster.wait_until(lambda: job(cluster, job_id)["attempt"] >= 2, 60, "the survivor taking the job on")
     remote_id = doomed["state"]["remote"]["id"]
-    httpx.post(f"{cluster.standin_url}/_standin/fine_tuning/jobs/{remote_id}/finish", timeout=30).raise_for_status()
+    web.post(f"{cluster.standin_url}/_standin/fine_tuning/jobs/{remote_id}/finish", timeout=30).raise_for_status()
 
     row = wait_job(cluster, job_id)
     assert (row["status"], row["attempt"], row["losses"]) == ("succeeded", 2, 1), (row["error"], cluster.logs())
@@ -115,7 +114,7 @@ def test_a_job_killed_with_its_create_in_doubt_finds_the_remote_job_and_creates_
 
 
 def pending_faults(cluster: Cluster) -> list[Any]:
-    answer = httpx.get(f"{cluster.standin_url}/_standin/faults", timeout=30)
+    answer = web.get(f"{cluster.standin_url}/_standin/faults", timeout=30)
     answer.raise_for_status()
     pending: list[Any] = answer.json()
     return pending

@@ -14,11 +14,11 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.support import labelled_tickets
 from tests.support.cluster import App, Cluster
+from tests.support.http import web
 
 ROWS = 10_000
 EPOCHS = 20
@@ -37,7 +37,7 @@ def two_processes(cluster: Cluster) -> tuple[App, App]:
 
 
 def post(cluster: Cluster, app: App, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-    response = httpx.post(f"{app.base}{path}", json=body, headers=cluster.auth, timeout=30)
+    response = web.post(f"{app.base}{path}", json=body, headers=cluster.auth, timeout=30)
     assert response.status_code == 201, response.text
     shown: dict[str, Any] = response.json()
     return shown
@@ -71,7 +71,7 @@ def restart(cluster: Cluster, survivor: App, job_id: str) -> dict[str, Any]:
     assert (made["restarted_from"], made["status"], made["attempts"]) == (job_id, "queued", 0)
     assert made["id"] != job_id
     cluster.wait_until(lambda: job(cluster, made["id"])["status"] not in ("queued", "running"), 120, "the restart")
-    shown = httpx.get(f"{survivor.base}/v1/jobs/{made['id']}", headers=cluster.auth, timeout=30).json()
+    shown = web.get(f"{survivor.base}/v1/jobs/{made['id']}", headers=cluster.auth, timeout=30).json()
     assert shown["status"] == "succeeded", (shown["error"], cluster.logs())
     assert (shown["attempts"], shown["losses"]) == (1, 0)
     assert shown["progress"]["done"] == shown["progress"]["total"]

@@ -9,10 +9,9 @@ import os
 import signal
 from typing import Any
 
-import httpx
-
 from tests.support import job_kinds
 from tests.support.cluster import App, Cluster
+from tests.support.http import web
 
 ENDED = ("succeeded", "failed", "cancelled", "interrupted")
 
@@ -23,7 +22,7 @@ def two_apps(cluster: Cluster) -> tuple[App, App]:
 
 
 def post_job(cluster: Cluster, app: App, kind: str, **params: Any) -> str:
-    made = httpx.post(f"{app.base}/v1/jobs", json={"kind": kind, "params": params}, headers=cluster.auth, timeout=30)
+    made = web.post(f"{app.base}/v1/jobs", json={"kind": kind, "params": params}, headers=cluster.auth, timeout=30)
     assert made.status_code == 201, made.text
     return str(made.json()["id"])
 
@@ -69,5 +68,5 @@ def test_a_job_that_is_not_resumable_ends_interrupted_with_the_reason(cluster: C
     assert (row["status"], row["attempt"], row["losses"]) == ("interrupted", 1, 1), cluster.logs()
     assert row["error"] == (f"interrupted: the process running it stopped ({holder} died); "
                             f"restart it with POST /v1/jobs/{job_id}/restart")  # fmt: skip
-    shown = httpx.get(f"{survivor.base}/v1/jobs/{job_id}", headers=cluster.auth, timeout=30).json()
+    shown = web.get(f"{survivor.base}/v1/jobs/{job_id}", headers=cluster.auth, timeout=30).json()
     assert (shown["status"], shown["error"]) == ("interrupted", row["error"])

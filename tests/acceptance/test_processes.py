@@ -9,10 +9,10 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.support.cluster import App, Cluster, create_token
+from tests.support.http import web
 from ticketiq.runtime.stall import EXIT_STALLED
 
 # Short leases: the stalled process's lease lapses (and it is found stalled) in seconds.
@@ -25,7 +25,7 @@ def slow_cluster(make_cluster: Callable[..., Cluster]) -> Cluster:
 
 
 def shown(cluster: Cluster, app: App, token: str) -> dict[str, Any]:
-    response = httpx.get(f"{app.base}/v1/processes", headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    response = web.get(f"{app.base}/v1/processes", headers={"Authorization": f"Bearer {token}"}, timeout=30)
     assert response.status_code == 200, response.text
     body: dict[str, Any] = response.json()
     return body
@@ -47,7 +47,7 @@ def test_processes_show_the_live_ones_what_they_hold_and_how_the_others_ended(sl
     on_stalled = cluster.post_run(stalled, "triage", "Triage OPS-902: stalled")
     cluster.wait_until(lambda: min(cluster.run(r)["step"] for r in (on_killed, on_stalled)) >= 1, 60, "both runs going")
 
-    refused = httpx.get(f"{leader.base}/v1/processes", headers={"Authorization": f"Bearer {caller}"}, timeout=30)
+    refused = web.get(f"{leader.base}/v1/processes", headers={"Authorization": f"Bearer {caller}"}, timeout=30)
     assert refused.status_code == 403 and refused.json()["detail"][0]["loc"] == ["header", "Authorization"]
     live = by_pid(shown(cluster, quitter, operator)["processes"])
     assert set(live) == {leader.pid, killed.pid, stalled.pid, quitter.pid}

@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 
 from tests.support.cluster import App, Cluster
+from tests.support.http import web
 from ticketiq.standins.vendors.jira_corpus import generated_issue
 
 ISSUES = 10_000
@@ -63,7 +64,7 @@ def test_a_sync_of_10000_issues_killed_at_random_points_ends_with_each_issue_onc
         admin.post("/faults", json=stall).raise_for_status()
     # One process per kill and one to finish: whichever holds the job is killed, the others go on.
     apps = [cluster.app(f"p{n}", job_max_losses=KILLS + 2) for n in range(KILLS + 1)]
-    created = httpx.post(f"{apps[0].base}/v1/jobs", headers=cluster.auth, timeout=30,
+    created = web.post(f"{apps[0].base}/v1/jobs", headers=cluster.auth, timeout=30,
                          json={"kind": "source_sync", "params": {"project": "OPS", "page_size": PAGE}})  # fmt: skip
     assert created.status_code == 201, created.text
     job_id = created.json()["id"]
@@ -100,7 +101,7 @@ def test_a_sync_of_10000_issues_killed_at_random_points_ends_with_each_issue_onc
     assert holding(cluster, apps, job_id).child.alive()
     audited = cluster.rows("SELECT detail FROM audit_log WHERE action = 'job.lost' ORDER BY id")
     assert [d["detail"]["job_id"] for d in audited] == [job_id] * KILLS, told
-    shown = httpx.get(f"{apps[0].base}/v1/jobs/{job_id}", headers=cluster.auth, timeout=30).json()
+    shown = web.get(f"{apps[0].base}/v1/jobs/{job_id}", headers=cluster.auth, timeout=30).json()
     assert (shown["status"], shown["losses"], shown["progress"]["done"]) == ("succeeded", KILLS, ISSUES)
 
     # The sample librarian agent finds a synced issue by its title (knowledge_search).

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.support.cluster import App, Cluster
+from tests.support.http import web
 from tests.support.trial_entries import post_teams_activity
 
 CONVERSATION = "19:support@thread.tacv2;messageid=1700000000700"
@@ -55,7 +55,7 @@ def turn_replied_once(cluster: Cluster, run_id: str, run: dict[str, Any], ticket
 
 
 def inbox_entry(cluster: Cluster) -> dict[str, Any]:
-    response = httpx.get(f"{cluster.apps[-1].base}/v1/teams/inbox", headers=cluster.auth, timeout=30)
+    response = web.get(f"{cluster.apps[-1].base}/v1/teams/inbox", headers=cluster.auth, timeout=30)
     response.raise_for_status()
     entries: list[dict[str, Any]] = response.json()["entries"]
     assert len(entries) == 1, entries

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-import httpx
-
 from tests.support.cluster import Cluster
+from tests.support.http import web
 
 
 def test_a_run_whose_process_was_killed_mid_write_shows_both_attempts_and_the_settlement(cluster: Cluster) -> None:
@@ -20,9 +19,9 @@ def test_a_run_whose_process_was_killed_mid_write_shows_both_attempts_and_the_se
     victim.child.proc.wait(60)
     assert cluster.wait_run(run_id)["status"] == "succeeded", cluster.logs()
     lost = cluster.rows("SELECT id FROM processes WHERE pid = %s", victim.pid)[0]["id"]
-    taker = httpx.get(f"{survivor.base}/readyz", timeout=10).json()["process"]
+    taker = web.get(f"{survivor.base}/readyz", timeout=10).json()["process"]
 
-    response = httpx.get(f"{survivor.base}/v1/runs/{run_id}/timeline", headers=cluster.auth, timeout=30)
+    response = web.get(f"{survivor.base}/v1/runs/{run_id}/timeline", headers=cluster.auth, timeout=30)
     assert response.status_code == 200, response.text
     body = response.json()
     first, second = body["attempts"]

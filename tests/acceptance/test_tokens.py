@@ -14,10 +14,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psycopg
 from psycopg.rows import dict_row
 
+from tests.support import preforked
+from tests.support.http import web
 from ticketiq.operate.launch import Child, start_serve, start_standins
 
 
@@ -29,9 +30,7 @@ def cli_env(db_url: str, tmp_path: Path) -> dict[str, str]:
 
 
 def tokens_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ticketiq.cli", "tokens", *args], env=env, capture_output=True, text=True, timeout=120
-    )
+    return preforked.run([sys.executable, "-m", "ticketiq.cli", "tokens", *args], env=env, timeout=120)
 
 
 def rows(db_url: str, sql: str, *params: Any) -> list[dict[str, Any]]:
@@ -121,22 +120,22 @@ def test_no_token_nor_its_hash_reaches_the_log_of_a_real_serve(db_url: str, tmp_
         app, base = start_serve({**env, **standins.env}, tmp_path)
         children.append(app)
         good = {"Authorization": f"Bearer {made['ops']}"}
-        run_id = httpx.post(f"{base}/v1/runs", json={"agent": "triage", "input": "Triage OPS-901"}, headers=good,
+        run_id = web.post(f"{base}/v1/runs", json={"agent": "triage", "input": "Triage OPS-901"}, headers=good,
                             timeout=30).json()["id"]  # fmt: skip
         deadline = time.monotonic() + 60
-        while httpx.get(f"{base}/v1/runs/{run_id}", headers=good, timeout=30).json()["status"] != "succeeded":
+        while web.get(f"{base}/v1/runs/{run_id}", headers=good, timeout=30).json()["status"] != "succeeded":
             assert time.monotonic() < deadline, app.log_tail()
             time.sleep(0.1)
         seen = [
-            httpx.get(f"{base}/v1/runs/{run_id}/transcript", headers=good, timeout=30).status_code,
-            httpx.get(f"{base}/v1/audit", headers=good, timeout=30).status_code,
-            httpx.post(f"{base}/v1/runs", json={"agent": "triage"}, headers=good, timeout=30).status_code,
-            httpx.get(f"{base}/v1/tokens", headers=good, timeout=30).status_code,
-            httpx.get(f"{base}/v1/audit", headers={"Authorization": f"Bearer {made['cal']}"}, timeout=30).status_code,
-            httpx.get(f"{base}/v1/audit", headers={"Authorization": f"Bearer {made['gone']}"}, timeout=30).status_code,
-            httpx.get(f"{base}/v1/audit", headers={"Authorization": f"Bearer {unknown}"}, timeout=30).status_code,
-            httpx.get(f"{base}/v1/audit", headers={"Authorization": f"Basic {made['ops']}"}, timeout=30).status_code,
-            httpx.get(f"{base}/v1/audit", params={"token": made["ops"]}, timeout=30).status_code,
+            web.get(f"{base}/v1/runs/{run_id}/transcript", headers=good, timeout=30).status_code,
+            web.get(f"{base}/v1/audit", headers=good, timeout=30).status_code,
+            web.post(f"{base}/v1/runs", json={"agent": "triage"}, headers=good, timeout=30).status_code,
+            web.get(f"{base}/v1/tokens", headers=good, timeout=30).status_code,
+            web.get(f"{base}/v1/audit", headers={"Authorization": f"Bearer {made['cal']}"}, timeout=30).status_code,
+            web.get(f"{base}/v1/audit", headers={"Authorization": f"Bearer {made['gone']}"}, timeout=30).status_code,
+            web.get(f"{base}/v1/audit", headers={"Authorization": f"Bearer {unknown}"}, timeout=30).status_code,
+            web.get(f"{base}/v1/audit", headers={"Authorization": f"Basic {made['ops']}"}, timeout=30).status_code,
+            web.get(f"{base}/v1/audit", params={"token": made["ops"]}, timeout=30).status_code,
         ]
         assert seen == [200, 200, 422, 403, 403, 401, 401, 401, 401]
     finally:

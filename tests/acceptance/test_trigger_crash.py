@@ -21,6 +21,7 @@ import pytest
 
 from tests.acceptance.test_crash_resume import triage_writes_once
 from tests.support.cluster import App, Cluster
+from tests.support.http import web
 
 SECRET = "acceptance-trigger-secret-0123456789"
 JIRA_SECRET = "acceptance-jira-secret-0123456789"
@@ -44,7 +45,7 @@ def deliver(app: App, delivery: str, body: bytes) -> httpx.Response | None:
     mac = hmac.new(SECRET.encode(), t.encode() + b"." + body, hashlib.sha256).hexdigest()
     headers = {"X-TicketIQ-Delivery": delivery, "X-TicketIQ-Signature": f"t={t},v1={mac}"}
     try:
-        return httpx.post(f"{app.base}/v1/hooks/oncall", content=body, headers=headers, timeout=30)
+        return web.post(f"{app.base}/v1/hooks/oncall", content=body, headers=headers, timeout=30)
     except httpx.TransportError:
         return None
 
@@ -53,19 +54,19 @@ def send_event(app: App, identifier: str, body: bytes) -> httpx.Response | None:
     mac = hmac.new(JIRA_SECRET.encode(), body, hashlib.sha256).hexdigest()
     headers = {"X-Hub-Signature": f"sha256={mac}", "X-Atlassian-Webhook-Identifier": identifier}
     try:
-        return httpx.post(f"{app.base}/v1/ticket-events", content=body, headers=headers, timeout=30)
+        return web.post(f"{app.base}/v1/ticket-events", content=body, headers=headers, timeout=30)
     except httpx.TransportError:
         return None
 
 
 def declare(cluster: Cluster, app: App) -> None:
-    made = httpx.post(f"{app.base}/v1/triggers", json={"name": "oncall", "agent": "triage", "secret": SECRET},
+    made = web.post(f"{app.base}/v1/triggers", json={"name": "oncall", "agent": "triage", "secret": SECRET},
                       headers=cluster.auth, timeout=30)  # fmt: skip
     assert made.status_code == 201, made.text
 
 
 def answer_on_transcript(cluster: Cluster, app: App, run: dict[str, Any]) -> None:
-    response = httpx.get(f"{app.base}/v1/runs/{run['id']}/transcript", headers=cluster.auth, timeout=30)
+    response = web.get(f"{app.base}/v1/runs/{run['id']}/transcript", headers=cluster.auth, timeout=30)
     response.raise_for_status()
     answers = [e["text"] for e in response.json()["entries"] if e["kind"] == "answer"]
     assert answers == [run["answer"]], response.json()

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.support.cluster import App, Cluster
+from tests.support.http import web
 from ticketiq.engine.step_keys import workflow_step_key
 
 EXECUTED = ["read", "summarise", "comment", "check", "comment", "check"]
@@ -24,7 +24,7 @@ BUDGET_S = 3  # the write budget: a comment in doubt is read back this long afte
 
 
 def start(cluster: Cluster, app: App, issue: str) -> str:
-    made = httpx.post(f"{app.base}/v1/workflows/follow-up/runs", json={"input": {"issue": issue}},
+    made = web.post(f"{app.base}/v1/workflows/follow-up/runs", json={"input": {"issue": issue}},
                       headers=cluster.auth, timeout=30)  # fmt: skip
     assert made.status_code == 201, made.text
     return str(made.json()["id"])
@@ -35,7 +35,7 @@ def job(cluster: Cluster, run_id: str) -> dict[str, Any]:
 
 
 def shown(cluster: Cluster, app: App, run_id: str) -> dict[str, Any]:
-    got = httpx.get(f"{app.base}/v1/workflows/follow-up/runs/{run_id}", headers=cluster.auth, timeout=30)
+    got = web.get(f"{app.base}/v1/workflows/follow-up/runs/{run_id}", headers=cluster.auth, timeout=30)
     assert got.status_code == 200, got.text
     found: dict[str, Any] = got.json()
     return found
@@ -44,7 +44,7 @@ def shown(cluster: Cluster, app: App, run_id: str) -> dict[str, Any]:
 def killed_mid_workflow(cluster: Cluster, issue: str, **fault: Any) -> tuple[str, App]:
     """The victim takes the run and dies at the fault; the survivor is started once the victim holds it."""
     victim = cluster.app("victim", write_budget_s=BUDGET_S, **fault)
-    holder = httpx.get(f"{victim.base}/readyz", timeout=10).json()["process"]
+    holder = web.get(f"{victim.base}/readyz", timeout=10).json()["process"]
     run_id = start(cluster, victim, issue)
     cluster.wait_until(lambda: job(cluster, run_id)["holder"] == holder, 30, "the victim's worker taking the run")
     survivor = cluster.app("survivor", write_budget_s=BUDGET_S)

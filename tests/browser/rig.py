@@ -16,6 +16,7 @@ import yaml
 from playwright.sync_api import Browser, Page, Playwright
 
 from tests.support.cluster import App, Cluster
+from tests.support.http import web
 from ticketiq.settings import Settings
 
 CHROMIUM = "/usr/bin/chromium"
@@ -55,14 +56,14 @@ class Console:
 
     def token(self, name: str, role: str) -> str:
         if name not in self.tokens:
-            made = httpx.post(f"{self.base}/v1/tokens", json={"name": name, "role": role},
+            made = web.post(f"{self.base}/v1/tokens", json={"name": name, "role": role},
                               headers=self.cluster.auth, timeout=30)  # fmt: skip
             made.raise_for_status()
             self.tokens[name] = str(made.json()["token"])
         return self.tokens[name]
 
     def api(self, method: str, path: str, token: str, **kw: Any) -> httpx.Response:
-        return httpx.request(method, f"{self.base}{path}", headers={"Authorization": f"Bearer {token}"},
+        return web.request(method, f"{self.base}{path}", headers={"Authorization": f"Bearer {token}"},
                              timeout=30, **kw)  # fmt: skip
 
     def start_run(self, token: str, agent: str, text: str) -> str:

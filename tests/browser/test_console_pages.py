@@ -12,13 +12,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.rig import Console, agents_file, sign_in
 from tests.support import job_kinds
 from tests.support.cluster import Cluster
+from tests.support.http import web
 from tests.support.postgres import SuitePostgres
 from ticketiq.standins.server import STANDIN_BOT_APP_ID
 
@@ -135,7 +135,7 @@ def test_a_cron_schedule_with_its_fire_and_the_run_it_made(site: Console, page: 
 def test_the_teams_inbox_with_a_delivered_turn_and_its_run(site: Console, page: Page) -> None:
     standins = site.cluster.standin_url
     service_url = site.cluster.env["TICKETIQ_TEAMS_SERVICE_URL"]
-    minted = httpx.post(f"{standins}/_standin/botframework/token",
+    minted = web.post(f"{standins}/_standin/botframework/token",
                         json={"audience": STANDIN_BOT_APP_ID, "service_url": service_url}, timeout=30)  # fmt: skip
     minted.raise_for_status()
     activity = {
@@ -145,7 +145,7 @@ def test_the_teams_inbox_with_a_delivered_turn_and_its_run(site: Console, page: 
         "recipient": {"id": "28:bot", "name": "TicketIQ"}, "text": "Read OPS-401 please",
         "channelData": {"team": {"id": "19:team@thread.tacv2", "aadGroupId": TEAM}, "tenant": {"id": "t"}},
     }  # fmt: skip
-    sent = httpx.post(f"{site.base}/v1/teams/messages", json=activity,
+    sent = web.post(f"{site.base}/v1/teams/messages", json=activity,
                       headers={"Authorization": f"Bearer {minted.json()['access_token']}"}, timeout=30)  # fmt: skip
     assert sent.status_code in (200, 201, 202), sent.text
     operator = site.token("teams-op", "operator")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import socket
@@ -21,6 +20,7 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
+from tests.support.http import PromptServer, started, stopped
 from ticketiq.errors import ModelError
 from ticketiq.model import ModelClient, ModelReply
 from ticketiq.runtime.user_agent import user_agent
@@ -139,17 +139,16 @@ async def standin(latency_ms: int = 0, position_ids: bool = False) -> AsyncItera
         ws="none",
         timeout_graceful_shutdown=2,
     )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
+    server = PromptServer(config)
     try:
-        while not server.started:
-            if task.done():
-                task.result()  # raises what stopped it
-            await asyncio.sleep(0.01)
+        task = await started(server, sock)
+    except BaseException:
+        sock.close()
+        raise
+    try:
         yield Standin(f"http://127.0.0.1:{port}", sent)
     finally:
-        server.should_exit = True
-        await task
+        await stopped(server, task)
         sock.close()
 
 

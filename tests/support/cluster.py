@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psycopg
 from psycopg.rows import dict_row
 
 from tests.support import preforked
+from tests.support.http import web
 from ticketiq.operate.launch import Child, start_serve, start_standins
 
 TERMINAL = ("succeeded", "failed", "interrupted", "stopped")
@@ -98,9 +98,7 @@ class Cluster:
     # ----- acting ----------------------------------------------------------------------------------
 
     def post_run(self, app: App, agent: str, text: str) -> str:
-        response = httpx.post(
-            f"{app.base}/v1/runs", json={"agent": agent, "input": text}, headers=self.auth, timeout=30
-        )
+        response = web.post(f"{app.base}/v1/runs", json={"agent": agent, "input": text}, headers=self.auth, timeout=30)
         response.raise_for_status()
         return str(response.json()["id"])
 
@@ -159,7 +157,7 @@ class Cluster:
         return self.run(run_id)
 
     def writes(self, **filters: str) -> list[dict[str, Any]]:
-        response = httpx.get(f"{self.standin_url}/_standin/writes", params=filters, timeout=30)
+        response = web.get(f"{self.standin_url}/_standin/writes", params=filters, timeout=30)
         response.raise_for_status()
         rows: list[dict[str, Any]] = response.json()
         return rows

@@ -25,8 +25,8 @@ from typing import IO, Any
 
 _CLI = ("-m", "ticketiq.cli")
 # What the fork server imports once; each child then finds it loaded.
-_PRELOAD = ["ticketiq.cli", "ticketiq.entries.api", "ticketiq.standins.app", "ticketiq.standins.server",
-            "tests.support.preforked", "uvicorn", "uvloop"]  # fmt: skip
+_PRELOAD = ["ticketiq.cli.main", "ticketiq.entries.api", "ticketiq.standins.app", "ticketiq.standins.server",
+            "tests.support.preforked", "uvicorn", "uvloop", "tests.support.frozen_heap"]  # fmt: skip
 _context = multiprocessing.get_context("forkserver")
 _context.set_forkserver_preload(_PRELOAD)
 

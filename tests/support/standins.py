@@ -7,7 +7,6 @@ serves other options. Both always shut the server down, even when the test fails
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ import httpx
 import pytest
 import uvicorn
 
+from tests.support.http import PromptServer, started, stopped
 from ticketiq.settings import Settings
 from ticketiq.standins.app import StandinOptions, create_app
 from ticketiq.standins.server import IDLE_S, listen, settings_env
@@ -90,20 +90,17 @@ async def serve_standins(
         app, log_config=None, access_log=False, ws="none", lifespan="on", timeout_graceful_shutdown=5,
         timeout_keep_alive=IDLE_S,
     )  # fmt: skip
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
+    server = PromptServer(config)
     try:
-        while not server.started:
-            if task.done():
-                task.result()
-                raise RuntimeError("the stand-ins stopped before they started")
-            await asyncio.sleep(0.01)
+        task = await started(server, sock)
+    except BaseException:
+        sock.close()
+        raise
+    try:
         async with httpx.AsyncClient(base_url=base_url, timeout=30) as admin:
             yield Standins(base_url, settings_env(base_url, db_url), admin)
     finally:
-        server.should_exit = True
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(task, timeout=15)
+        await stopped(server, task)
         sock.close()
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from tests.support.cluster import Cluster
+from tests.support.http import web
 from tests.support.trial_jobs import begin_job, observe_job
 from tests.support.trials import JOB_KINDS, JobSeen, Observed, Seen, Trial
 
@@ -30,7 +31,7 @@ REDELIVER_FOR_S = 60.0
 
 
 def declare_trigger(cluster: Cluster, base: str) -> None:
-    made = httpx.post(f"{base}/v1/triggers", json={"name": TRIGGER, "agent": "triage", "secret": SECRET},
+    made = web.post(f"{base}/v1/triggers", json={"name": TRIGGER, "agent": "triage", "secret": SECRET},
                       headers=cluster.auth, timeout=30)  # fmt: skip
     assert made.status_code == 201, made.text
 
@@ -62,7 +63,7 @@ def _webhook(cluster: Cluster, trial: Trial, base: str, timeout_s: float) -> boo
     mac = hmac.new(SECRET.encode(), t.encode() + b"." + body, hashlib.sha256).hexdigest()
     headers = {"X-TicketIQ-Delivery": trial.ref, "X-TicketIQ-Signature": f"t={t},v1={mac}"}
     try:
-        response = httpx.post(f"{base}/v1/hooks/{TRIGGER}", content=body, headers=headers, timeout=timeout_s)
+        response = web.post(f"{base}/v1/hooks/{TRIGGER}", content=body, headers=headers, timeout=timeout_s)
     except httpx.TransportError:
         return False
     if response.status_code >= 500:
@@ -77,7 +78,7 @@ def post_teams_activity(
     """A Teams message activity, signed by the Bot Framework stand-in's token as Teams signs one, posted
     to `base`; None when no answer came (the process died before it answered)."""
     service_url = cluster.env["TICKETIQ_TEAMS_SERVICE_URL"]
-    minted = httpx.post(f"{cluster.standin_url}/_standin/botframework/token", timeout=30, json={
+    minted = web.post(f"{cluster.standin_url}/_standin/botframework/token", timeout=30, json={
         "audience": cluster.env["TICKETIQ_TEAMS_APP_ID"], "service_url": service_url,
     })  # fmt: skip
     minted.raise_for_status()
@@ -89,7 +90,7 @@ def post_teams_activity(
     }  # fmt: skip
     headers = {"Authorization": f"Bearer {minted.json()['access_token']}"}
     try:
-        return httpx.post(f"{base}/v1/teams/messages", json=activity, headers=headers, timeout=timeout_s)
+        return web.post(f"{base}/v1/teams/messages", json=activity, headers=headers, timeout=timeout_s)
     except httpx.TransportError:
         return None
 
@@ -110,7 +111,7 @@ def schedule_due_now(cluster: Cluster, base: str, ticket: int) -> str:
     minute = cluster.rows("SELECT date_trunc('minute', now() AT TIME ZONE 'UTC') AS m")[0]["m"]
     body = {"agent": "triage", "cron": f"{minute.minute} {minute.hour} * * *", "timezone": "UTC",
             "input": f"Triage OPS-{ticket}: checkout is failing"}  # fmt: skip
-    made = httpx.post(f"{base}/v1/schedules", json=body, headers=cluster.auth, timeout=30)
+    made = web.post(f"{base}/v1/schedules", json=body, headers=cluster.auth, timeout=30)
     assert made.status_code == 201, made.text
     schedule_id = str(made.json()["id"])
     moved = cluster.rows(

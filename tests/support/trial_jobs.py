@@ -18,6 +18,7 @@ import httpx
 import psycopg
 
 from tests.support.cluster import Cluster
+from tests.support.http import web
 from tests.support.trials import JobSeen, Trial, sync_project
 
 # A sync trial's project: SYNC_ISSUES issues read SYNC_PAGE at a time, each search answered
@@ -36,14 +37,14 @@ CLAIM_SEEN_WITHIN_S = 10.0
 def stall_searches(cluster: Cluster, stall_s: float = SEARCH_STALL_S) -> None:
     """Every Jira search from now on answers `stall_s` late (set once, for the whole run)."""
     fault = {"vendor": "jira", "operation": "search", "mode": "stall", "stall_s": stall_s, "count": 10**9}
-    httpx.post(f"{cluster.standin_url}/_standin/faults", json=fault, timeout=10).raise_for_status()
+    web.post(f"{cluster.standin_url}/_standin/faults", json=fault, timeout=10).raise_for_status()
 
 
 def prepare(cluster: Cluster, trial: Trial) -> None:
     """Before the round's victim starts: a sync trial's project, filled with its generated issues."""
     if trial.kind != "sync":
         return
-    made = httpx.post(f"{cluster.standin_url}/_standin/jira/projects/{trial.subject}/generate",
+    made = web.post(f"{cluster.standin_url}/_standin/jira/projects/{trial.subject}/generate",
                       json={"count": SYNC_ISSUES}, timeout=60)  # fmt: skip
     made.raise_for_status()
     assert made.json()["issues"] == SYNC_ISSUES, made.text
@@ -75,7 +76,7 @@ def _post(url: str, body: dict[str, Any], headers: dict[str, str], timeout_s: fl
     """The job's id, or None when no answer came, the process failed it, or the key is still being
     answered (409: the first request's process may be dying with it)."""
     try:
-        response = httpx.post(url, json=body, headers=headers, timeout=timeout_s)
+        response = web.post(url, json=body, headers=headers, timeout=timeout_s)
     except httpx.TransportError:
         return None
     if response.status_code >= 500 or response.status_code == 409:

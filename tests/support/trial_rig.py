@@ -41,6 +41,7 @@ import httpx
 import psycopg
 
 from tests.support.cluster import App, Cluster
+from tests.support.http import web
 from tests.support.trial_entries import begin, declare_trigger, finished, observe
 from tests.support.trial_formation import FORMATION_MODES, STRIKE_WINDOW_S, SYNC_SEARCH_STALL_S, FormationRig
 from tests.support.trial_jobs import SEARCH_STALL_S, SURVIVOR_JOB_POLL_S, first_claim, prepare, stall_searches
@@ -150,7 +151,7 @@ class Rig:
         victim = self.cluster.app(f"victim{no}", port=self.victim_port, env=self._victim_env(), lead=False,
                                   **self.settings)  # fmt: skip
         up = time.monotonic()
-        holder = str(httpx.get(f"{victim.base}/readyz", timeout=10).json()["process"])
+        holder = str(web.get(f"{victim.base}/readyz", timeout=10).json()["process"])
         try:
             with ThreadPoolExecutor(len(trials)) as pool:
                 fired = threading.Event()
@@ -290,7 +291,7 @@ class Rig:
 
     def _stall_comments(self, count: int) -> None:
         fault = {"vendor": "jira", "operation": "add_comment", "mode": "stall", "stall_s": STALL_S, "count": count}
-        httpx.post(f"{self.cluster.standin_url}/_standin/faults", json=fault, timeout=10).raise_for_status()
+        web.post(f"{self.cluster.standin_url}/_standin/faults", json=fault, timeout=10).raise_for_status()
 
     def _await_end(self, trials: list[Trial]) -> None:
         deadline = time.monotonic() + END_WITHIN_S
@@ -404,7 +405,7 @@ class Rig:
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline and app.child.alive():
             try:
-                if httpx.get(f"{app.base}/readyz", timeout=5).status_code == 200:
+                if web.get(f"{app.base}/readyz", timeout=5).status_code == 200:
                     return []
             except httpx.HTTPError:
                 pass

@@ -12,6 +12,8 @@ itself never does (nor into any log).
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from dataclasses import dataclass
 
 from a2a.auth.user import User
@@ -34,6 +36,11 @@ from ticketiq.settings import Settings
 from ticketiq.storage.database import Database
 from ticketiq.storage.task_store import CALLER, Caller, RunTaskStore, Waits
 from ticketiq.views.runs import RunViews
+
+log = logging.getLogger(__name__)
+
+# How long the sdk may take to stop following its tasks before it is made to (see A2AServer.close).
+CLOSE_WITHIN_S = 2.0
 
 
 class TokenUser(User):
@@ -93,8 +100,14 @@ class A2AServer:
         return JSONResponse(agent_card_to_dict(agent_card(self.catalog, self.default_agent, rpc_url(base))))
 
     async def close(self) -> None:
-        # Tasks followed in memory stop following; their runs go on, driven by the engine.
-        await self.handler.aclose()
+        """Tasks followed in memory stop following; their runs go on, driven by the engine. The sdk's drain
+        (a2a-sdk 1.3, `ActiveTask.aclose`) cancels a task's follower and reader together, and a follower
+        cancelled with events its reader never took waits in its `finally` for them to be taken: the
+        process would never stop. Cancelled once more, after CLOSE_WITHIN_S, the follower ends."""
+        try:
+            await asyncio.wait_for(self.handler.aclose(), CLOSE_WITHIN_S)
+        except TimeoutError:
+            log.warning("A2A: the tasks still followed were stopped after %.0f s", CLOSE_WITHIN_S)
 
 
 def start(app: FastAPI) -> None:

@@ -108,7 +108,7 @@ def create_app(
     settings: Settings, process: AppProcess | None = None, *, watch_stalls: bool = False, freeze_start_up: bool = False
 ) -> FastAPI:
     """The app; with no process given, its lifespan starts one (and stops it). `watch_stalls` (`ticketiq
-    serve`): a process stalled past its leases stops at its next statement or request (`stall.py`).
+    serve`): a process stalled past its leases stops at its next statement or request (`runtime/stall.py`).
     `freeze_start_up` (`ticketiq serve`, one app a process): what start-up made is never collected."""
 
     @asynccontextmanager

@@ -174,6 +174,13 @@ def _bounds(connect: float | None, read: float | None, pool: float | None) -> ai
     return aiohttp.ClientTimeout(total=None, connect=whole, sock_connect=connect, sock_read=read)
 
 
+@functools.cache
+def _verified() -> ssl.SSLContext:
+    """The context that verifies servers against certifi's roots, made once a process: reading the roots
+    costs some 30 ms of CPU, and one context serves every connection of every pool."""
+    return httpx.create_ssl_context(verify=True)
+
+
 class VendorTransport(httpx.AsyncBaseTransport):
     """httpx's transport interface over one aiohttp session: `limit` connections per vendor host, all of
     which may stay idle (KEEPALIVE_S) for the next request; see the module docstring."""
@@ -183,7 +190,7 @@ class VendorTransport(httpx.AsyncBaseTransport):
             raise ValueError(f"a vendor pool needs room for one connection at least, not {limit}")
         self._limit = limit
         self._keepalive_s = keepalive_s
-        self._ssl = httpx.create_ssl_context(verify=verify)
+        self._ssl = _verified() if verify is True else httpx.create_ssl_context(verify=verify)
         self._session: aiohttp.ClientSession | None = None
         self._connector: _Connector | None = None
         self._closed = False
