@@ -39,7 +39,7 @@ def db_url(pg: postgres.SuitePostgres) -> Iterator[str]:
     try:
         yield url
     finally:
-        pg.drop(url)
+        pg.give_back(url)
 
 
 @pytest.fixture
@@ -64,11 +64,18 @@ async def db(db_url: str) -> AsyncIterator[Database]:
 
 
 # Under pytest-xdist (`make test`) the slowest tests go out first, so that none starts last and keeps the
-# suite waiting on it alone: real processes killed and taken over, then browsers, then the rest.
-# pytest-randomly's order is kept within each (the sort is stable, and the same on every worker).
+# suite waiting on it alone: the kill trials (when opted into, as `make test` runs their smoke), real
+# processes killed and taken over, then browsers, then the rest. pytest-randomly's order is kept within
+# each (the sort is stable, and the same on every worker).
 _FIRST = {"acceptance": 0, "browser": 1, "integration": 2, "unit": 3}
+
+
+def _rank(item: pytest.Item) -> int:
+    if item.path.name == "test_kill_trials.py":
+        return -1
+    return _FIRST.get(item.path.parent.name, len(_FIRST))
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: _FIRST.get(item.path.parent.name, len(_FIRST)))
+    items.sort(key=_rank)

@@ -35,6 +35,7 @@ from a2a.types.a2a_pb2 import (
 from tests.acceptance.test_crash_resume import applied, triage_writes_once
 from tests.support.a2a_rig import send, states
 from tests.support.cluster import App, Cluster
+from tests.support.http import TLS
 
 T = TypeVar("T")
 
@@ -61,7 +62,7 @@ async def a2a_client(
     cluster: Cluster, app: App, *, streaming: bool = False, polling: bool = False
 ) -> AsyncIterator[Client]:
     """The sdk's client for one app, made from its agent card, with the cluster's admin token as bearer."""
-    async with httpx.AsyncClient(timeout=httpx.Timeout(60.0), headers=cluster.auth) as http:
+    async with httpx.AsyncClient(verify=TLS, timeout=httpx.Timeout(60.0), headers=cluster.auth) as http:
         config = ClientConfig(httpx_client=http, streaming=streaming, polling=polling)
         client = await ClientFactory(config).create_from_url(app.base)
         async with client:

@@ -107,7 +107,7 @@ def stack(pg: postgres.SuitePostgres, tmp_path_factory: pytest.TempPathFactory) 
     finally:
         for child in reversed(children):
             child.stop()
-        pg.drop(db_url)
+        pg.give_back(db_url)
 
 
 def page(base: str, run_id: str) -> str:

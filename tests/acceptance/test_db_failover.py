@@ -23,7 +23,7 @@ import pytest
 
 from tests.acceptance.test_crash_resume import applied
 from tests.support.cluster import App, Cluster
-from tests.support.http import web
+from tests.support.http import TLS, web
 from tests.support.trial_formation import FormationRig
 
 pytestmark = pytest.mark.skipif(
@@ -61,7 +61,7 @@ class ReadyWatch:
         self.thread.join(10)
 
     def _watch(self) -> None:
-        with httpx.Client(timeout=5.0) as client:
+        with httpx.Client(verify=TLS, timeout=5.0) as client:
             while not self.stopping.is_set():
                 for app in self.apps:
                     began = time.monotonic()

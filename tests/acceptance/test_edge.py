@@ -28,7 +28,7 @@ import psutil
 import pytest
 
 from tests.support.cluster import Cluster
-from tests.support.http import web
+from tests.support.http import TLS, web
 from ticketiq.operate.edge import Backend, start_edge
 from ticketiq.operate.launch import Child, free_port, start_serve
 
@@ -71,7 +71,7 @@ class Stream:
             self.thread.join(90)
 
     def _run(self) -> None:
-        with httpx.Client(base_url=self.base, headers=self.auth, timeout=30) as client:
+        with httpx.Client(verify=TLS, base_url=self.base, headers=self.auth, timeout=30) as client:
             n = 0
             while not self.halt.is_set():
                 self._get(client, "readyz", "/readyz")

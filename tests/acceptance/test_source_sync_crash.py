@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from tests.support.cluster import App, Cluster
-from tests.support.http import web
+from tests.support.http import TLS, web
 from ticketiq.standins.vendors.jira_corpus import generated_issue
 
 ISSUES = 10_000
@@ -57,7 +57,7 @@ def test_a_sync_of_10000_issues_killed_at_random_points_ends_with_each_issue_onc
     seed = int(os.environ.get("TICKETIQ_KILL_SEED") or random.SystemRandom().randrange(2**32))
     rng = random.Random(seed)
     told = f"(seed {seed})"
-    with httpx.Client(base_url=f"{cluster.standin_url}/_standin", timeout=120) as admin:
+    with httpx.Client(verify=TLS, base_url=f"{cluster.standin_url}/_standin", timeout=120) as admin:
         made = admin.post("/jira/projects/OPS/generate", json={"count": ISSUES})
         assert made.json()["issues"] == ISSUES, made.text
         stall = {"vendor": "jira", "mode": "stall", "stall_s": 0.08, "count": 1_000_000, "operation": "search"}

@@ -1,25 +1,25 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from playwright.sync_api import Browser, Dialog, Page, sync_playwright
+from playwright.async_api import Browser, Dialog, Page, async_playwright
 
-from tests.browser.rig import Console, launch, start_console
+from tests.browser.rig import VIEWPORT, Console, launch, start_console
 from tests.support.postgres import SuitePostgres
 
 
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    # Per test, not per session: sync Playwright keeps an event loop running in this thread while it is
-    # started, and the suite's async tests (in the same session, in random order) need none running.
-    with sync_playwright() as playwright:
-        chromium = launch(playwright)
+@pytest.fixture(scope="session")
+async def browser() -> AsyncIterator[Browser]:
+    # One driver and one Chromium a session (an xdist worker), from the first test that asks. Async: sync
+    # Playwright keeps a loop running in the thread between calls, which the suite's async tests cannot run
+    # beside; this one lives on the session's loop that they share. Each test still gets its own context.
+    async with async_playwright() as playwright:
+        chromium = await launch(playwright)
         try:
             yield chromium
         finally:
-            chromium.close()
+            await chromium.close()
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,7 @@ def console(pg: SuitePostgres, tmp_path_factory: pytest.TempPathFactory) -> Iter
         finally:
             site.cluster.stop()
     finally:
-        pg.drop(url)
+        pg.give_back(url)
 
 
 class Dialogs(list[str]):
@@ -46,17 +46,17 @@ def dialogs() -> Dialogs:
 
 
 @pytest.fixture
-def page(browser: Browser, dialogs: Dialogs, tmp_path: Path) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1440, "height": 900})
+async def page(browser: Browser, dialogs: Dialogs) -> AsyncIterator[Page]:
+    context = await browser.new_context(viewport=VIEWPORT)
     try:
-        opened = context.new_page()
+        opened = await context.new_page()
 
-        def seen(dialog: Dialog) -> None:
+        async def seen(dialog: Dialog) -> None:
             dialogs.append(dialog.message)
-            dialog.dismiss()
+            await dialog.dismiss()
 
         opened.on("dialog", seen)
         opened.set_default_timeout(30_000)
         yield opened
     finally:
-        context.close()
+        await context.close()

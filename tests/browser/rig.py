@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import yaml
-from playwright.sync_api import Browser, Page, Playwright
+from playwright.async_api import Browser, Page, Playwright, ViewportSize
 
 from tests.support.cluster import App, Cluster
 from tests.support.http import web
@@ -24,14 +24,19 @@ CHROMIUM = "/usr/bin/chromium"
 # waits at its third step until someone decides.
 HELD_TOOL = "jira_add_comment"
 TERMINAL = ("succeeded", "failed", "interrupted", "stopped")
+VIEWPORT: ViewportSize = {"width": 1440, "height": 900}
 
 
-def launch(playwright: Playwright) -> Browser:
+def chromium() -> str:
     if not os.path.exists(CHROMIUM):
         raise RuntimeError(f"{CHROMIUM} is missing: `make chromium` installs Debian's chromium")
+    return CHROMIUM
+
+
+async def launch(playwright: Playwright) -> Browser:
     # Chromium refuses to start its sandbox as root (CI containers); an unprivileged user keeps it.
     args = ["--no-sandbox"] if os.geteuid() == 0 else []
-    return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=args)
+    return await playwright.chromium.launch(executable_path=chromium(), headless=True, args=args)
 
 
 def agents_file(folder: Path) -> Path:
@@ -102,11 +107,11 @@ class Console:
         return self.until(run_id, lambda r: r["status"] in TERMINAL, "ended", timeout_s)
 
 
-def sign_in(page: Page, base: str, token: str, then: str = "/console/runs") -> None:
-    page.goto(f"{base}/console/login?next={then}")
-    page.fill("#token", token)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}{then}*")
+async def sign_in(page: Page, base: str, token: str, then: str = "/console/runs") -> None:
+    await page.goto(f"{base}/console/login?next={then}")
+    await page.fill("#token", token)
+    await page.click("button[type=submit]")
+    await page.wait_for_url(f"{base}{then}*")
 
 
 def start_console(db_url: str, tmp: Path, *standin_args: str) -> Console:

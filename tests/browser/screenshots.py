@@ -9,18 +9,17 @@ approvals.png. Everything it started is stopped, also on failure.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sys
 import tempfile
 from pathlib import Path
 
-from playwright.sync_api import sync_playwright
+from playwright.async_api import async_playwright
 
-from tests.browser.rig import Console, agents_file, launch, sign_in
+from tests.browser.rig import VIEWPORT, Console, agents_file, launch, sign_in
 from tests.support import postgres
 from tests.support.cluster import Cluster
-
-VIEWPORT = {"width": 1440, "height": 900}
 
 
 def runs(console: Console, victim_base: str) -> str:
@@ -48,6 +47,21 @@ def runs(console: Console, victim_base: str) -> str:
     return survived
 
 
+async def pictures(out: Path, console: Console, survived: str) -> None:
+    async with async_playwright() as playwright:
+        browser = await launch(playwright)
+        try:
+            page = await (await browser.new_context(viewport=VIEWPORT)).new_page()
+            await sign_in(page, console.base, console.cluster.token)
+            await page.screenshot(path=str(out / "runs.png"))
+            await page.goto(f"{console.base}/console/runs/{survived}")
+            await page.screenshot(path=str(out / "run-survived-kill.png"), full_page=True)
+            await page.goto(f"{console.base}/console/approvals")
+            await page.screenshot(path=str(out / "approvals.png"))
+        finally:
+            await browser.close()
+
+
 def main(out: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
@@ -63,16 +77,8 @@ def main(out: Path) -> int:
         victim = cluster.app("victim", lead=False, agents=agents, fault_point="after_send", fault_after=1)
         console = Console(cluster, survivor, {"cluster-admin": cluster.token})
         survived = runs(console, victim.base)
-        playwright = stack.enter_context(sync_playwright())
-        browser = launch(playwright)
-        stack.callback(browser.close)
-        page = browser.new_context(viewport=VIEWPORT).new_page()  # type: ignore[arg-type]
-        sign_in(page, console.base, cluster.token)
-        page.screenshot(path=str(out / "runs.png"))
-        page.goto(f"{console.base}/console/runs/{survived}")
-        page.screenshot(path=str(out / "run-survived-kill.png"), full_page=True)
-        page.goto(f"{console.base}/console/approvals")
-        page.screenshot(path=str(out / "approvals.png"))
+        # Only the browser's part on a loop: postgres.start runs a loop of its own, which cannot nest in one.
+        asyncio.run(pictures(out, console, survived))
     print(f"wrote {out}/runs.png, {out}/run-survived-kill.png, {out}/approvals.png")
     return 0
 

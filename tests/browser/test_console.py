@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from playwright.sync_api import Page, expect
+from playwright.async_api import Page, expect
 
 from tests.browser.conftest import Dialogs
 from tests.browser.rig import HELD_TOOL, Console, sign_in
@@ -19,181 +19,183 @@ def row(page: Page, run_id: str) -> str:
     return f'#runs tr[data-run="{run_id}"]'
 
 
-def test_sign_in_then_out(console: Console, page: Page) -> None:
+async def test_sign_in_then_out(console: Console, page: Page) -> None:
     token = console.token("nightshift", "operator")
-    page.goto(f"{console.base}/console/runs?status=waiting")
+    await page.goto(f"{console.base}/console/runs?status=waiting")
     # No session: the sign-in page, which comes back to the page asked for.
-    expect(page).to_have_url(re.compile(r"/console/login\?next=/console/runs%3Fstatus%3Dwaiting$"))
-    page.fill("#token", token)
-    page.click("button[type=submit]")
-    expect(page).to_have_url(f"{console.base}/console/runs?status=waiting")
-    expect(page.locator("header .me")).to_contain_text("nightshift")
-    assert all(token not in c["value"] for c in page.context.cookies())
-    assert token not in page.content()
-    page.click("#sign-out")
-    expect(page.locator(".notice")).to_have_text("Signed out.")
-    page.goto(f"{console.base}/console/runs")
-    expect(page).to_have_url(re.compile(r"/console/login"))
+    await expect(page).to_have_url(re.compile(r"/console/login\?next=/console/runs%3Fstatus%3Dwaiting$"))
+    await page.fill("#token", token)
+    await page.click("button[type=submit]")
+    await expect(page).to_have_url(f"{console.base}/console/runs?status=waiting")
+    await expect(page.locator("header .me")).to_contain_text("nightshift")
+    assert all(token not in c["value"] for c in await page.context.cookies())
+    assert token not in await page.content()
+    await page.click("#sign-out")
+    await expect(page.locator(".notice")).to_have_text("Signed out.")
+    await page.goto(f"{console.base}/console/runs")
+    await expect(page).to_have_url(re.compile(r"/console/login"))
 
 
-def test_the_list_shows_a_new_run_and_its_status_change_without_a_reload(console: Console, page: Page) -> None:
+async def test_the_list_shows_a_new_run_and_its_status_change_without_a_reload(console: Console, page: Page) -> None:
     token = console.token("lister", "caller")
-    sign_in(page, console.base, token)
-    page.evaluate("window.__same_page = true")
+    await sign_in(page, console.base, token)
+    await page.evaluate("window.__same_page = true")
     run_id = console.start_run(token, "asker", "Note OPS-31 for me")
     badge = page.locator(f"{row(page, run_id)} td.st .badge")
-    expect(badge).to_have_text("waiting", timeout=30_000)
-    expect(page.locator(f"{row(page, run_id)} td.wf")).to_contain_text("Which environment does OPS-31 concern?")
+    await expect(badge).to_have_text("waiting", timeout=30_000)
+    await expect(page.locator(f"{row(page, run_id)} td.wf")).to_contain_text("Which environment does OPS-31 concern?")
     question = console.waiting(run_id, "input")["question_id"]
     given = console.api("POST", f"/v1/runs/{run_id}/input", token, json={"text": "staging", "question_id": question})
     assert given.status_code == 202, given.text
-    expect(badge).to_have_text("succeeded", timeout=30_000)
-    assert page.evaluate("window.__same_page") is True  # the page was never reloaded
-    expect(page.locator('#counts .count[data-status="succeeded"] b')).not_to_have_text("0")
+    await expect(badge).to_have_text("succeeded", timeout=30_000)
+    assert await page.evaluate("window.__same_page") is True  # the page was never reloaded
+    await expect(page.locator('#counts .count[data-status="succeeded"] b')).not_to_have_text("0")
 
 
-def test_filters_live_in_the_url(console: Console, page: Page) -> None:
+async def test_filters_live_in_the_url(console: Console, page: Page) -> None:
     token = console.token("filterer", "caller")
     reader = console.start_run(token, "reader", "Read OPS-41 (filter-marker-41)")
     asker = console.start_run(token, "asker", "Note OPS-42 (filter-marker-42)")
     console.ended(reader)
     console.waiting(asker, "input")
-    sign_in(page, console.base, token)
-    page.check('form.filters input[name=status][value="waiting"]')
-    page.fill("form.filters input[name=agent]", "asker")
-    page.click("form.filters button[type=submit]")
-    expect(page).to_have_url(re.compile(r"status=waiting.*agent=asker"))
-    expect(page.locator(row(page, asker))).to_be_visible()
-    expect(page.locator(row(page, reader))).to_have_count(0)
-    for status in page.locator("#runs td.st .badge").all_inner_texts():
+    await sign_in(page, console.base, token)
+    await page.check('form.filters input[name=status][value="waiting"]')
+    await page.fill("form.filters input[name=agent]", "asker")
+    await page.click("form.filters button[type=submit]")
+    await expect(page).to_have_url(re.compile(r"status=waiting.*agent=asker"))
+    await expect(page.locator(row(page, asker))).to_be_visible()
+    await expect(page.locator(row(page, reader))).to_have_count(0)
+    for status in await page.locator("#runs td.st .badge").all_inner_texts():
         assert status == "waiting"
     # A bookmarked filter: the text filter, straight from the URL.
-    page.goto(f"{console.base}/console/runs?q=filter-marker-41")
-    expect(page.locator(row(page, reader))).to_be_visible()
-    expect(page.locator(row(page, asker))).to_have_count(0)
-    expect(page.locator('form.filters input[name="q"]')).to_have_value("filter-marker-41")
-    page.goto(f"{console.base}/console/runs?status=sleeping")
-    expect(page.locator("p.error")).to_contain_text("query.status")
+    await page.goto(f"{console.base}/console/runs?q=filter-marker-41")
+    await expect(page.locator(row(page, reader))).to_be_visible()
+    await expect(page.locator(row(page, asker))).to_have_count(0)
+    await expect(page.locator('form.filters input[name="q"]')).to_have_value("filter-marker-41")
+    await page.goto(f"{console.base}/console/runs?status=sleeping")
+    await expect(page.locator("p.error")).to_contain_text("query.status")
 
 
-def test_approve_a_held_call_then_the_run_goes_on_and_its_page_shows_the_waterfall_and_ledger(
+async def test_approve_a_held_call_then_the_run_goes_on_and_its_page_shows_the_waterfall_and_ledger(
     console: Console, page: Page
 ) -> None:
     token = console.token("approver", "operator")
     run_id = console.start_run(token, "triage", "Triage OPS-51: checkout is down")
     waits = console.waiting(run_id, "approval")
     assert waits["tool"] == HELD_TOOL
-    sign_in(page, console.base, token, f"/console/runs/{run_id}")
-    expect(page.locator("#waiting")).to_contain_text(HELD_TOOL)
-    page.fill("#waiting input[name=reason]", "looks right")
-    page.click("#waiting button[value=approve]")
-    expect(page.locator(".notice")).to_contain_text("Approved")
-    expect(page.locator("#run-status .badge")).to_have_text("succeeded", timeout=30_000)
-    expect(page.locator("#run-answer")).to_contain_text("Triaged OPS-51")
+    await sign_in(page, console.base, token, f"/console/runs/{run_id}")
+    await expect(page.locator("#waiting")).to_contain_text(HELD_TOOL)
+    await page.fill("#waiting input[name=reason]", "looks right")
+    await page.click("#waiting button[value=approve]")
+    await expect(page.locator(".notice")).to_contain_text("Approved")
+    await expect(page.locator("#run-status .badge")).to_have_text("succeeded", timeout=30_000)
+    await expect(page.locator("#run-answer")).to_contain_text("Triaged OPS-51")
     # The waterfall: a row per step, each call's bar as wide as its share of the run's time.
     rows = page.locator("#waterfall tr.fall-row")
-    expect(rows).to_have_count(4)
-    widths = [
-        float(w)
-        for w in page.locator("#waterfall rect.bar.call").evaluate_all("rs => rs.map(r => r.getAttribute('width'))")
-    ]
+    await expect(rows).to_have_count(4)
+    bars = page.locator("#waterfall rect.bar.call")
+    widths = [float(w) for w in await bars.evaluate_all("rs => rs.map(r => r.getAttribute('width'))")]
     assert len(widths) == 4 and all(0 < w <= 1000 for w in widths)
-    expect(page.locator("#waterfall")).to_contain_text("model")
+    await expect(page.locator("#waterfall")).to_contain_text("model")
     # The ledger: every write with its key, mark, send and outcome; the held one with its approval.
     ledger = page.locator("#ledger table.ledger tbody tr")
-    expect(ledger).to_have_count(3)
+    await expect(ledger).to_have_count(3)
     # Retrying assertions: the live parts of the page are swapped in while it is read, and a row read
     # mid-swap has no rendered cells (its text had no tabs to split once in a make test run).
-    expect(ledger.locator("td:nth-child(3)")).to_have_text(["incidentio_create_incident", HELD_TOOL, "teams_reply"])
+    await expect(ledger.locator("td:nth-child(3)")).to_have_text(
+        ["incidentio_create_incident", HELD_TOOL, "teams_reply"]
+    )
     incident = ledger.nth(0).locator("td")
     for i in (4, 5, 6, 7):  # its key; marked, sent and outcome times
-        expect(incident.nth(i)).not_to_have_text("—")
-    expect(incident.nth(9)).to_have_text("ok")
-    expect(ledger.nth(1)).to_contain_text("approval")
-    page.click("#transcript summary")
-    expect(page.locator("#transcript table.transcript")).to_be_visible()
+        await expect(incident.nth(i)).not_to_have_text("—")
+    await expect(incident.nth(9)).to_have_text("ok")
+    await expect(ledger.nth(1)).to_contain_text("approval")
+    await page.click("#transcript summary")
+    await expect(page.locator("#transcript table.transcript")).to_be_visible()
     # The queue no longer holds it.
-    page.goto(f"{console.base}/console/approvals")
-    expect(page.locator(f'tr[data-approval="{waits["approval_id"]}"]')).to_have_count(0)
+    await page.goto(f"{console.base}/console/approvals")
+    await expect(page.locator(f'tr[data-approval="{waits["approval_id"]}"]')).to_have_count(0)
 
 
-def test_the_approvals_queue_decides_with_a_reason(console: Console, page: Page) -> None:
+async def test_the_approvals_queue_decides_with_a_reason(console: Console, page: Page) -> None:
     token = console.token("queue-op", "operator")
     run_id = console.start_run(token, "triage", "Triage OPS-52: rejected")
     approval = console.waiting(run_id, "approval")["approval_id"]
-    sign_in(page, console.base, token, "/console/approvals")
+    await sign_in(page, console.base, token, "/console/approvals")
     held = page.locator(f'tr[data-approval="{approval}"]')
-    expect(held).to_contain_text(HELD_TOOL)
-    expect(held).to_contain_text("OPS-52")  # its arguments
-    expect(held).to_contain_text("queue-op")  # who asked: the token that started the run
-    held.locator("input[name=reason]").fill("not this one")
-    held.locator("button[value=reject]").click()
-    expect(page.locator(".notice")).to_contain_text("Rejected")
+    await expect(held).to_contain_text(HELD_TOOL)
+    await expect(held).to_contain_text("OPS-52")  # its arguments
+    await expect(held).to_contain_text("queue-op")  # who asked: the token that started the run
+    await held.locator("input[name=reason]").fill("not this one")
+    await held.locator("button[value=reject]").click()
+    await expect(page.locator(".notice")).to_contain_text("Rejected")
     run = console.ended(run_id)
     assert run["status"] == "succeeded"  # the model was told and went on without the comment
-    page.goto(f"{console.base}/console/approvals?status=rejected")
-    expect(page.locator(f'tr[data-approval="{approval}"]')).to_contain_text("not this one")
+    await page.goto(f"{console.base}/console/approvals?status=rejected")
+    await expect(page.locator(f'tr[data-approval="{approval}"]')).to_contain_text("not this one")
 
 
-def test_give_input_to_a_waiting_run(console: Console, page: Page) -> None:
+async def test_give_input_to_a_waiting_run(console: Console, page: Page) -> None:
     token = console.token("inputter", "caller")
     run_id = console.start_run(token, "asker", "Note OPS-61")
     console.waiting(run_id, "input")
-    sign_in(page, console.base, token, f"/console/runs/{run_id}")
-    expect(page.locator("#waiting .question")).to_have_text("Which environment does OPS-61 concern?")
-    page.fill("#waiting input[name=text]", "production eu-west")
-    page.click("#waiting button[type=submit]")
-    expect(page.locator(".notice")).to_contain_text("Input given")
-    expect(page.locator("#run-status .badge")).to_have_text("succeeded", timeout=30_000)
-    expect(page.locator("#run-answer")).to_have_text("Noted OPS-61 for production eu-west.")
+    await sign_in(page, console.base, token, f"/console/runs/{run_id}")
+    await expect(page.locator("#waiting .question")).to_have_text("Which environment does OPS-61 concern?")
+    await page.fill("#waiting input[name=text]", "production eu-west")
+    await page.click("#waiting button[type=submit]")
+    await expect(page.locator(".notice")).to_contain_text("Input given")
+    await expect(page.locator("#run-status .badge")).to_have_text("succeeded", timeout=30_000)
+    await expect(page.locator("#run-answer")).to_have_text("Noted OPS-61 for production eu-west.")
 
 
-def test_stop_a_run(console: Console, page: Page) -> None:
+async def test_stop_a_run(console: Console, page: Page) -> None:
     token = console.token("stopper", "operator")
     run_id = console.start_run(token, "asker", "Note OPS-71")
     console.waiting(run_id, "input")
-    sign_in(page, console.base, token, f"/console/runs/{run_id}")
-    page.click("#stop")
-    expect(page.locator(".notice")).to_contain_text("Stop requested")
-    expect(page.locator("#run-status .badge")).to_have_text("stopped", timeout=30_000)
-    expect(page.locator("#run-error")).to_contain_text("stopped by stopper")
-    expect(page.locator("#stop")).to_have_count(0)
+    await sign_in(page, console.base, token, f"/console/runs/{run_id}")
+    await page.click("#stop")
+    await expect(page.locator(".notice")).to_contain_text("Stop requested")
+    await expect(page.locator("#run-status .badge")).to_have_text("stopped", timeout=30_000)
+    await expect(page.locator("#run-error")).to_contain_text("stopped by stopper")
+    await expect(page.locator("#stop")).to_have_count(0)
 
 
-def test_a_caller_cannot_see_another_callers_run_nor_approve(console: Console, page: Page) -> None:
+async def test_a_caller_cannot_see_another_callers_run_nor_approve(console: Console, page: Page) -> None:
     owner = console.token("owner-op", "operator")
     theirs = console.start_run(owner, "triage", "Triage OPS-81: not yours")
     approval = console.waiting(theirs, "approval")["approval_id"]
     caller = console.token("curious", "caller")
-    sign_in(page, console.base, caller)
-    expect(page.locator(row(page, theirs))).to_have_count(0)
-    expect(page.locator("header nav")).not_to_contain_text("Approvals")
-    page.goto(f"{console.base}/console/runs/{theirs}")
-    expect(page.locator("p.error")).to_contain_text(f"no run {theirs}")
-    assert "OPS-81" not in page.content()
-    refused = page.goto(f"{console.base}/console/approvals")
+    await sign_in(page, console.base, caller)
+    await expect(page.locator(row(page, theirs))).to_have_count(0)
+    await expect(page.locator("header nav")).not_to_contain_text("Approvals")
+    await page.goto(f"{console.base}/console/runs/{theirs}")
+    await expect(page.locator("p.error")).to_contain_text(f"no run {theirs}")
+    assert "OPS-81" not in await page.content()
+    refused = await page.goto(f"{console.base}/console/approvals")
     assert refused is not None and refused.status == 403
-    csrf = page.locator('header input[name="csrf"]').get_attribute("value")
+    csrf = await page.locator('header input[name="csrf"]').get_attribute("value")
     assert csrf
-    post = page.request.post(f"{console.base}/console/approvals/{approval}", form={"csrf": csrf, "decision": "approve"})
-    assert post.status == 403 and "read and decide approvals" in post.text()
+    post = await page.request.post(
+        f"{console.base}/console/approvals/{approval}", form={"csrf": csrf, "decision": "approve"}
+    )
+    assert post.status == 403 and "read and decide approvals" in await post.text()
     assert console.run(theirs)["status"] == "waiting"
 
 
-def test_a_post_without_its_csrf_token_is_refused(console: Console, page: Page) -> None:
+async def test_a_post_without_its_csrf_token_is_refused(console: Console, page: Page) -> None:
     token = console.token("csrf-op", "operator")
     run_id = console.start_run(token, "asker", "Note OPS-91")
     console.waiting(run_id, "input")
-    sign_in(page, console.base, token, f"/console/runs/{run_id}")
+    await sign_in(page, console.base, token, f"/console/runs/{run_id}")
     # The browser's own session cookie, without the form's token: what a forged form would send.
     forged: list[dict[str, str | float | bool]] = [{}, {"csrf": "x" * 43}]
     for form in forged:
-        answer = page.request.post(f"{console.base}/console/runs/{run_id}/stop", form=form)
-        assert answer.status == 403 and "CSRF" in answer.text()
+        answer = await page.request.post(f"{console.base}/console/runs/{run_id}/stop", form=form)
+        assert answer.status == 403 and "CSRF" in await answer.text()
     assert console.run(run_id)["status"] == "waiting"
 
 
-def test_untrusted_text_renders_as_text_and_runs_nothing(console: Console, page: Page, dialogs: Dialogs) -> None:
+async def test_untrusted_text_renders_as_text_and_runs_nothing(console: Console, page: Page, dialogs: Dialogs) -> None:
     # The Jira stand-in's issue carries the payload; the reader run reads it into its tool results and
     # its answer, and the input carries it too.
     console.cluster.rows("INSERT INTO standin.jira_issues (key, summary, description) VALUES ('ESC-1', %s, %s) "
@@ -201,40 +203,40 @@ def test_untrusted_text_renders_as_text_and_runs_nothing(console: Console, page:
     token = console.token("escaper", "operator")
     run_id = console.start_run(token, "reader", f"Read ESC-1 {PAYLOAD}")
     assert console.ended(run_id)["status"] == "succeeded"
-    sign_in(page, console.base, token)
-    expect(page.locator(row(page, run_id))).to_be_visible()
-    page.goto(f"{console.base}/console/runs/{run_id}")
-    page.click("#transcript summary")
-    expect(page.locator("#run-answer")).to_contain_text(f"Summary: {PAYLOAD}")
-    expect(page.locator("#run-input")).to_have_text(f"Read ESC-1 {PAYLOAD}")
-    expect(page.locator("#transcript")).to_contain_text("window.__pwned = 1")
-    page.mouse.move(10, 10)  # a hover handler, had one been made, would fire now
-    assert page.evaluate("typeof window.__pwned") == "undefined"
-    assert page.locator("main img, main script, main a[href^='javascript']").count() == 0
+    await sign_in(page, console.base, token)
+    await expect(page.locator(row(page, run_id))).to_be_visible()
+    await page.goto(f"{console.base}/console/runs/{run_id}")
+    await page.click("#transcript summary")
+    await expect(page.locator("#run-answer")).to_contain_text(f"Summary: {PAYLOAD}")
+    await expect(page.locator("#run-input")).to_have_text(f"Read ESC-1 {PAYLOAD}")
+    await expect(page.locator("#transcript")).to_contain_text("window.__pwned = 1")
+    await page.mouse.move(10, 10)  # a hover handler, had one been made, would fire now
+    assert await page.evaluate("typeof window.__pwned") == "undefined"
+    assert await page.locator("main img, main script, main a[href^='javascript']").count() == 0
     assert dialogs == []
 
 
-def test_a_link_from_another_site_opens_the_run_for_a_signed_in_person(console: Console, page: Page) -> None:
+async def test_a_link_from_another_site_opens_the_run_for_a_signed_in_person(console: Console, page: Page) -> None:
     # A Teams card's "Open the run": the browser sends no SameSite=Strict cookie on a navigation another
     # site started, so the console asks once more from its own page, which carries it.
     token = console.token("linked", "operator")
     run_id = console.start_run(token, "reader", "Read OPS-99")
     console.ended(run_id)
-    sign_in(page, console.base, token)
-    page.goto("about:blank")
-    page.set_content(f'<a id="card" href="{console.base}/console/runs/{run_id}">Open the run</a>')
-    page.click("#card")
-    expect(page).to_have_url(f"{console.base}/console/runs/{run_id}")
-    expect(page.locator("#run-status .badge")).to_have_text("succeeded")
+    await sign_in(page, console.base, token)
+    await page.goto("about:blank")
+    await page.set_content(f'<a id="card" href="{console.base}/console/runs/{run_id}">Open the run</a>')
+    await page.click("#card")
+    await expect(page).to_have_url(f"{console.base}/console/runs/{run_id}")
+    await expect(page.locator("#run-status .badge")).to_have_text("succeeded")
     # Signed out, the same link lands on the sign-in page, which comes back to the run.
-    page.context.clear_cookies()
-    page.goto("about:blank")
-    page.set_content(f'<a id="card" href="{console.base}/console/runs/{run_id}">Open the run</a>')
-    page.click("#card")
-    expect(page).to_have_url(re.compile(rf"/console/login\?next=/console/runs/{run_id}$"))
+    await page.context.clear_cookies()
+    await page.goto("about:blank")
+    await page.set_content(f'<a id="card" href="{console.base}/console/runs/{run_id}">Open the run</a>')
+    await page.click("#card")
+    await expect(page).to_have_url(re.compile(rf"/console/login\?next=/console/runs/{run_id}$"))
 
 
-def test_a_workflow_run_with_its_steps_and_the_jobs_page(console: Console, page: Page) -> None:
+async def test_a_workflow_run_with_its_steps_and_the_jobs_page(console: Console, page: Page) -> None:
     token = console.token("flows-op", "operator")
     made = console.api("POST", "/v1/workflows/follow-up/runs", token, json={"input": {"issue": "OPS-77"}})
     assert made.status_code == 201, made.text
@@ -245,13 +247,13 @@ def test_a_workflow_run_with_its_steps_and_the_jobs_page(console: Console, page:
     ):  # fmt: skip
         reads += 1
         assert reads < 1200, "the workflow run never ended"
-        page.wait_for_timeout(50)
+        await page.wait_for_timeout(50)
     executed = {s["step"] for s in flow["steps"]}
-    sign_in(page, console.base, token, "/console/workflows")
-    page.click(f'a[href="/console/workflows/{flow_id}"]')
-    expect(page.locator("h1")).to_contain_text("follow-up")
+    await sign_in(page, console.base, token, "/console/workflows")
+    await page.click(f'a[href="/console/workflows/{flow_id}"]')
+    await expect(page.locator("h1")).to_contain_text("follow-up")
     steps = page.locator("main table.grid tbody tr")
-    expect(steps.first).to_contain_text("read")
-    assert len(executed) >= 3 and {t.split("\t")[1] for t in steps.all_inner_texts()} == executed
-    page.goto(f"{console.base}/console/jobs")
-    expect(page.locator(f'tr[data-job="{flow_id}"]')).to_contain_text("workflow")
+    await expect(steps.first).to_contain_text("read")
+    assert len(executed) >= 3 and {t.split("\t")[1] for t in await steps.all_inner_texts()} == executed
+    await page.goto(f"{console.base}/console/jobs")
+    await expect(page.locator(f'tr[data-job="{flow_id}"]')).to_contain_text("workflow")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.async_api import Page, expect
 
 from tests.browser.rig import Console, agents_file, sign_in
 from tests.support import job_kinds
@@ -40,7 +40,7 @@ def site(pg: SuitePostgres, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         finally:
             cluster.stop()
     finally:
-        pg.drop(url)
+        pg.give_back(url)
 
 
 def until(check: Callable[[], Any], what: str, timeout_s: float = 60) -> Any:
@@ -54,12 +54,11 @@ def until(check: Callable[[], Any], what: str, timeout_s: float = 60) -> Any:
         time.sleep(0.1)
 
 
-def shot(page: Page, name: str) -> None:
+async def shot(page: Page, name: str) -> None:
     """A full-page picture for a person to look at, when TICKETIQ_CONSOLE_SHOTS names a folder."""
     folder = os.environ.get("TICKETIQ_CONSOLE_SHOTS")
-    if folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
+    if folder:  # page.screenshot makes the folder when it is missing
+        await page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
 
 
 def job(site: Console, token: str, job_id: str) -> dict[str, Any]:
@@ -69,42 +68,42 @@ def job(site: Console, token: str, job_id: str) -> dict[str, Any]:
     return found
 
 
-def test_a_job_s_progress_then_cancel_and_restart_through_the_page(site: Console, page: Page) -> None:
+async def test_a_job_s_progress_then_cancel_and_restart_through_the_page(site: Console, page: Page) -> None:
     token = site.token("jobs-op", "operator")
     # Slow enough to be seen running: 200 ms a step, 600 steps; it is cancelled long before its end.
     made = site.api("POST", "/v1/jobs", token, json={"kind": "count", "params": {"to": 600, "step_ms": 200}})
     assert made.status_code == 201, made.text
     job_id = made.json()["id"]
     until(lambda: job(site, token, job_id)["progress"]["done"] >= 2, "the job's second step")
-    sign_in(page, site.base, token, "/console/jobs")
+    await sign_in(page, site.base, token, "/console/jobs")
     row = page.locator(f'tr[data-job="{job_id}"]')
-    expect(row.locator(".badge")).to_have_text("running")
-    expect(row.locator("td.progress")).to_contain_text("/ 600 steps")
-    assert int(row.locator("progress").get_attribute("value") or 0) >= 2
-    assert row.locator("progress").get_attribute("max") == "600"
-    shot(page, "jobs-running")
-    row.locator("button", has_text="Cancel").click()
-    expect(page.locator(".notice")).to_have_text("Cancel requested.")
+    await expect(row.locator(".badge")).to_have_text("running")
+    await expect(row.locator("td.progress")).to_contain_text("/ 600 steps")
+    assert int(await row.locator("progress").get_attribute("value") or 0) >= 2
+    assert await row.locator("progress").get_attribute("max") == "600"
+    await shot(page, "jobs-running")
+    await row.locator("button", has_text="Cancel").click()
+    await expect(page.locator(".notice")).to_have_text("Cancel requested.")
     ended = until(lambda: (j := job(site, token, job_id))["status"] == "cancelled" and j, "the job's cancel")
     assert ended["cancel_requested_by"] == "jobs-op"
-    page.reload()
-    expect(row.locator(".badge")).to_have_text("cancelled")
-    expect(row.locator("button", has_text="Cancel")).to_have_count(0)
-    row.locator("button", has_text="Restart").click()
-    expect(page.locator(".notice")).to_have_text("Restarted as a new job.")
+    await page.reload()
+    await expect(row.locator(".badge")).to_have_text("cancelled")
+    await expect(row.locator("button", has_text="Cancel")).to_have_count(0)
+    await row.locator("button", has_text="Restart").click()
+    await expect(page.locator(".notice")).to_have_text("Restarted as a new job.")
     listed = site.api("GET", "/v1/jobs", token).json()["jobs"]
     again = next(j for j in listed if j["restarted_from"] == job_id)
     assert (again["kind"], again["params"]["to"], again["created_by"]) == ("count", 600, "jobs-op")
-    expect(page.locator(f'tr[data-job="{again["id"]}"]')).to_be_visible()
-    shot(page, "jobs-restarted")
+    await expect(page.locator(f'tr[data-job="{again["id"]}"]')).to_be_visible()
+    await shot(page, "jobs-restarted")
     # Restarting the same job again is refused as the API refuses it, naming why.
-    csrf = page.locator('header input[name="csrf"]').get_attribute("value")
-    twice = page.request.post(f"{site.base}/console/jobs/{job_id}/restart", form={"csrf": csrf or ""})
-    assert twice.status == 409 and f"was restarted already, as job {again['id']}" in twice.text()
+    csrf = await page.locator('header input[name="csrf"]').get_attribute("value")
+    twice = await page.request.post(f"{site.base}/console/jobs/{job_id}/restart", form={"csrf": csrf or ""})
+    assert twice.status == 409 and f"was restarted already, as job {again['id']}" in await twice.text()
     site.api("POST", f"/v1/jobs/{again['id']}/cancel", token).raise_for_status()
 
 
-def test_a_cron_schedule_with_its_fire_and_the_run_it_made(site: Console, page: Page) -> None:
+async def test_a_cron_schedule_with_its_fire_and_the_run_it_made(site: Console, page: Page) -> None:
     admin = site.cluster.token
     made = site.api("POST", "/v1/schedules", admin, json={"agent": "reader", "cron": "* * * * *", "timezone": "UTC",
                                                           "input": "Read OPS-301 on the hour"})  # fmt: skip
@@ -119,20 +118,20 @@ def test_a_cron_schedule_with_its_fire_and_the_run_it_made(site: Console, page: 
         return next((f for f in fires if f["status"] == "succeeded"), None)
 
     fire = until(fired, "the schedule's fire and its run")
-    sign_in(page, site.base, site.token("sched-op", "operator"), "/console/schedules")
+    await sign_in(page, site.base, site.token("sched-op", "operator"), "/console/schedules")
     section = page.locator("section.schedule", has_text=schedule["id"][:8])
-    expect(section.locator("h2")).to_contain_text("* * * * * (UTC) · agent reader")
-    expect(section).to_contain_text("Read OPS-301 on the hour")
+    await expect(section.locator("h2")).to_contain_text("* * * * * (UTC) · agent reader")
+    await expect(section).to_contain_text("Read OPS-301 on the hour")
     fire_row = section.locator("tbody tr").first
-    expect(fire_row.locator(".badge")).to_have_text("succeeded")
-    expect(fire_row).to_contain_text("OPS-301")  # its outcome: the run's answer
-    shot(page, "schedules")
-    fire_row.locator(f'a[href="/console/runs/{fire["run_id"]}"]').click()
-    expect(page.locator("#run-status .badge")).to_have_text("succeeded")
-    expect(page.locator("dl.facts")).to_contain_text("cron")
+    await expect(fire_row.locator(".badge")).to_have_text("succeeded")
+    await expect(fire_row).to_contain_text("OPS-301")  # its outcome: the run's answer
+    await shot(page, "schedules")
+    await fire_row.locator(f'a[href="/console/runs/{fire["run_id"]}"]').click()
+    await expect(page.locator("#run-status .badge")).to_have_text("succeeded")
+    await expect(page.locator("dl.facts")).to_contain_text("cron")
 
 
-def test_the_teams_inbox_with_a_delivered_turn_and_its_run(site: Console, page: Page) -> None:
+async def test_the_teams_inbox_with_a_delivered_turn_and_its_run(site: Console, page: Page) -> None:
     standins = site.cluster.standin_url
     service_url = site.cluster.env["TICKETIQ_TEAMS_SERVICE_URL"]
     minted = web.post(f"{standins}/_standin/botframework/token",
@@ -155,17 +154,17 @@ def test_the_teams_inbox_with_a_delivered_turn_and_its_run(site: Console, page: 
         return next((e for e in entries if e["activity_id"] == "act-console-1" and e["status"] == "replied"), None)
 
     entry = until(replied, "the turn's reply")
-    sign_in(page, site.base, operator, "/console/teams")
+    await sign_in(page, site.base, operator, "/console/teams")
     row = page.locator("table.teams tbody tr", has_text="Read OPS-401 please")
-    expect(row).to_contain_text("Ana")
-    expect(row.locator(".badge")).to_have_text("replied")
-    shot(page, "teams")
-    row.locator(f'a[href="/console/runs/{entry["run_id"]}"]').click()
-    expect(page.locator("#run-status .badge")).to_have_text("succeeded")
-    expect(page.locator("#run-input")).to_contain_text("Read OPS-401 please")
+    await expect(row).to_contain_text("Ana")
+    await expect(row.locator(".badge")).to_have_text("replied")
+    await shot(page, "teams")
+    await row.locator(f'a[href="/console/runs/{entry["run_id"]}"]').click()
+    await expect(page.locator("#run-status .badge")).to_have_text("succeeded")
+    await expect(page.locator("#run-input")).to_contain_text("Read OPS-401 please")
 
 
-def test_the_processes_live_and_ended(site: Console, page: Page) -> None:
+async def test_the_processes_live_and_ended(site: Console, page: Page) -> None:
     brief = site.cluster.app("brief", agents=str(agents_file(site.cluster.tmp)), lead=False)
     brief_pid = brief.pid
     operator = site.token("procs-op", "operator")
@@ -178,77 +177,79 @@ def test_the_processes_live_and_ended(site: Console, page: Page) -> None:
         return any(p["pid"] == brief_pid and p["how"] == "stopped" for p in ended)
 
     until(stop_recorded, "the stop recorded")
-    sign_in(page, site.base, operator, "/console/processes")
+    await sign_in(page, site.base, operator, "/console/processes")
     live = page.locator("table.processes tbody tr", has=page.locator(f'td.num:text-is("{site.app.pid}")'))
-    expect(live.locator(".badge").first).to_have_text("alive")
-    expect(live).to_contain_text("leader")
+    await expect(live.locator(".badge").first).to_have_text("alive")
+    await expect(live).to_contain_text("leader")
     ended_table = page.locator("main table.grid").nth(1)
     ended = ended_table.locator("tbody tr", has=page.locator(f'td.num:text-is("{brief_pid}")'))
-    expect(ended.locator(".badge")).to_have_text("stopped")
+    await expect(ended.locator(".badge")).to_have_text("stopped")
     # The suite's Postgres has no standby: a commit is on it alone, and the page says so.
-    expect(page.locator("p.database .badge")).to_have_text("one copy")
-    expect(page.locator("p.database")).to_contain_text("ONE COPY: no standby")
-    shot(page, "processes")
+    await expect(page.locator("p.database .badge")).to_have_text("one copy")
+    await expect(page.locator("p.database")).to_contain_text("ONE COPY: no standby")
+    await shot(page, "processes")
 
 
-def test_the_runs_counts_say_the_ended_ones_are_of_the_last_day(site: Console, page: Page) -> None:
+async def test_the_runs_counts_say_the_ended_ones_are_of_the_last_day(site: Console, page: Page) -> None:
     token = site.token("counter", "caller")
     site.ended(site.start_run(token, "reader", "Read OPS-501"))
-    sign_in(page, site.base, token)
+    await sign_in(page, site.base, token)
     window = page.locator("#counts-window")
-    expect(window).to_have_text("ended, made in the last 24 h:")
+    await expect(window).to_have_text("ended, made in the last 24 h:")
     # The statuses still going come before it, the ended ones after it, each saying what it counts.
-    statuses = page.locator("#counts .count[data-status], #counts-window").evaluate_all(
+    statuses = await page.locator("#counts .count[data-status], #counts-window").evaluate_all(
         "els => els.map(e => e.dataset.status || 'WINDOW')"
     )
     assert statuses == ["queued", "running", "waiting", "answered", "WINDOW", "succeeded", "failed", "interrupted",
                         "stopped"]  # fmt: skip
     succeeded = page.locator('#counts .count[data-status="succeeded"]')
-    expect(succeeded.locator("b")).to_have_text("1")
-    assert "made in the last 24 h" in (succeeded.get_attribute("title") or "")
-    shot(page, "runs")
+    await expect(succeeded.locator("b")).to_have_text("1")
+    assert "made in the last 24 h" in (await succeeded.get_attribute("title") or "")
+    await shot(page, "runs")
 
 
-def test_a_run_s_final_answer_is_labelled_answer_so_its_steps_agree(site: Console, page: Page) -> None:
+async def test_a_run_s_final_answer_is_labelled_answer_so_its_steps_agree(site: Console, page: Page) -> None:
     token = site.token("answer-op", "operator")
     run_id = site.start_run(token, "reader", "Read OPS-601")
     assert site.ended(run_id)["status"] == "succeeded"
-    sign_in(page, site.base, token, f"/console/runs/{run_id}")
-    steps = int(page.locator("#run-steps").inner_text())
+    await sign_in(page, site.base, token, f"/console/runs/{run_id}")
+    steps = int(await page.locator("#run-steps").inner_text())
     rows = page.locator("#waterfall tr.fall-row")
     numbered = page.locator("#waterfall tr.fall-row:not(.answer)")
-    expect(numbered).to_have_count(steps)
-    expect(rows).to_have_count(steps + 1)
+    await expect(numbered).to_have_count(steps)
+    await expect(rows).to_have_count(steps + 1)
     answer = page.locator("#waterfall tr.fall-row.answer")
-    expect(answer.locator("td").first).to_have_text("answer")
-    expect(answer.locator("ul.bar-labels")).to_contain_text("answer")
-    expect(answer.locator("rect.bar.call")).to_have_count(0)
-    shot(page, "run")
+    await expect(answer.locator("td").first).to_have_text("answer")
+    await expect(answer.locator("ul.bar-labels")).to_contain_text("answer")
+    await expect(answer.locator("rect.bar.call")).to_have_count(0)
+    await shot(page, "run")
 
 
-def test_a_caller_is_refused_the_jobs_page_and_its_forms_as_the_api_refuses_them(site: Console, page: Page) -> None:
+async def test_a_caller_is_refused_the_jobs_page_and_its_forms_as_the_api_refuses_them(
+    site: Console, page: Page
+) -> None:
     operator = site.token("owner-of-job", "operator")
     made = site.api("POST", "/v1/jobs", operator, json={"kind": "count", "params": {"to": 1}})
     assert made.status_code == 201, made.text
     caller = site.token("nosy", "caller")
     api = site.api("GET", "/v1/jobs", caller)
     assert api.status_code == 403
-    sign_in(page, site.base, caller)
-    expect(page.locator("header nav")).not_to_contain_text("Jobs")
-    refused = page.goto(f"{site.base}/console/jobs")
+    await sign_in(page, site.base, caller)
+    await expect(page.locator("header nav")).not_to_contain_text("Jobs")
+    refused = await page.goto(f"{site.base}/console/jobs")
     assert refused is not None and refused.status == 403
-    expect(page.locator("p.error")).to_contain_text(api.json()["detail"][0]["msg"])
-    csrf = page.locator('header input[name="csrf"]').get_attribute("value")
-    cancel = page.request.post(f"{site.base}/console/jobs/{made.json()['id']}/cancel", form={"csrf": csrf or ""})
+    await expect(page.locator("p.error")).to_contain_text(api.json()["detail"][0]["msg"])
+    csrf = await page.locator('header input[name="csrf"]').get_attribute("value")
+    cancel = await page.request.post(f"{site.base}/console/jobs/{made.json()['id']}/cancel", form={"csrf": csrf or ""})
     api_cancel = site.api("POST", f"/v1/jobs/{made.json()['id']}/cancel", caller)
     assert cancel.status == api_cancel.status_code == 403
-    assert api_cancel.json()["detail"][0]["msg"] in cancel.text()
+    assert api_cancel.json()["detail"][0]["msg"] in await cancel.text()
     assert job(site, operator, made.json()["id"])["cancel_requested_at"] is None
-    shot(page, "refused")
+    await shot(page, "refused")
     # A console page that is not there: the console's own page, not the API's JSON.
-    missing = page.goto(f"{site.base}/console/no-such-page")
+    missing = await page.goto(f"{site.base}/console/no-such-page")
     assert missing is not None and missing.status == 404
-    assert "script-src 'self'" in (missing.header_value("content-security-policy") or "")
-    expect(page.locator("h1")).to_have_text("Not found")
-    expect(page.locator("header .me")).to_have_count(0)  # an error page looks up no session
-    shot(page, "not-found")
+    assert "script-src 'self'" in (await missing.header_value("content-security-policy") or "")
+    await expect(page.locator("h1")).to_have_text("Not found")
+    await expect(page.locator("header .me")).to_have_count(0)  # an error page looks up no session
+    await shot(page, "not-found")

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.async_api import Page, expect
 
 from tests.browser.rig import Console, sign_in
 from tests.support.cluster import Cluster
@@ -27,10 +27,10 @@ def two_processes(pg: SuitePostgres, tmp_path: Path) -> Iterator[tuple[Console, 
         yield Console(cluster, survivor, {"cluster-admin": cluster.token}), victim.pid
     finally:
         cluster.stop()
-        pg.drop(url)
+        pg.give_back(url)
 
 
-def test_a_run_that_survived_a_kill_shows_both_attempts_the_processes_and_the_settlement(
+async def test_a_run_that_survived_a_kill_shows_both_attempts_the_processes_and_the_settlement(
     two_processes: tuple[Console, int], page: Page
 ) -> None:
     console, victim_pid = two_processes
@@ -39,21 +39,21 @@ def test_a_run_that_survived_a_kill_shows_both_attempts_the_processes_and_the_se
     assert victim.child.proc.wait(60) == -9  # SIGKILLed, by its own fault point
     run = console.ended(run_id)
     assert (run["status"], run["attempt"], run["losses"]) == ("succeeded", 2, 1), console.cluster.logs()
-    sign_in(page, console.base, console.cluster.token, f"/console/runs/{run_id}")
+    await sign_in(page, console.base, console.cluster.token, f"/console/runs/{run_id}")
     attempts = page.locator("#recovery tr.attempt")
-    expect(attempts).to_have_count(2)
+    await expect(attempts).to_have_count(2)
     first, second = attempts.nth(0), attempts.nth(1)
-    expect(first.locator("td.process")).to_contain_text(f":{victim_pid}:")  # the process that lost it
-    expect(first).to_contain_text("lost")
+    await expect(first.locator("td.process")).to_contain_text(f":{victim_pid}:")  # the process that lost it
+    await expect(first).to_contain_text("lost")
     survivor_pid = console.app.pid
-    expect(second.locator("td.process")).to_contain_text(f":{survivor_pid}:")  # the one that took it
-    expect(second.locator("td.taken-from")).to_contain_text(f":{victim_pid}:")
-    assert second.locator("td.num").nth(2).inner_text() != "—"  # how long the takeover took
+    await expect(second.locator("td.process")).to_contain_text(f":{survivor_pid}:")  # the one that took it
+    await expect(second.locator("td.taken-from")).to_contain_text(f":{victim_pid}:")
+    assert await second.locator("td.num").nth(2).inner_text() != "—"  # how long the takeover took
     # What became of the write in flight: sent again with the same key (the incident vendor dedupes on it).
     settled = page.locator("#recovery table.settled tbody tr")
-    expect(settled).to_have_count(1)
-    expect(settled).to_contain_text("incidentio_create_incident")
-    expect(settled).to_contain_text("resent_same_key")
+    await expect(settled).to_have_count(1)
+    await expect(settled).to_contain_text("incidentio_create_incident")
+    await expect(settled).to_contain_text("resent_same_key")
     # The ledger shows the same write, marked by attempt 1 and settled by attempt 2.
-    expect(page.locator('#ledger table.ledger[data-attempt="1"]')).to_contain_text("incidentio_create_incident")
-    expect(page.locator('#ledger table.ledger[data-attempt="1"] td.settlement')).to_contain_text("by attempt 2")
+    await expect(page.locator('#ledger table.ledger[data-attempt="1"]')).to_contain_text("incidentio_create_incident")
+    await expect(page.locator('#ledger table.ledger[data-attempt="1"] td.settlement')).to_contain_text("by attempt 2")

@@ -42,6 +42,7 @@ from tests.support.a2a_rig import (
     v03_message,
 )
 from tests.support.engine import read_rows
+from tests.support.http import TLS
 
 # ----- the card ----------------------------------------------------------------------------------------
 
@@ -49,7 +50,7 @@ from tests.support.engine import read_rows
 async def test_the_card_is_open_and_lists_every_agent_the_endpoint_and_the_bearer_scheme(
     db_url: str, tmp_path: Path
 ) -> None:
-    async with a2a(db_url, tmp_path) as s, httpx.AsyncClient() as http:
+    async with a2a(db_url, tmp_path) as s, httpx.AsyncClient(verify=TLS) as http:
         card = await A2ACardResolver(http, s.base).get_agent_card()  # no token
         raw = (await http.get(f"{s.base}/.well-known/agent-card.json")).json()
     validate_proto_required_fields(card)  # every field the protocol requires is there
@@ -70,7 +71,7 @@ async def test_the_card_is_open_and_lists_every_agent_the_endpoint_and_the_beare
 async def test_the_card_names_the_public_url_and_the_default_agent_when_set(db_url: str, tmp_path: Path) -> None:
     async with (
         a2a(db_url, tmp_path, a2a_public_url="https://tiq.example.com/", a2a_default_agent="writer") as s,
-        httpx.AsyncClient() as http,
+        httpx.AsyncClient(verify=TLS) as http,
     ):
         card = await A2ACardResolver(http, s.base).get_agent_card()
     assert {i.url for i in card.supported_interfaces} == {"https://tiq.example.com/a2a"}
@@ -153,7 +154,9 @@ async def test_list_shows_the_callers_own_tasks_newest_first_in_pages(db_url: st
 
 async def test_a_failed_run_is_a_failed_task_with_the_reason(db_url: str, tmp_path: Path) -> None:
     async with a2a(db_url, tmp_path) as s, s.client() as client:
-        async with httpx.AsyncClient(base_url=s.base, headers={"Authorization": f"Bearer {s.token}"}) as http:
+        async with httpx.AsyncClient(
+            verify=TLS, base_url=s.base, headers={"Authorization": f"Bearer {s.token}"}
+        ) as http:
             gate = await http.put("/v1/gates/quarantines/agent/answerer", json={"reason": "under review"})
             assert gate.status_code == 200
         task = await send(client, message("check OPS-6", "m-6"))
@@ -184,7 +187,7 @@ async def test_a_task_waiting_for_input_goes_on_with_the_message_that_answers_it
 
 async def test_without_a_valid_token_the_endpoint_answers_401_and_stores_nothing(db_url: str, tmp_path: Path) -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": v03_message("hi", "x")}
-    async with a2a(db_url, tmp_path) as s, httpx.AsyncClient(base_url=s.base) as http:
+    async with a2a(db_url, tmp_path) as s, httpx.AsyncClient(verify=TLS, base_url=s.base) as http:
         for headers in ({}, {"Authorization": "Bearer tiq_" + "x" * 43}, {"Authorization": "Basic abc"}):
             response = await http.post("/a2a", json=body, headers=headers)
             assert response.status_code == 401, headers
@@ -196,7 +199,7 @@ async def test_without_a_valid_token_the_endpoint_answers_401_and_stores_nothing
 async def test_malformed_json_rpc_gets_the_protocol_errors_and_stores_nothing(db_url: str, tmp_path: Path) -> None:
     async with a2a(db_url, tmp_path) as s:
         headers = {"Authorization": f"Bearer {s.token}", "A2A-Version": "1.0"}
-        async with httpx.AsyncClient(base_url=s.base, headers=headers) as http:
+        async with httpx.AsyncClient(verify=TLS, base_url=s.base, headers=headers) as http:
             codes = []
             for body in (
                 b"{not json",
@@ -237,7 +240,7 @@ async def test_every_refusal_before_the_sdk_is_a_json_rpc_error_and_stores_nothi
 
     async with a2a(db_url, tmp_path) as s:
         headers = {"Authorization": f"Bearer {s.token}", "A2A-Version": "1.0"}
-        async with httpx.AsyncClient(base_url=s.base, headers=headers) as http:
+        async with httpx.AsyncClient(verify=TLS, base_url=s.base, headers=headers) as http:
 
             async def post(body: dict[str, Any] | bytes) -> httpx.Response:
                 raw = body if isinstance(body, bytes) else json.dumps(body).encode()  # ASCII: lone surrogates too
@@ -248,7 +251,7 @@ async def test_every_refusal_before_the_sdk_is_a_json_rpc_error_and_stores_nothi
             too_deep = await post(sent("r-3", metadata=nested(70)))
             recursive = await post(b'{"jsonrpc": "2.0", "id": 4, "params": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
             too_large = await post(sent("r-5", "x" * (2 << 20)))
-        async with httpx.AsyncClient(base_url=s.base) as http:
+        async with httpx.AsyncClient(verify=TLS, base_url=s.base) as http:
             anonymous = await http.post("/a2a", json=sent("r-6"))
         async with s.client() as client:
             with pytest.raises(InvalidParamsError) as bad_text:
@@ -296,7 +299,7 @@ async def sse(s: A2A, method: str, params: dict[str, Any]) -> list[dict[str, Any
     """A v0.3 streaming call: each event's JSON-RPC result."""
     found = []
     async with (
-        httpx.AsyncClient(base_url=s.base, timeout=30) as http,
+        httpx.AsyncClient(verify=TLS, base_url=s.base, timeout=30) as http,
         http.stream(
             "POST",
             "/a2a",

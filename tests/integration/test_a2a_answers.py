@@ -17,6 +17,7 @@ from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError
 from tests.support.a2a_rig import ACTOR, PRODUCTION, STAGING, a2a, count, message, send, states, text_of, v03_message
 from tests.support.crash import eventually
 from tests.support.engine import inputs_of, read_rows
+from tests.support.http import TLS
 from ticketiq.storage.task_store import as_json
 
 
@@ -143,7 +144,7 @@ async def test_cancel_task_needs_the_operator_role_as_the_stop_route_does(db_url
         refused = await s.rpc("tasks/cancel", {"id": held.id}, token=caller)  # v0.3: the same refusal
         assert refused["error"]["code"] == -32002, refused
         assert "needs the operator role" in refused["error"]["message"]
-        async with httpx.AsyncClient(base_url=s.base) as http:
+        async with httpx.AsyncClient(verify=TLS, base_url=s.base) as http:
             stop = await http.post(f"/v1/runs/{held.id}/stop", json={}, headers={"Authorization": f"Bearer {caller}"})
             assert stop.status_code == 403 and "needs the operator role" in stop.json()["detail"][0]["msg"]
             assert await read_rows(db_url, "SELECT stopped_by FROM runs WHERE id = %s", held.id) == [

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from tests.support.engine import Harness, engine_under_test, read_rows
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from ticketiq.engine import run_keys
 from ticketiq.entries.api import create_app
 
@@ -33,7 +33,9 @@ async def api(
         token = await h.token(actor, "admin")
         async with (
             serving(create_app(h.settings, h.process)) as base,
-            httpx.AsyncClient(base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"}) as client,
+            httpx.AsyncClient(
+                verify=TLS, base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"}
+            ) as client,
         ):
             yield client, h
 

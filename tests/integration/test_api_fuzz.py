@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.engine import engine_under_test
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from ticketiq.entries.api import create_app
 from ticketiq.settings import Settings
 
@@ -61,6 +61,10 @@ class Served:
     token: str
     db_url: str
     routes: list[tuple[str, str]]  # (method, path template)
+    # Kept for every example: a connection and a client a check made afresh cost a server backend and
+    # certifi's roots read again, several times the request they judge.
+    conn: psycopg.Connection[tuple[Any, ...]]
+    client: httpx.Client
 
 
 @pytest.fixture
@@ -97,15 +101,18 @@ def served(db_url: str, tmp_path: Path) -> Iterator[Served]:
             if isinstance(route, APIRoute)
             for method in sorted(route.methods or ())
         ]
-        yield Served(found["base"], found["token"], db_url, routes)
+        with (
+            psycopg.connect(db_url, autocommit=True) as conn,
+            httpx.Client(verify=TLS, base_url=found["base"], timeout=30) as client,
+        ):
+            yield Served(found["base"], found["token"], db_url, routes, conn, client)
     finally:
         stop.set()
         thread.join(60)
 
 
-def digest(db_url: str) -> list[tuple[Any, ...]]:
-    with psycopg.connect(db_url, autocommit=True) as conn:
-        return list(conn.execute(DIGEST).fetchall())
+def digest(conn: psycopg.Connection[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    return list(conn.execute(DIGEST).fetchall())
 
 
 def fill(template: str, values: list[str]) -> str:
@@ -116,25 +123,23 @@ def fill(template: str, values: list[str]) -> str:
     return out
 
 
-def quiet(db_url: str) -> None:
+def quiet(conn: psycopg.Connection[tuple[Any, ...]]) -> None:
     """Wait until no run an earlier request started is still being driven: only then does a change of
     the tables say what the next request wrote."""
     deadline = time.monotonic() + 30
-    with psycopg.connect(db_url, autocommit=True) as conn:
-        while conn.execute("SELECT count(*) FROM runs WHERE status IN ('queued', 'running')").fetchone() != (0,):
-            assert time.monotonic() < deadline, "runs never ended"
-            time.sleep(0.02)
+    while conn.execute("SELECT count(*) FROM runs WHERE status IN ('queued', 'running')").fetchone() != (0,):
+        assert time.monotonic() < deadline, "runs never ended"
+        time.sleep(0.02)
 
 
 def check(served: Served, method: str, path: str, query: dict[str, str], body: bytes | None) -> httpx.Response:
-    quiet(served.db_url)
-    before = digest(served.db_url)
+    quiet(served.conn)
+    before = digest(served.conn)
     headers = {"Authorization": f"Bearer {served.token}", "content-type": "application/json"}
-    with httpx.Client(base_url=served.base, timeout=30) as client:
-        response = client.request(method, path, params=query, content=body, headers=headers)
+    response = served.client.request(method, path, params=query, content=body, headers=headers)
     assert response.status_code < 500, (method, path, query, body, response.status_code, response.text)
     if response.status_code >= 400:
-        assert digest(served.db_url) == before, (method, path, response.status_code)  # nothing written
+        assert digest(served.conn) == before, (method, path, response.status_code)  # nothing written
     return response
 
 

@@ -18,7 +18,7 @@ import httpx
 
 from tests.support.crash import eventually
 from tests.support.engine import Harness, engine_under_test, read_rows
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from tests.support.run_statements import statements_run
 from ticketiq.entries.api import create_app
 
@@ -54,7 +54,7 @@ async def test_a_keyed_api_run_costs_its_creation_and_its_drivers_statements_onl
         engine_under_test(db_url, tmp_path, scripts, {"reads": {"tools": ["probe_read"]}}, lease_renew_s=600,
                           lead=False, job_concurrency=0) as h,
         serving(create_app(h.settings, h.process)) as base,
-        httpx.AsyncClient(base_url=base, timeout=30) as client,
+        httpx.AsyncClient(verify=TLS, base_url=base, timeout=30) as client,
     ):  # fmt: skip
         caller = {"Authorization": f"Bearer {await h.token('cal', 'caller')}"}
         # Found tokens are kept once the process listens for their changes (it starts listening in the background).

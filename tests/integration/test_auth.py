@@ -21,7 +21,7 @@ from fastapi.routing import APIRoute
 
 from tests.support.crash import eventually
 from tests.support.engine import Harness, engine_under_test, read_rows
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from tests.support.run_statements import statements_run
 from ticketiq.auth import tokens
 from ticketiq.auth.token_cache import TokenCache
@@ -92,7 +92,7 @@ async def site(db_url: str, tmp: Path, **kw: Any) -> AsyncIterator[Site]:
         app = create_app(h.settings, h.process)
         routes = {(m, r.path) for r in app.routes if isinstance(r, APIRoute) and r.path.startswith("/v1")
                   for m in r.methods or ()}  # fmt: skip
-        async with serving(app) as base, httpx.AsyncClient(base_url=base, timeout=30) as client:
+        async with serving(app) as base, httpx.AsyncClient(verify=TLS, base_url=base, timeout=30) as client:
             yield Site(client, h, db_url, routes)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from tests.support.engine import Harness, engine_under_test, read_rows
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from ticketiq.console import sessions, web
 from ticketiq.entries.api import create_app
 from ticketiq.storage.token_store import TokenStore
@@ -41,7 +41,7 @@ class Site:
     @asynccontextmanager
     async def sign_in(self, token: str) -> AsyncIterator[httpx.AsyncClient]:
         """A client of its own (its own cookie jar) signed in with the token."""
-        async with httpx.AsyncClient(base_url=self.base, timeout=30) as client:
+        async with httpx.AsyncClient(verify=TLS, base_url=self.base, timeout=30) as client:
             form = await client.get("/console/login")
             done = await client.post("/console/login", data={"csrf": csrf_of(form), "token": token,
                                                              "next": "/console/runs"})  # fmt: skip
@@ -68,7 +68,7 @@ async def _pause() -> None:
 async def site(db_url: str, tmp: Path, **kw: Any) -> AsyncIterator[Site]:
     async with engine_under_test(db_url, tmp, SCRIPTS, AGENTS, approval=["probe_write"], **kw) as h:
         app = create_app(h.settings, h.process)
-        async with serving(app) as base, httpx.AsyncClient(base_url=base, timeout=30) as client:
+        async with serving(app) as base, httpx.AsyncClient(verify=TLS, base_url=base, timeout=30) as client:
             yield Site(client, h, db_url, base)
 
 

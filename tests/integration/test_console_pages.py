@@ -19,7 +19,7 @@ from fastapi import FastAPI
 from tests.integration.test_console import AGENTS, SCRIPTS, Site, csrf_of, site
 from tests.support import job_kinds
 from tests.support.engine import engine_under_test, read_rows
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from tests.support.run_statements import statements_run
 from ticketiq.console import web
 from ticketiq.entries.api import create_app
@@ -39,7 +39,7 @@ async def site_and_app(db_url: str, tmp: Path, **kw: Any) -> AsyncIterator[tuple
     """`test_console.site`, with the app, to add a route that fails to it."""
     async with engine_under_test(db_url, tmp, SCRIPTS, AGENTS, approval=["probe_write"], **kw) as h:
         app = create_app(h.settings, h.process)
-        async with serving(app) as base, httpx.AsyncClient(base_url=base, timeout=30) as client:
+        async with serving(app) as base, httpx.AsyncClient(verify=TLS, base_url=base, timeout=30) as client:
             yield Site(client, h, db_url, base), app
 
 

@@ -9,7 +9,7 @@ import httpx
 from fastapi import FastAPI
 from fastapi.responses import Response
 
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from ticketiq.model.client import parse_arguments
 from ticketiq.settings import Settings
 from ticketiq.tools.base import CallContext
@@ -33,7 +33,7 @@ async def test_a_vendor_answer_nested_past_the_limit_is_kept_as_its_text() -> No
     async def deep() -> Response:
         return Response(DEEP, media_type="application/json")
 
-    async with serving(app) as base, httpx.AsyncClient() as client:
+    async with serving(app) as base, httpx.AsyncClient(verify=TLS) as client:
         ctx = CallContext(run_id="r", tool="t", args={}, key="k", http=client, settings=Settings())
         reply = await request(ctx, "probe", "GET", f"{base}/deep", send=Send.READ)
     assert reply.status == 200

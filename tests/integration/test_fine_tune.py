@@ -22,7 +22,7 @@ import pytest
 
 from tests.support.crash import eventually
 from tests.support.engine import kill_liveness, read_rows
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from tests.support.standins import Standins
 from ticketiq.agents.catalog import load
 from ticketiq.auth import tokens
@@ -65,7 +65,9 @@ async def api(process: AppProcess) -> AsyncIterator[httpx.AsyncClient]:
     assert await TokenStore(process.db).create("ops", "operator", None, tokens.token_hash(token), "test")
     async with (
         serving(create_app(process.settings, process)) as base,
-        httpx.AsyncClient(base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"}) as client,
+        httpx.AsyncClient(
+            verify=TLS, base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"}
+        ) as client,
     ):
         yield client
 

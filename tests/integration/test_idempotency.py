@@ -19,7 +19,7 @@ import httpx
 from tests.support.api import waiting_approval
 from tests.support.crash import eventually
 from tests.support.engine import Harness, engine_under_test, read_rows
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from tests.support.locks import held, waiting_on_lock
 from ticketiq.auth import tokens
 from ticketiq.entries.api import create_app
@@ -43,7 +43,7 @@ async def site(db_url: str, tmp: Path) -> AsyncIterator[tuple[httpx.AsyncClient,
     async with (
         engine_under_test(db_url, tmp, SCRIPTS, AGENTS, approval=["probe_write"]) as h,
         serving(create_app(h.settings, h.process)) as base,
-        httpx.AsyncClient(base_url=base, timeout=30) as client,
+        httpx.AsyncClient(verify=TLS, base_url=base, timeout=30) as client,
     ):
         yield client, h
 

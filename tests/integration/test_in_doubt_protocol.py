@@ -30,7 +30,7 @@ import yaml
 from tests.support.crash import eventually
 from tests.support.engine import kill_liveness, read_rows
 from tests.support.fence_rig import take_job, take_run
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from tests.support.standins import Standins, serve_standins
 from ticketiq.auth import tokens
 from ticketiq.entries.api import create_app
@@ -98,7 +98,7 @@ async def rig(db_url: str, tmp_path: Path, standins: Standins) -> AsyncIterator[
         token = tokens.mint()
         assert await TokenStore(processes[0].db).create("ops", "operator", None, tokens.token_hash(token), "test")
         base = await stack.enter_async_context(serving(create_app(processes[0].settings, processes[0])))
-        client = httpx.AsyncClient(base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"})
+        client = httpx.AsyncClient(verify=TLS, base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"})
         api = await stack.enter_async_context(client)
         yield Rig(db_url, standins, processes, api)
 

@@ -17,7 +17,7 @@ import yaml
 
 from tests.support.crash import eventually
 from tests.support.engine import read_rows
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from tests.support.standins import Standins
 from ticketiq.auth import tokens
 from ticketiq.entries.api import create_app
@@ -69,9 +69,9 @@ async def site(db_url: str, tmp: Path, standins: Standins) -> AsyncIterator[Site
             made[name] = {"Authorization": f"Bearer {token}"}
         async with (
             serving(create_app(settings, process)) as base,
-            httpx.AsyncClient(base_url=base, timeout=30, headers=made[OPERATOR]) as client,
-            httpx.AsyncClient(base_url=base, timeout=30, headers=made["root"]) as admin,
-            httpx.AsyncClient(base_url=base, timeout=30, headers=made["cal"]) as caller,
+            httpx.AsyncClient(verify=TLS, base_url=base, timeout=30, headers=made[OPERATOR]) as client,
+            httpx.AsyncClient(verify=TLS, base_url=base, timeout=30, headers=made["root"]) as admin,
+            httpx.AsyncClient(verify=TLS, base_url=base, timeout=30, headers=made["cal"]) as caller,
         ):
             yield Site(client, admin, caller, standins, db_url)
     finally:

@@ -22,7 +22,7 @@ import pytest
 from tests.support import labelled_tickets
 from tests.support.crash import eventually
 from tests.support.engine import Harness, engine_under_test, read_rows
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from ticketiq.entries.api import create_app
 from ticketiq.errors import JobLost
 from ticketiq.jobs import red_team
@@ -52,7 +52,9 @@ async def api(db_url: str, tmp: Path) -> AsyncIterator[tuple[httpx.AsyncClient, 
         token = await h.token("ops", "operator")
         async with (
             serving(create_app(h.settings, h.process)) as base,
-            httpx.AsyncClient(base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"}) as client,
+            httpx.AsyncClient(
+                verify=TLS, base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"}
+            ) as client,
         ):
             yield client, h
 

@@ -25,7 +25,7 @@ import pytest
 from tests.support import job_kinds
 from tests.support.crash import eventually
 from tests.support.engine import Harness, engine_under_test, kill_liveness, read_rows
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from ticketiq.entries.api import create_app
 from ticketiq.storage.job_store import JobStore
 
@@ -51,7 +51,9 @@ async def api(h: Harness, role: str = "operator", name: str = "ops") -> AsyncIte
     token = await h.token(name, role)
     async with (
         serving(create_app(h.settings, h.process)) as base,
-        httpx.AsyncClient(base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"}) as client,
+        httpx.AsyncClient(
+            verify=TLS, base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"}
+        ) as client,
     ):
         yield client
 

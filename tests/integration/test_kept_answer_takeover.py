@@ -18,7 +18,7 @@ import httpx
 
 from tests.support.crash import kill_driver, lapse, reaches, status_of
 from tests.support.engine import engine_under_test, read_rows
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from ticketiq.entries.api import create_app
 
 READ: dict[str, Any] = {"calls": [{"tool": "probe_read", "arguments": {"note": "{jira_key}"}}]}
@@ -44,7 +44,9 @@ async def test_an_answered_run_taken_over_keeps_its_answer_past_its_time_and_han
         h.engine.deps.hand_ons["copilot"] = hand_on
         async with (
             serving(create_app(h.settings, h.process)) as base,
-            httpx.AsyncClient(base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"}) as client,
+            httpx.AsyncClient(
+                verify=TLS, base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"}
+            ) as client,
         ):
             turn = asyncio.create_task(
                 client.post("/v1/copilot/turns", json={"agent": "helper", "ticket": "OPS-31", "question": "q"})

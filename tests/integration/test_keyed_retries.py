@@ -20,7 +20,7 @@ import pytest
 from tests.support import job_kinds
 from tests.support.api import waiting_approval
 from tests.support.engine import Harness, engine_under_test, read_rows
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from ticketiq.entries.api import create_app
 
 READ: dict[str, Any] = {"calls": [{"tool": "probe_read", "arguments": {"note": "{jira_key}"}}]}
@@ -45,7 +45,7 @@ async def site(db_url: str, tmp: Path) -> AsyncIterator[tuple[httpx.AsyncClient,
     async with (
         engine_under_test(db_url, tmp, SCRIPTS, AGENTS, approval=["probe_write"], job_concurrency=0, lead=False) as h,
         serving(create_app(h.settings, h.process)) as base,
-        httpx.AsyncClient(base_url=base, timeout=30) as client,
+        httpx.AsyncClient(verify=TLS, base_url=base, timeout=30) as client,
     ):
         yield client, h
 

@@ -12,7 +12,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.engine import engine_under_test
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from tests.support.tcp_proxy import TcpProxy
 from ticketiq.entries.api import create_app
 from ticketiq.storage.job_store import JobStore
@@ -43,7 +43,7 @@ async def test_metrics_count_runs_and_time_steps_calls_and_show_the_queues(db_ur
         assert (await h.engine.request_stop(await h.run("t"), "ops")).status == "stopped"
         async with (
             serving(create_app(h.settings, h.process)) as base,
-            httpx.AsyncClient(base_url=base, timeout=30) as client,
+            httpx.AsyncClient(verify=TLS, base_url=base, timeout=30) as client,
         ):
             response = await client.get("/metrics")
     assert response.status_code == 200
@@ -75,7 +75,7 @@ async def test_a_scrape_while_the_database_does_not_answer_answers_without_the_q
         async with (
             engine_under_test(proxy.url(db_url), tmp_path, SCRIPTS, AGENTS, job_concurrency=0, lead=False) as h,
             serving(create_app(h.settings, h.process)) as base,
-            httpx.AsyncClient(base_url=base, timeout=30) as client,
+            httpx.AsyncClient(verify=TLS, base_url=base, timeout=30) as client,
         ):
             before = samples((await client.get("/metrics")).text)
             proxy.pause()

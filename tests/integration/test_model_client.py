@@ -20,7 +20,7 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
-from tests.support.http import PromptServer, started, stopped
+from tests.support.http import TLS, PromptServer, started, stopped
 from ticketiq.errors import ModelError
 from ticketiq.model import ModelClient, ModelReply
 from ticketiq.runtime.user_agent import user_agent
@@ -55,7 +55,7 @@ class Standin:
         return Settings(**values)
 
     async def arrange_faults(self, mode: str, count: int, retry_after_s: float = 1.0) -> None:
-        async with httpx.AsyncClient() as http:
+        async with httpx.AsyncClient(verify=TLS) as http:
             answer = await http.post(
                 self.root + "/_standin/model/faults",
                 json={"mode": mode, "count": count, "retry_after_s": retry_after_s},
@@ -63,7 +63,7 @@ class Standin:
             answer.raise_for_status()
 
     async def faults_remaining(self) -> int:
-        async with httpx.AsyncClient() as http:
+        async with httpx.AsyncClient(verify=TLS) as http:
             answer = await http.get(self.root + "/_standin/model/faults")
             remaining: int = answer.json()["remaining"]
             return remaining
@@ -365,7 +365,7 @@ TOOLS: list[dict[str, Any]] = [
 
 
 def shared_http(library: str, **kwargs: Any) -> httpx.AsyncClient | httpx2.AsyncClient:
-    return httpx.AsyncClient(**kwargs) if library == "httpx" else httpx2.AsyncClient(**kwargs)
+    return httpx.AsyncClient(verify=TLS, **kwargs) if library == "httpx" else httpx2.AsyncClient(**kwargs)
 
 
 @pytest.mark.parametrize("library", [None, "httpx", "httpx2", "transport"])
@@ -401,7 +401,7 @@ async def test_body_and_headers_are_what_the_openai_client_sends(library: str | 
 
 @pytest.mark.parametrize("direct", [False, True])
 async def test_a_retry_says_which_retry_it_is_and_sends_the_same_body(direct: bool) -> None:
-    async with standin() as server, httpx.AsyncClient() as http:
+    async with standin() as server, httpx.AsyncClient(verify=TLS) as http:
         (await http.post(server.root + "/capture/refuse", params={"count": 2})).raise_for_status()
         settings = server.settings(model_base_url=server.root + "/capture/v1", model_max_retries=2)
         async with model_client(settings, transport=VendorTransport(4) if direct else None) as client:
@@ -440,7 +440,7 @@ async def test_an_unreachable_endpoint_is_retried_then_fails() -> None:
 
 
 async def test_a_slow_answer_times_out() -> None:
-    async with standin() as server, httpx.AsyncClient(headers={LATENCY_HEADER: "1000"}) as http:
+    async with standin() as server, httpx.AsyncClient(verify=TLS, headers={LATENCY_HEADER: "1000"}) as http:
         settings = server.settings(model_timeout_s=0.2, model_max_retries=0)
         async with model_client(settings, http=http) as client:
             with pytest.raises(ModelError, match="timed out for model 'triage'"):
@@ -497,7 +497,7 @@ async def test_latency_applies_to_each_request() -> None:
         reply = await client.complete(model="reader", messages=user("OPS-8"), tools=[])
         assert reply.model_seconds >= 0.3
         # The header overrides the router's latency for one request.
-        async with httpx.AsyncClient() as http:
+        async with httpx.AsyncClient(verify=TLS) as http:
             started = time.monotonic()
             answer = await http.post(
                 server.base_url + "/chat/completions",
@@ -509,7 +509,7 @@ async def test_latency_applies_to_each_request() -> None:
 
 
 async def test_a_shared_httpx_client_is_used_and_left_open() -> None:
-    async with standin() as server, httpx.AsyncClient(headers={LATENCY_HEADER: "200"}) as http:
+    async with standin() as server, httpx.AsyncClient(verify=TLS, headers={LATENCY_HEADER: "200"}) as http:
         async with model_client(server.settings(), http=http) as client:
             reply = await client.complete(model="reader", messages=user("OPS-10"), tools=[])
         assert reply.model_seconds >= 0.2  # the header came from the shared client
@@ -520,7 +520,7 @@ async def test_a_shared_httpx_client_is_used_and_left_open() -> None:
 
 
 async def test_429_fault_body_and_header_look_like_openai() -> None:
-    async with standin() as server, httpx.AsyncClient() as http:
+    async with standin() as server, httpx.AsyncClient(verify=TLS) as http:
         await server.arrange_faults("429", count=1, retry_after_s=2)
         answer = await http.post(
             server.base_url + "/chat/completions", json={"model": "reader", "messages": user("OPS-1")}

@@ -14,7 +14,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
-from tests.support.http import PromptServer, started, stopped
+from tests.support.http import TLS, PromptServer, started, stopped
 from ticketiq.standins.server import listen
 
 
@@ -50,8 +50,8 @@ async def test_stopping_finishes_the_answer_in_flight_closes_idle_connections_an
     task = await started(server, sock)
     try:
         async with (
-            httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as idle,
-            httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as busy,
+            httpx.AsyncClient(verify=TLS, base_url=f"http://127.0.0.1:{port}") as idle,
+            httpx.AsyncClient(verify=TLS, base_url=f"http://127.0.0.1:{port}") as busy,
         ):
             assert (await idle.get("/quick")).json() == {"ok": "quick"}  # its connection stays open, idle
             assert len(server.server_state.connections) == 1

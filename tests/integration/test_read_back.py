@@ -18,7 +18,7 @@ from fastapi import FastAPI, Request
 
 from tests.support.crash import eventually, kill_driver, lapse, reaches
 from tests.support.engine import read_rows
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from tests.support.standins import Standins
 from ticketiq.errors import LeaseLost
 from ticketiq.leader.sweep import Sweeper
@@ -178,7 +178,7 @@ async def test_the_lease_is_checked_after_the_connection_is_ready_and_before_any
 
     from ticketiq.settings import Settings
 
-    async with serving(app) as base, httpx.AsyncClient() as client:
+    async with serving(app) as base, httpx.AsyncClient(verify=TLS) as client:
         ctx = CallContext(
             run_id="r", tool="t", args={}, key="k", http=client, settings=Settings(), before_send=before_send,
             window=SendWindow(budget_ends=time.monotonic() + 10, lease_deadline=time.monotonic() + 10),
@@ -208,7 +208,7 @@ async def test_a_write_whose_budget_is_spent_before_its_first_try_is_never_sent(
 
     from ticketiq.settings import Settings
 
-    async with serving(app) as base, httpx.AsyncClient() as client:
+    async with serving(app) as base, httpx.AsyncClient(verify=TLS) as client:
         now = time.monotonic()
         ctx = CallContext(
             run_id="r", tool="t", args={}, key="k", http=client, settings=Settings(),

@@ -19,6 +19,7 @@ import pytest
 
 from tests.support.crash import eventually, kill_driver, lapse
 from tests.support.engine import read_rows
+from tests.support.http import TLS
 from tests.support.standins import Standins, serve_standins
 from ticketiq.errors import Fenced, LeaseLost
 from ticketiq.leader.sweep import Sweeper
@@ -32,7 +33,7 @@ SENDS = {"vendor": "a2a_agent", "operation": "send_message"}
 
 @pytest.fixture
 async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(verify=TLS) as client:
         yield client
 
 

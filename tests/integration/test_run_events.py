@@ -14,7 +14,7 @@ import httpx
 
 from tests.support.crash import reaches
 from tests.support.engine import engine_under_test, read_rows
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from ticketiq.entries.api import create_app
 
 READ: dict[str, Any] = {"calls": [{"tool": "probe_read", "arguments": {"note": "{jira_key}"}}]}
@@ -46,7 +46,9 @@ async def test_the_events_show_the_status_change_and_the_timeline_and_end_when_t
         ops = await h.token("ops", "operator")
         async with (
             serving(create_app(h.settings, h.process)) as base,
-            httpx.AsyncClient(base_url=base, timeout=30, headers={"Authorization": f"Bearer {alice}"}) as client,
+            httpx.AsyncClient(
+                verify=TLS, base_url=base, timeout=30, headers={"Authorization": f"Bearer {alice}"}
+            ) as client,
         ):
             run_id = (await client.post("/v1/runs", json={"agent": "t", "input": "Look at OPS-9"})).json()["id"]
             await reaches(db_url, run_id, "waiting")

@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.api import until
 from tests.support.engine import Harness, engine_under_test, read_rows
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from ticketiq.entries.api import create_app
 from ticketiq.views import run_list
 
@@ -40,7 +40,9 @@ async def listing(db_url: str, tmp: Path) -> AsyncIterator[tuple[httpx.AsyncClie
         token = await h.token("ops", "operator")
         async with (
             serving(create_app(h.settings, h.process)) as base,
-            httpx.AsyncClient(base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"}) as client,
+            httpx.AsyncClient(
+                verify=TLS, base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"}
+            ) as client,
         ):
             yield client, h
 

@@ -26,7 +26,7 @@ import yaml
 
 from tests.support.crash import eventually, kill_driver, lapse
 from tests.support.engine import Harness, Probe, engine_under_test, read_rows
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from ticketiq.engine import run_keys
 from ticketiq.entries.api import create_app
 from ticketiq.errors import Fenced
@@ -47,7 +47,9 @@ async def api(db_url: str, tmp: Path, **kw: Any) -> AsyncIterator[tuple[httpx.As
         token = await h.token("ops", "admin")
         async with (
             serving(create_app(h.settings, h.process)) as base,
-            httpx.AsyncClient(base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"}) as client,
+            httpx.AsyncClient(
+                verify=TLS, base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"}
+            ) as client,
         ):
             yield client, h
 

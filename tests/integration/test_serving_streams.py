@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 
 from tests.integration.test_console import site
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from ticketiq.entries.api import create_app
 
 
@@ -23,7 +23,10 @@ async def test_a_server_shut_down_before_a_later_one_ends_its_open_event_stream(
         first: contextlib.AbstractAsyncContextManager[str] | None = starting
         try:
             # Started after the first, so the SIGTERM handler uvicorn installs is this one's.
-            async with serving(create_app(s.h.settings, s.h.process)), httpx.AsyncClient(timeout=60) as client:
+            async with (
+                serving(create_app(s.h.settings, s.h.process)),
+                httpx.AsyncClient(verify=TLS, timeout=60) as client,
+            ):
                 headers = {"Authorization": f"Bearer {token}"}
                 async with client.stream("GET", f"{base}/v1/runs/{run_id}/events", headers=headers) as events:
                     lines = events.aiter_lines()

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.http import TLS
 from tests.support.standins import Standins, serve_standins
 from ticketiq.standins.app import StandinOptions
 from ticketiq.standins.vendors.botframework import APP_ID, APP_PASSWORD, CONNECTOR_SCOPE, GRAPH_SCOPE, KID
@@ -93,7 +94,7 @@ async def test_a_json_body_is_not_a_token_request(standins: Standins) -> None:
 
 async def test_the_connector_and_graph_take_only_a_live_token_for_their_scope(standins: Standins) -> None:
     connector, graph = await bearer(standins, CONNECTOR_SCOPE), await bearer(standins, GRAPH_SCOPE)
-    async with httpx.AsyncClient(base_url=standins.base_url, timeout=30) as c:
+    async with httpx.AsyncClient(verify=TLS, base_url=standins.base_url, timeout=30) as c:
         refused: dict[str, dict[str, str]] = {
             "missing": {},
             "not bearer": {"Authorization": connector["Authorization"].replace("Bearer", "Basic")},

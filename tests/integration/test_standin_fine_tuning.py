@@ -16,6 +16,7 @@ import psycopg
 import pytest
 from openai.types.fine_tuning import FineTuningJob
 
+from tests.support.http import TLS
 from tests.support.standins import Standins
 
 EXAMPLE = {"messages": [{"role": "user", "content": "Login fails"}, {"role": "assistant", "content": "auth"}]}
@@ -177,7 +178,7 @@ async def test_uploads_openai_would_refuse_are_refused(client: openai.AsyncOpenA
     with pytest.raises(openai.BadRequestError) as wrong_purpose:
         await client.fine_tuning.jobs.create(model=BASE, training_file=batch.id)
     assert wrong_purpose.value.param == "training_file"
-    async with httpx.AsyncClient(base_url=standins.base_url) as bare:  # no API key
+    async with httpx.AsyncClient(verify=TLS, base_url=standins.base_url) as bare:  # no API key
         answer = await bare.post("/v1/files", files={"file": ("t.jsonl", TRAINING)}, data={"purpose": "fine-tune"})
     assert answer.status_code == 401
     assert answer.json()["error"]["type"] == "invalid_request_error"

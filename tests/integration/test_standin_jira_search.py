@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 
+from tests.support.http import TLS
 from tests.support.standins import Standins
 
 BEARER = {"Authorization": "Bearer test-token"}
@@ -15,7 +16,7 @@ JQL = "project = OPS ORDER BY key ASC"
 
 
 def jira(standins: Standins) -> httpx.AsyncClient:
-    return httpx.AsyncClient(base_url=standins.base_url + "/jira/rest/api/3", headers=BEARER, timeout=30)
+    return httpx.AsyncClient(verify=TLS, base_url=standins.base_url + "/jira/rest/api/3", headers=BEARER, timeout=30)
 
 
 async def every_page(c: httpx.AsyncClient, body: dict[str, Any]) -> list[dict[str, Any]]:

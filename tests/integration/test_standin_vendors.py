@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from tests.support.http import TLS
 from tests.support.standins import Standins, serve_standins
 from ticketiq.standins.vendors.botframework import APP_ID, APP_PASSWORD, CONNECTOR_SCOPE, GRAPH_SCOPE
 
@@ -22,7 +23,7 @@ THREAD = "19:ops@thread.tacv2;messageid=1700000000000"
 
 
 def client(standins: Standins, prefix: str, headers: dict[str, str] | None = None) -> httpx.AsyncClient:
-    return httpx.AsyncClient(base_url=standins.base_url + prefix, headers=headers or BEARER, timeout=30)
+    return httpx.AsyncClient(verify=TLS, base_url=standins.base_url + prefix, headers=headers or BEARER, timeout=30)
 
 
 def incident(key: str, **fields: Any) -> dict[str, Any]:
@@ -338,7 +339,7 @@ async def test_server_prints_its_settings_first_then_serves_until_sigterm(db_url
         lines = [(await asyncio.wait_for(proc.stdout.readline(), 30)).decode().strip() for _ in range(15)]
         printed = dict(line.split("=", 1) for line in lines)
         base = printed["TICKETIQ_MODEL_BASE_URL"].removesuffix("/v1")
-        async with httpx.AsyncClient(timeout=30) as c:
+        async with httpx.AsyncClient(verify=TLS, timeout=30) as c:
             health = await c.get(f"{base}/_standin/health")
             models = await c.get(printed["TICKETIQ_MODEL_BASE_URL"] + "/models")
         proc.send_signal(signal.SIGTERM)

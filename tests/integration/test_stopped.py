@@ -16,7 +16,7 @@ from a2a.types.a2a_pb2 import GetTaskRequest, TaskState
 from tests.support.a2a_rig import A2A, message, send, text_of
 from tests.support.api import until
 from tests.support.engine import Probe, engine_under_test, read_rows
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from ticketiq.entries.api import create_app
 
 READ: dict[str, Any] = {"calls": [{"tool": "probe_read", "arguments": {"note": "{jira_key}"}}]}
@@ -46,7 +46,9 @@ async def stopping(db_url: str, tmp: Path, probe: Probe | None = None) -> AsyncI
         token = await h.token("ops", "operator")
         async with (
             serving(create_app(h.settings, h.process)) as base,
-            httpx.AsyncClient(base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"}) as client,
+            httpx.AsyncClient(
+                verify=TLS, base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"}
+            ) as client,
         ):
             yield A2A(h, base, token), client
 

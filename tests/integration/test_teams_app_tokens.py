@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from tests.support.http import TLS
 from tests.support.standins import Standins, serve_standins
 from ticketiq.settings import Settings
 from ticketiq.standins.app import StandinOptions
@@ -49,7 +50,7 @@ async def effects(standins: Standins) -> list[tuple[str, int]]:
 
 
 async def test_concurrent_replies_share_one_token_bought_once(standins: Standins) -> None:
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(verify=TLS) as http:
         teams = Teams(standins, http)
         outcomes = await asyncio.gather(*(teams.reply(f"tqshare{n}") for n in range(20)))
     assert all(o.ok for o in outcomes), [o.error for o in outcomes if not o.ok]
@@ -61,7 +62,7 @@ async def test_a_token_is_bought_again_before_it_runs_out(db_url: str) -> None:
     # Tokens last 6 s: one is used for half its life at most, so after 3 s the next reply buys a fresh
     # one first, and the connector never sees a token about to run out.
     async with serve_standins(db_url, options=StandinOptions(oauth_token_lifetime_s=6)) as standins:
-        async with httpx.AsyncClient() as http:
+        async with httpx.AsyncClient(verify=TLS) as http:
             teams = Teams(standins, http)
             assert (await teams.reply("tqearly1")).ok
             assert (await teams.reply("tqearly2")).ok  # the same token, still fresh
@@ -75,7 +76,7 @@ async def test_a_token_is_bought_again_before_it_runs_out(db_url: str) -> None:
 async def test_a_read_back_whose_graph_token_expired_buys_a_fresh_one_and_finds_the_reply(
     standins: Standins,
 ) -> None:
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(verify=TLS) as http:
         teams = Teams(standins, http)
         assert (await teams.reply("tqread")).ok
         assert (await teams.read("tqread")).found is True
@@ -89,7 +90,7 @@ async def test_a_read_back_whose_graph_token_expired_buys_a_fresh_one_and_finds_
 
 async def test_a_second_401_fails_the_reply_with_the_reason_and_it_is_not_in_doubt(standins: Standins) -> None:
     # The app buys its connector tokens for the wrong scope: the connector refuses each one.
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(verify=TLS) as http:
         outcome = await Teams(standins, http, teams_token_scope=GRAPH_SCOPE).reply("tqtwice")
     assert (outcome.ok, outcome.uncertain) == (False, False)
     assert "teams refused the request (401)" in (outcome.error or "")
@@ -100,7 +101,7 @@ async def test_a_second_401_fails_the_reply_with_the_reason_and_it_is_not_in_dou
 
 
 async def test_a_wrong_password_fails_every_waiting_reply_on_one_token_request(standins: Standins) -> None:
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(verify=TLS) as http:
         teams = Teams(standins, http, teams_app_password="not-the-bots-password")
         outcomes = await asyncio.gather(*(teams.reply(f"tqwrong{n}") for n in range(5)))
     for outcome in outcomes:
@@ -113,7 +114,7 @@ async def test_a_wrong_password_fails_every_waiting_reply_on_one_token_request(s
 
 
 async def test_an_unreachable_token_endpoint_or_no_password_sends_nothing(standins: Standins) -> None:
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(verify=TLS) as http:
         unreachable = Teams(standins, http, teams_token_url="http://127.0.0.1:9/token", vendor_max_retries=1)
         no_password = Teams(standins, http, teams_app_password=None)
         cut_off = await unreachable.reply("tqcut")

@@ -22,7 +22,7 @@ from fastapi import FastAPI
 
 from tests.support.crash import eventually, kill_driver, lapse, reaches, status_of
 from tests.support.engine import engine_under_test, read_rows
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from tests.support.standins import Standins, serve_standins
 from ticketiq.auth import tokens
 from ticketiq.entries.api import create_app
@@ -103,7 +103,10 @@ async def site(
         settings = standins.settings(home=tmp, seal_keys="t:teams-secret", teams_agent="reader", **overrides)
         process = await AppProcess.start(settings)
         try:
-            async with serving(create_app(settings, process)) as base, httpx.AsyncClient(base_url=base) as client:
+            async with (
+                serving(create_app(settings, process)) as base,
+                httpx.AsyncClient(verify=TLS, base_url=base) as client,
+            ):
                 yield Site(base, client, process, standins, db_url)
         finally:
             await process.stop()

@@ -16,7 +16,7 @@ import httpx
 
 from tests.support.crash import HeldCall, kill_driver, lapse, reaches
 from tests.support.engine import Harness, engine_under_test, read_rows
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from ticketiq.engine.step_keys import approval_key
 from ticketiq.entries.api import create_app
 from ticketiq.leader.sweep import Sweeper
@@ -37,7 +37,9 @@ def when(value: str | None) -> datetime:
 async def api(h: Harness, token: str) -> AsyncIterator[httpx.AsyncClient]:
     async with (
         serving(create_app(h.settings, h.process)) as base,
-        httpx.AsyncClient(base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"}) as client,
+        httpx.AsyncClient(
+            verify=TLS, base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"}
+        ) as client,
     ):
         yield client
 

@@ -14,7 +14,7 @@ import httpx
 
 from tests.support.crash import eventually
 from tests.support.engine import Harness, engine_under_test
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from tests.support.tcp_proxy import TcpProxy
 from ticketiq.auth import tokens
 from ticketiq.entries.api import create_app
@@ -30,7 +30,7 @@ async def process(db_url: str, home: Path, lead: bool) -> AsyncIterator[tuple[Ha
     async with (
         engine_under_test(db_url, home, SCRIPTS, AGENTS, lead=lead) as h,
         serving(create_app(h.settings, h.process)) as base,
-        httpx.AsyncClient(base_url=base) as client,
+        httpx.AsyncClient(verify=TLS, base_url=base) as client,
     ):
         yield h, client
 

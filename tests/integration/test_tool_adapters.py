@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.http import TLS
 from tests.support.standins import Standins
 from ticketiq.errors import LeaseLost
 from ticketiq.settings import Settings
@@ -25,7 +26,7 @@ TEAMS_ARGS = {"conversation_id": THREAD, "activity_id": "1700000000000", "team_i
 @pytest.fixture
 async def http() -> AsyncIterator[httpx.AsyncClient]:
     # The transport an app process gives the adapters (process.py).
-    async with httpx.AsyncClient(transport=VendorTransport(100)) as client:
+    async with httpx.AsyncClient(verify=TLS, transport=VendorTransport(100)) as client:
         yield client
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.http import TLS
 from ticketiq.errors import LeaseLost
 from ticketiq.settings import Settings
 from ticketiq.tools.base import CallContext
@@ -154,7 +155,7 @@ class Pooled:
 
     def __init__(self, vendor: Vendor, limit: int = 10, keepalive_s: float = 50.0) -> None:
         self.transport = VendorTransport(limit, keepalive_s)
-        self.client = httpx.AsyncClient(transport=self.transport, base_url=vendor.url, timeout=5.0)
+        self.client = httpx.AsyncClient(verify=TLS, transport=self.transport, base_url=vendor.url, timeout=5.0)
         self.port = vendor.port
 
     def counts(self) -> tuple[int, int]:
@@ -346,7 +347,7 @@ async def test_failures_come_out_as_the_same_httpx_errors_as_httpx_default_pool(
     heard: list[bytes] = []
     hanging_up = await asyncio.start_server(lambda r, w: hang_up(r, w, heard), "127.0.0.1", 0)
     deaf = await asyncio.start_server(never_read, "127.0.0.1", 0)
-    async with hanging_up, deaf, httpx.AsyncClient(transport=transport, timeout=5.0) as client:
+    async with hanging_up, deaf, httpx.AsyncClient(verify=TLS, transport=transport, timeout=5.0) as client:
         with pytest.raises(httpx.ConnectError):
             await client.get(f"http://127.0.0.1:{free_port()}/")
         with pytest.raises(httpx.ReadTimeout):
@@ -374,7 +375,7 @@ async def test_a_connect_nobody_answers_is_a_connect_timeout_as_with_httpx_defau
     within the bound, and no connection is counted as made."""
     transport = VendorTransport(10) if pooled_transport else httpx.AsyncHTTPTransport()
     with full_listener() as port:
-        async with httpx.AsyncClient(transport=transport) as client:
+        async with httpx.AsyncClient(verify=TLS, transport=transport) as client:
             began = time.monotonic()
             with pytest.raises(httpx.ConnectTimeout):
                 await client.get(f"http://127.0.0.1:{port}/", timeout=httpx.Timeout(5.0, connect=0.3))
@@ -387,7 +388,7 @@ async def test_a_connect_nobody_answers_is_a_connect_timeout_as_with_httpx_defau
 async def test_a_request_goes_out_with_exactly_httpx_headers(vendor: Vendor, method: str) -> None:
     sent = {}
     for name, transport in (("httpx", httpx.AsyncHTTPTransport()), ("ours", VendorTransport(10))):
-        async with httpx.AsyncClient(transport=transport, headers={"Authorization": "Bearer k"}) as client:
+        async with httpx.AsyncClient(verify=TLS, transport=transport, headers={"Authorization": "Bearer k"}) as client:
             answer = await client.request(method, f"{vendor.url}/ok", json={"n": 1} if method == "POST" else None)
             answer.raise_for_status()
         sent[name] = vendor.heads[-1]

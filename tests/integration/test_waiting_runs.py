@@ -21,7 +21,7 @@ import httpx
 from tests.support.api import until
 from tests.support.crash import eventually, kill_driver, lapse
 from tests.support.engine import Harness, engine_under_test, inputs_of, read_rows
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from ticketiq.engine import seal
 from ticketiq.entries.api import create_app
 
@@ -56,7 +56,9 @@ async def api(db_url: str, tmp: Path, **kw: Any) -> AsyncIterator[tuple[httpx.As
         token = await h.token("ops", "admin")
         async with (
             serving(create_app(h.settings, h.process)) as base,
-            httpx.AsyncClient(base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"}) as client,
+            httpx.AsyncClient(
+                verify=TLS, base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"}
+            ) as client,
         ):
             yield client, h
 

@@ -23,7 +23,7 @@ import httpx
 
 from tests.support.crash import eventually
 from tests.support.engine import Harness, engine_under_test, read_rows
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from tests.support.locks import held
 from ticketiq.entries.api import create_app
 from ticketiq.intake import webhook_triggers
@@ -94,7 +94,10 @@ class Site:
 async def site(db_url: str, tmp: Path, **kw: Any) -> AsyncIterator[Site]:
     async with engine_under_test(db_url, tmp, SCRIPTS, AGENTS, **kw) as h:
         admin = {"Authorization": f"Bearer {await h.token('root', 'admin')}"}
-        async with serving(create_app(h.settings, h.process)) as base, httpx.AsyncClient(base_url=base) as client:
+        async with (
+            serving(create_app(h.settings, h.process)) as base,
+            httpx.AsyncClient(verify=TLS, base_url=base) as client,
+        ):
             yield Site(client, admin, h, db_url)
 
 

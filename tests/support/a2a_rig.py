@@ -14,7 +14,7 @@ from a2a.client import Client, ClientConfig, ClientFactory
 from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest, StreamResponse, Task, TaskState
 
 from tests.support.engine import Harness, engine_under_test, read_rows
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from ticketiq.entries.api import create_app
 
 READ: dict[str, Any] = {"calls": [{"tool": "probe_read", "arguments": {"note": "{jira_key}"}}]}
@@ -60,7 +60,7 @@ class A2A:
     ) -> AsyncIterator[Client]:
         """The sdk's client, made from the agent card as any A2A client makes it."""
         headers = {"Authorization": f"Bearer {token or self.token}"}
-        async with httpx.AsyncClient(timeout=30, headers=headers) as http:
+        async with httpx.AsyncClient(verify=TLS, timeout=30, headers=headers) as http:
             config = ClientConfig(httpx_client=http, streaming=streaming, polling=polling)
             client = await ClientFactory(config).create_from_url(self.base)
             async with client:
@@ -68,7 +68,7 @@ class A2A:
 
     async def rpc(self, method: str, params: dict[str, Any], token: str | None = None) -> dict[str, Any]:
         """One v0.3 JSON-RPC call over plain httpx (no A2A-Version header: a 0.3 client sends none)."""
-        async with httpx.AsyncClient(base_url=self.base, timeout=30) as http:
+        async with httpx.AsyncClient(verify=TLS, base_url=self.base, timeout=30) as http:
             response = await http.post(
                 "/a2a",
                 json={"jsonrpc": "2.0", "id": 7, "method": method, "params": params},

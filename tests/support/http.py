@@ -25,10 +25,15 @@ from ticketiq.standins.server import listen
 
 LOOK_S = 0.005
 
+# One TLS context for every client the tests make (`httpx.AsyncClient(verify=TLS, ...)`): OpenSSL 3 spends
+# some 20-30 ms of CPU making each, certifi's roots read, and tests make several. No test server speaks
+# TLS; the context is the one httpx would make.
+TLS = httpx.create_ssl_context()
+
 # The tests' plain requests (`web.get(...)` where `httpx.get(...)` would do): `httpx.get` makes a client,
-# and with it an SSL context that reads certifi's roots (20-30 ms of CPU), at every call, and the tests
-# poll. As with `httpx.get`, no connection is kept: a request never lands on one a killed server left.
-web = httpx.Client(limits=httpx.Limits(max_keepalive_connections=0))
+# and with it a TLS context, at every call, and the tests poll. As with `httpx.get`, no connection is
+# kept: a request never lands on one a killed server left.
+web = httpx.Client(verify=TLS, limits=httpx.Limits(max_keepalive_connections=0))
 
 
 class PromptServer(uvicorn.Server):

@@ -1,7 +1,9 @@
 """The test suite's Postgres: TICKETIQ_DATABASE_URL when set, else an embedded server in a temp home.
 
-Each test gets a fresh database cloned from a migrated template, so tests never see each other's rows.
-A clone takes most of a second, so a thread keeps a few made ahead while tests run. The embedded server
+Each test gets a fresh database: a clone of a migrated template, or a database an earlier test gave back,
+made the template's again and renamed (`reuse.py`: far cheaper for the server than a clone, and the
+suite is CPU-bound), so tests never see each other's rows. A thread makes them ready ahead, while tests
+run. The embedded server
 keeps its port in its home (`server.home`, outside pytest's temporary root): an app process run with
 that home as TICKETIQ_HOME knows the suite's URLs for its home's server, watches it and starts it again
 if it is killed (the kill trials' `db` mode).
@@ -27,11 +29,13 @@ from pathlib import Path
 
 import psycopg
 
+from tests.support.reuse import Seed, end_sessions, fingerprint
 from ticketiq.dbserver import embedded
+from ticketiq.standins.records import SCHEMA as STANDIN_SCHEMA
 from ticketiq.storage.migrate import migrate
 
 _counter = itertools.count()
-# Databases cloned ahead of the tests that will take them.
+# Databases made ready ahead of the tests that will take them.
 SPARES = 2
 # The suite's own server outlives no machine crash, so it need not survive one: WAL and data files are
 # written but not flushed to disk. A killed postmaster (the kill trials' `db` mode) loses nothing by it:
@@ -50,8 +54,11 @@ class SuitePostgres:
     admin_url: str
     server: embedded.EmbeddedServer | None = None
     template: str = field(default_factory=lambda: f"tq_template_{os.getpid()}")
-    created: list[str] = field(default_factory=list)
-    _spares: queue.Queue[str] = field(default_factory=lambda: queue.Queue(SPARES))
+    seed: Seed | None = None
+    created: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _ready: queue.Queue[str] = field(default_factory=queue.Queue)
+    _given_back: queue.Queue[str] = field(default_factory=queue.Queue)
     _closing: threading.Event = field(default_factory=threading.Event)
     _maker: threading.Thread | None = None
 
@@ -70,55 +77,103 @@ class SuitePostgres:
             try:
                 await migrate(aconn)
                 await aconn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+                # The stand-ins' tables, as they make them at their start: a database is then the same
+                # before and after a test whose stand-ins made them, and can be used again.
+                await aconn.execute(STANDIN_SCHEMA)
             finally:
                 await aconn.close()
 
         asyncio.run(run())
-        self._maker = threading.Thread(target=self._make_spares, name="spare-databases", daemon=True)
+        self.seed = Seed.of(self.url(self.template))
+        self._maker = threading.Thread(target=self._keep_ready, name="spare-databases", daemon=True)
         self._maker.start()
 
+    def _name(self) -> str:
+        return f"tq_test_{os.getpid()}_{next(_counter)}"
+
     def _clone(self) -> str:
-        name = f"tq_test_{os.getpid()}_{next(_counter)}"
+        name = self._name()
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
             # FILE_COPY copies the template's files (a checkpoint before and after); the default WAL_LOG writes
             # every block of them to the WAL, three times the work for a database this small.
             conn.execute(f"CREATE DATABASE {name} TEMPLATE {self.template} STRATEGY FILE_COPY")
-        self.created.append(name)
+        with self._lock:
+            self.created.add(name)
         return name
 
-    def _make_spares(self) -> None:
-        """Keep SPARES clones ready; a failed clone (the server killed by a test, restarting) is retried."""
+    def made_fresh(self, name: str) -> str | None:
+        """The database a test gave back, as the template left it and under a new name (`reuse.py`); None
+        when it cannot be (then it is dropped)."""
+        assert self.seed is not None
+        try:
+            with psycopg.connect(self.admin_url, autocommit=True) as admin:
+                end_sessions(admin, name)
+                with psycopg.connect(self.url(name), autocommit=True) as conn:
+                    conn.execute("SET lock_timeout = '5s'")
+                    if fingerprint(conn) != self.seed.fingerprint:
+                        raise ValueError(f"the test changed the schema of {name}")
+                    self.seed.restore(conn)
+                end_sessions(admin, name)
+                fresh = self._name()
+                admin.execute(f"ALTER DATABASE {name} RENAME TO {fresh}")
+        except (psycopg.Error, ValueError, TimeoutError):
+            self.drop(self.url(name), quietly=True)
+            return None
+        with self._lock:
+            self.created.discard(name)
+            self.created.add(fresh)
+        return fresh
+
+    def _keep_ready(self) -> None:
+        """Make the databases given back fresh again, and keep SPARES ready beside them; a failed clone (the
+        server killed by a test, restarting) is tried again."""
         while not self._closing.is_set():
+            short = self._ready.qsize() < SPARES
             try:
-                name = self._clone()
-            except psycopg.Error:
-                self._closing.wait(0.5)
-                continue
-            while not self._closing.is_set():
-                with contextlib.suppress(queue.Full):
-                    self._spares.put(name, timeout=0.5)
-                    break
+                given = self._given_back.get(timeout=0.0 if short else 0.2)
+            except queue.Empty:
+                given = None
+            if given is not None:
+                fresh = self.made_fresh(given)
+                if fresh is not None:
+                    self._ready.put(fresh)
+            elif short:
+                try:
+                    self._ready.put(self._clone())
+                except psycopg.Error:
+                    self._closing.wait(0.5)
 
     def fresh_database(self) -> str:
         try:
-            name = self._spares.get_nowait()
+            name = self._ready.get_nowait()
         except queue.Empty:
             name = self._clone()
         return self.url(name)
 
-    def drop(self, url: str) -> None:
+    def give_back(self, url: str) -> None:
+        """The test is done with the database: it is made fresh for another test, in the background."""
+        self._given_back.put(url.rsplit("/", 1)[1])
+
+    def drop(self, url: str, quietly: bool = False) -> None:
         name = url.rsplit("/", 1)[1]
-        with psycopg.connect(self.admin_url, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        if name in self.created:
-            self.created.remove(name)
+        try:
+            with psycopg.connect(self.admin_url, autocommit=True) as conn:
+                conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        except psycopg.Error:
+            if not quietly:
+                raise
+            return
+        with self._lock:
+            self.created.discard(name)
 
     def close(self) -> None:
         self._closing.set()
         if self._maker is not None:
             self._maker.join(timeout=60)
-        for name in list(self.created):
-            self.drop(self.url(name))
+        with self._lock:
+            left = list(self.created)
+        for name in left:
+            self.drop(self.url(name), quietly=True)
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {self.template} WITH (FORCE)")
         if self.server is not None:

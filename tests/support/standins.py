@@ -16,7 +16,7 @@ import httpx
 import pytest
 import uvicorn
 
-from tests.support.http import PromptServer, started, stopped
+from tests.support.http import TLS, PromptServer, started, stopped
 from ticketiq.settings import Settings
 from ticketiq.standins.app import StandinOptions, create_app
 from ticketiq.standins.server import IDLE_S, listen, settings_env
@@ -97,7 +97,7 @@ async def serve_standins(
         sock.close()
         raise
     try:
-        async with httpx.AsyncClient(base_url=base_url, timeout=30) as admin:
+        async with httpx.AsyncClient(verify=TLS, base_url=base_url, timeout=30) as admin:
             yield Standins(base_url, settings_env(base_url, db_url), admin)
     finally:
         await stopped(server, task)

@@ -14,7 +14,7 @@ import httpx
 
 from tests.support.crash import eventually
 from tests.support.engine import Harness, engine_under_test, read_rows
-from tests.support.http import serving
+from tests.support.http import TLS, serving
 from tests.support.standins import Standins
 from ticketiq.entries.api import create_app
 
@@ -94,7 +94,9 @@ async def api(h: Harness, role: str = "operator", name: str = "ops", agents: lis
     token = await h.token(name, role, agents)
     async with (
         serving(create_app(h.settings, h.process)) as base,
-        httpx.AsyncClient(base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"}) as client,
+        httpx.AsyncClient(
+            verify=TLS, base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"}
+        ) as client,
     ):
         yield client
 

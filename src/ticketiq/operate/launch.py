@@ -118,7 +118,7 @@ def start_serve(
     child = Child(name, proc, log_path, env)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout_s
-    # One client for every look: each new one reads certifi's roots (some 20 ms of CPU), ten times a second.
+    # One client for every look: each new one makes an SSL context (some 20 ms of CPU), ten times a second.
     with httpx.Client(timeout=1.0, limits=httpx.Limits(max_keepalive_connections=0)) as client:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
