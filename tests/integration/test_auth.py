@@ -25,7 +25,7 @@ from tests.support.http import TLS, serving
 from tests.support.run_statements import statements_run
 from ticketiq.auth import tokens
 from ticketiq.auth.token_cache import TokenCache
-from ticketiq.entries.api import create_app
+from ticketiq.entries.api import ROUTES, create_app
 from ticketiq.errors import StorageError
 from ticketiq.storage.token_store import Credential, TokenStore
 
@@ -90,7 +90,7 @@ class Site:
 async def site(db_url: str, tmp: Path, **kw: Any) -> AsyncIterator[Site]:
     async with engine_under_test(db_url, tmp, SCRIPTS, AGENTS, **kw) as h:
         app = create_app(h.settings, h.process)
-        routes = {(m, r.path) for r in app.routes if isinstance(r, APIRoute) and r.path.startswith("/v1")
+        routes = {(m, r.path) for r in ROUTES.routes if isinstance(r, APIRoute) and r.path.startswith("/v1")
                   for m in r.methods or ()}  # fmt: skip
         async with serving(app) as base, httpx.AsyncClient(verify=TLS, base_url=base, timeout=30) as client:
             yield Site(client, h, db_url, routes)

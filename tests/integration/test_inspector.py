@@ -59,7 +59,10 @@ async def site(db_url: str, tmp: Path, standins: Standins) -> AsyncIterator[Site
         "model": "reader", "system_prompt": "Read the issue.", "owner": "ops-bot", "tenant": "acme",
         "tools": ["jira_get_issue", "jira_add_comment"],
     }}}))  # fmt: skip
-    settings = standins.settings(home=tmp, seal_keys="t:inspector-secret", http_timeout_s=5.0, agents=agents)
+    # A liveness heartbeat may take 2 s (4 polls), not the 1 s floor: this process shares its loop with the
+    # test on a busy machine, and a heartbeat late there made it give up its identity and answer 503.
+    settings = standins.settings(home=tmp, seal_keys="t:inspector-secret", http_timeout_s=5.0, agents=agents,
+                                 liveness_poll_s=0.5)  # fmt: skip
     process = await AppProcess.start(settings)
     try:
         made = {}

@@ -14,7 +14,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from starlette.exceptions import HTTPException
 from starlette.responses import PlainTextResponse, Response
 from starlette.staticfiles import StaticFiles
@@ -25,7 +25,7 @@ from ticketiq.engine.engine import Engine
 from ticketiq.errors import StorageError
 from ticketiq.views.runs import RunViews
 
-__all__ = ["add_routes", "principal_of"]
+__all__ = ["add_routes", "install", "principal_of"]
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +33,9 @@ FAILED = "the console failed to answer this request; what went wrong is in this 
 UNAVAILABLE = "the database is unavailable; reload the page in a moment"
 
 
-def add_routes(app: FastAPI, engine: Callable[[Request], Engine], run_views: Callable[[Request], RunViews]) -> None:
-    """The console's pages, its static files and the headers every console response carries."""
+def install(app: FastAPI) -> None:
+    """What each app carries for the console: the headers of every console response, its error pages, the
+    way to sign in, and its static files. Its pages are routes of their own (`add_routes`)."""
     app.add_middleware(web.SecurityHeaders)
     _add_error_pages(app)
 
@@ -43,9 +44,15 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine], run_views: Cal
         return web.to_sign_in(request, exc)
 
     app.mount("/console/static", StaticFiles(directory=web.HERE / "static"), name="console-static")
-    sign_in.add_routes(app, engine)
-    run_pages.add_routes(app, engine, run_views)
-    ops_pages.add_routes(app, engine, run_views)
+
+
+def add_routes(
+    router: APIRouter, engine: Callable[[Request], Engine], run_views: Callable[[Request], RunViews]
+) -> None:
+    """The console's pages."""
+    sign_in.add_routes(router, engine)
+    run_pages.add_routes(router, engine, run_views)
+    ops_pages.add_routes(router, engine, run_views)
 
 
 def _add_error_pages(app: FastAPI) -> None:

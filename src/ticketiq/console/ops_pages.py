@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from ticketiq.auth import tokens
@@ -43,12 +43,14 @@ def _notice(request: Request) -> str | None:
     return web.NOTICES.get(request.query_params.get("done", ""))
 
 
-def add_routes(app: FastAPI, engine: Callable[[Request], Engine], run_views: Callable[[Request], RunViews]) -> None:
+def add_routes(
+    router: APIRouter, engine: Callable[[Request], Engine], run_views: Callable[[Request], RunViews]
+) -> None:
     def queue(request: Request) -> JobQueue:
         q: JobQueue = request.app.state.process.jobs.queue
         return q
 
-    @app.get("/console/approvals", include_in_schema=False)
+    @router.get("/console/approvals", include_in_schema=False)
     async def approvals(request: Request, session: Signed) -> Response:
         denied = _denied(request, session, Permission.DECIDE_APPROVALS)
         if denied is not None:
@@ -62,7 +64,7 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine], run_views: Cal
         return web.render(request, "approvals.html", 200, session, approvals=shown, status=status,
                           notice=_notice(request))  # fmt: skip
 
-    @app.get("/console/jobs", include_in_schema=False)
+    @router.get("/console/jobs", include_in_schema=False)
     async def jobs(request: Request, session: Signed) -> Response:
         denied = _denied(request, session, Permission.READ_JOBS)
         if denied is not None:
@@ -71,7 +73,7 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine], run_views: Cal
         shown = [{**asdict(j), "unit": unit_of(j.kind)} for j in found]
         return web.render(request, "jobs.html", 200, session, jobs=shown, notice=_notice(request))
 
-    @app.post("/console/jobs/{job_id}/{action}", include_in_schema=False)
+    @router.post("/console/jobs/{job_id}/{action}", include_in_schema=False)
     async def job_action(job_id: str, action: str, request: Request, session: Signed) -> Response:
         try:
             await web.checked_form(request, session.csrf)
@@ -95,7 +97,7 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine], run_views: Cal
             return web.refused(request, session, refused.status, refused.message, refused.field)
         return web.refused(request, session, 404, f"no action {action} on jobs", "path.action")
 
-    @app.get("/console/workflows", include_in_schema=False)
+    @router.get("/console/workflows", include_in_schema=False)
     async def workflows(request: Request, session: Signed) -> Response:
         scope = tokens.run_scope(session.principal)
         found = await queue(request).listed(None, WORKFLOW.name, LIST_LIMIT if scope is None else WORKFLOW_WINDOW)
@@ -104,7 +106,7 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine], run_views: Cal
         return web.render(request, "workflows.html", 200, session, runs=mine,
                           declared=[flows[n] for n in sorted(flows)])  # fmt: skip
 
-    @app.get("/console/workflows/{job_id}", include_in_schema=False)
+    @router.get("/console/workflows/{job_id}", include_in_schema=False)
     async def workflow(job_id: str, request: Request, session: Signed) -> Response:
         eng = engine(request)
         try:
@@ -122,7 +124,7 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine], run_views: Cal
             return web.refused(request, session, status, f"no workflow run {job_id}", "path.job_id")
         return web.render(request, "workflow.html", 200, session, run=found.shown())
 
-    @app.get("/console/schedules", include_in_schema=False)
+    @router.get("/console/schedules", include_in_schema=False)
     async def schedules(request: Request, session: Signed) -> Response:
         denied = _denied(request, session, Permission.READ_SCHEDULES)
         if denied is not None:
@@ -133,7 +135,7 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine], run_views: Cal
         shown: list[dict[str, Any]] = [{"schedule": s, "fires": f} for s, f in zip(listed, fires, strict=True)]
         return web.render(request, "schedules.html", 200, session, schedules=shown)
 
-    @app.get("/console/teams", include_in_schema=False)
+    @router.get("/console/teams", include_in_schema=False)
     async def teams(request: Request, session: Signed) -> Response:
         denied = _denied(request, session, Permission.READ_EVERY_RUN)
         if denied is not None:
@@ -144,7 +146,7 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine], run_views: Cal
         older = entries[-1].id if len(entries) == LIST_LIMIT else None
         return web.render(request, "teams.html", 200, session, entries=entries, before=older)
 
-    @app.get("/console/processes", include_in_schema=False)
+    @router.get("/console/processes", include_in_schema=False)
     async def processes(request: Request, session: Signed) -> Response:
         denied = _denied(request, session, Permission.READ_EVERY_RUN)
         if denied is not None:

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, Response
 
 from ticketiq.auth import tokens
@@ -37,8 +37,10 @@ def _denied(request: Request, session: Session, permission: Permission) -> Respo
     return None if refusal is None else web.refused(request, session, 403, refusal, "session")
 
 
-def add_routes(app: FastAPI, engine: Callable[[Request], Engine], run_views: Callable[[Request], RunViews]) -> None:
-    @app.get("/console/runs", include_in_schema=False)
+def add_routes(
+    router: APIRouter, engine: Callable[[Request], Engine], run_views: Callable[[Request], RunViews]
+) -> None:
+    @router.get("/console/runs", include_in_schema=False)
     async def runs(request: Request, session: Signed) -> Response:
         shown = run_views(request)
         scope = tokens.run_scope(session.principal)
@@ -63,12 +65,12 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine], run_views: Cal
             api_query=views.query_for(filters, cursor=None),
         )  # fmt: skip
 
-    @app.get("/console/runs/counts", include_in_schema=False)
+    @router.get("/console/runs/counts", include_in_schema=False)
     async def counts(request: Request, session: Signed) -> JSONResponse:
         """For the list's live refresh: the runs of the session's scope by status."""
         return JSONResponse({"counts": await run_views(request).run_counts(tokens.run_scope(session.principal))})
 
-    @app.get("/console/runs/{run_id}", include_in_schema=False)
+    @router.get("/console/runs/{run_id}", include_in_schema=False)
     async def run(run_id: str, request: Request, session: Signed) -> Response:
         seen = run_views(request)
         scope = tokens.run_scope(session.principal)
@@ -90,7 +92,7 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine], run_views: Cal
             notice=web.NOTICES.get(request.query_params.get("done", "")),
         )  # fmt: skip
 
-    @app.post("/console/runs/{run_id}/stop", include_in_schema=False)
+    @router.post("/console/runs/{run_id}/stop", include_in_schema=False)
     async def stop(run_id: str, request: Request, session: Signed) -> Response:
         try:
             await web.checked_form(request, session.csrf)
@@ -106,7 +108,7 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine], run_views: Cal
             return web.refused(request, session, refused.status, refused.message, refused.field)
         return web.after_post(f"/console/runs/{checked}", "stopped")
 
-    @app.post("/console/runs/{run_id}/input", include_in_schema=False)
+    @router.post("/console/runs/{run_id}/input", include_in_schema=False)
     async def give_input(run_id: str, request: Request, session: Signed) -> Response:
         try:
             form = await web.checked_form(request, session.csrf)
@@ -130,7 +132,7 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine], run_views: Cal
             return web.refused(request, session, problem[0], problem[1], "body.question_id")
         return web.after_post(f"/console/runs/{checked}", "input")
 
-    @app.post("/console/approvals/{approval_id}", include_in_schema=False)
+    @router.post("/console/approvals/{approval_id}", include_in_schema=False)
     async def decide(approval_id: str, request: Request, session: Signed) -> Response:
         try:
             form = await web.checked_form(request, session.csrf)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
 from ticketiq.auth import tokens
@@ -16,7 +16,7 @@ from ticketiq.storage.token_store import TokenStore
 UNKNOWN = "that token is unknown or revoked: paste a token `ticketiq tokens create` made"
 
 
-def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
+def add_routes(router: APIRouter, engine: Callable[[Request], Engine]) -> None:
     def token_store(request: Request) -> TokenStore:
         store: TokenStore = request.app.state.tokens
         return store
@@ -35,17 +35,17 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
                         httponly=True, samesite="strict", secure=secure)  # fmt: skip
         return page
 
-    @app.get("/console", include_in_schema=False)
+    @router.get("/console", include_in_schema=False)
     async def home() -> RedirectResponse:
         return RedirectResponse(sessions.HOME, status_code=303)
 
-    @app.get("/console/login", include_in_schema=False)
+    @router.get("/console/login", include_in_schema=False)
     async def login_form(request: Request) -> Response:
         if await sessions.current(request) is not None:
             return RedirectResponse(sessions.safe_next(request.query_params.get("next")), status_code=303)
         return form_page(request)
 
-    @app.post("/console/login", include_in_schema=False)
+    @router.post("/console/login", include_in_schema=False)
     async def login(request: Request) -> Response:
         try:
             form = await web.checked_form(request, request.cookies.get(sessions.LOGIN_COOKIE))
@@ -70,7 +70,7 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
         answer.delete_cookie(sessions.LOGIN_COOKIE, path="/console/login")
         return answer
 
-    @app.post("/console/logout", include_in_schema=False)
+    @router.post("/console/logout", include_in_schema=False)
     async def logout(request: Request, session: Signed) -> Response:
         try:
             await web.checked_form(request, session.csrf)

@@ -22,7 +22,7 @@ from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import DefaultServerCallContextBuilder
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from ticketiq.agents.catalog import Catalog
@@ -123,18 +123,18 @@ async def close(app: FastAPI) -> None:
         await server.close()
 
 
-def add_routes(app: FastAPI) -> None:
-    """The card and the JSON-RPC endpoint, on the app itself (so every route is the app's own, listed and
-    tested like the others)."""
+def add_routes(router: APIRouter) -> None:
+    """The card and the JSON-RPC endpoint, among the API's own routes (so each is listed and tested like the
+    others)."""
 
     def server(request: Request) -> A2AServer:
         found: A2AServer = request.app.state.a2a
         return found
 
-    @app.get(AGENT_CARD_WELL_KNOWN_PATH, summary="The A2A agent card (no token needed)", tags=["A2A"])
+    @router.get(AGENT_CARD_WELL_KNOWN_PATH, summary="The A2A agent card (no token needed)", tags=["A2A"])
     async def card(request: Request) -> JSONResponse:
         return server(request).card_for(request)
 
-    @app.post(RPC_PATH, summary="A2A JSON-RPC (protocol 1.0 and 0.3 method names)", tags=["A2A"])
+    @router.post(RPC_PATH, summary="A2A JSON-RPC (protocol 1.0 and 0.3 method names)", tags=["A2A"])
     async def rpc(request: Request) -> Response:
         return await server(request).dispatcher.handle_requests(request)

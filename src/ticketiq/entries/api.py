@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
@@ -137,20 +137,6 @@ def create_app(
     app.add_middleware(text_guard.StorableText)
     app.add_middleware(auth.BearerAuth, store=lambda scope: scope["app"].state.tokens, session=console.principal_of)
 
-    def proc(request: Request) -> AppProcess:
-        p: AppProcess = request.app.state.process
-        return p
-
-    def engine(request: Request) -> Engine:
-        return proc(request).engine
-
-    def views(request: Request) -> RunViews:
-        return proc(request).views
-
-    def token_store(request: Request) -> TokenStore:
-        store: TokenStore = request.app.state.tokens
-        return store
-
     @app.exception_handler(RequestError)
     async def refused(request: Request, exc: RequestError) -> JSONResponse:
         return field_error(exc.status, exc.field, exc.message)
@@ -164,7 +150,34 @@ def create_app(
         # Refused for good: retrying the same request cannot help.
         return JSONResponse({"detail": "the database refused this request; it was not applied"}, status_code=500)
 
-    @app.post("/v1/runs", status_code=201, response_model=RunCreated)
+    app.include_router(ROUTES)
+    console.install(app)
+    return app
+
+
+def _proc(request: Request) -> AppProcess:
+    p: AppProcess = request.app.state.process
+    return p
+
+
+def _engine(request: Request) -> Engine:
+    return _proc(request).engine
+
+
+def _views(request: Request) -> RunViews:
+    return _proc(request).views
+
+
+def _token_store(request: Request) -> TokenStore:
+    store: TokenStore = request.app.state.tokens
+    return store
+
+
+def _routes() -> APIRouter:
+    """Every route of the API and the console, made once a process (`ROUTES`)."""
+    router = APIRouter()
+
+    @router.post("/v1/runs", status_code=201, response_model=RunCreated)
     async def create_run(
         body: RunRequest,
         request: Request,
@@ -179,7 +192,7 @@ def create_app(
         # run, so a repeat is answered from the run row (found durable, I20), even after a crash between
         # the making and the answer: there is no window in which it is "still being answered". The key is
         # the token's own, in the API's namespace: no internal run key can be made here (I19).
-        created = await engine(request).submit(
+        created = await _engine(request).submit(
             body.agent, body.input, may_wait=body.may_wait, channel="api",
             idempotency_key=run_keys.api(caller.name, idempotency_key) if idempotency_key else None,
             request_hash=request_hash(asked) if idempotency_key else None, actor=caller.name,
@@ -189,15 +202,15 @@ def create_app(
         replayed = None if created.created else {REPLAYED: "true"}
         return JSONResponse(jsonable_encoder(shown), status_code=201, headers=replayed)
 
-    @app.get("/v1/runs/{run_id}", response_model=None)
+    @router.get("/v1/runs/{run_id}", response_model=None)
     async def get_run(
         run_id: uuid.UUID, request: Request, reader: Annotated[Principal, Depends(requires(Permission.READ_OWN_RUNS))]
     ) -> dict[str, Any] | JSONResponse:
         # With what a waiting run waits for, oldest first, each question with the id an input names (I18).
-        shown = await views(request).shown_run(str(run_id), tokens.run_scope(reader))
+        shown = await _views(request).shown_run(str(run_id), tokens.run_scope(reader))
         return field_error(404, "path.run_id", f"no run {run_id}") if shown is None else shown
 
-    @app.get("/v1/runs/{run_id}/transcript", response_model=None)
+    @router.get("/v1/runs/{run_id}/transcript", response_model=None)
     async def transcript(
         run_id: uuid.UUID,
         request: Request,
@@ -205,7 +218,7 @@ def create_app(
         after: Annotated[int, Query(ge=0, le=2**62)] = 0,
         limit: Annotated[int, Query(ge=1, le=1000)] = 500,
     ) -> dict[str, Any] | JSONResponse:
-        found = await views(request).transcript(str(run_id), after, limit, tokens.run_scope(reader))
+        found = await _views(request).transcript(str(run_id), after, limit, tokens.run_scope(reader))
         if found is None:
             return field_error(404, "path.run_id", f"no run {run_id}")
         return {
@@ -215,7 +228,7 @@ def create_app(
             "pending": [{"kind": e["kind"], **e["body"]} for e in found.pending],  # type: ignore[dict-item]
         }
 
-    @app.post("/v1/runs/{run_id}/input", status_code=202, response_model=InputTaken)
+    @router.post("/v1/runs/{run_id}/input", status_code=202, response_model=InputTaken)
     async def give_input(
         run_id: uuid.UUID,
         body: InputRequest,
@@ -239,32 +252,32 @@ def create_app(
         asked = {"run_id": str(run_id), **body.model_dump(mode="json")}
 
         async def give() -> InputTaken:
-            answered = await engine(request).give_input(str(run_id), answer, tokens.run_scope(caller))
+            answered = await _engine(request).give_input(str(run_id), answer, tokens.run_scope(caller))
             _refuse_input(answered, answer, str(run_id))
             return InputTaken(id=str(run_id), status=answered.run_status, question_id=answered.question_id)
 
         return await once(request, "POST /v1/runs/{run_id}/input", caller, idempotency_key, asked, give)
 
-    @app.post("/v1/runs/{run_id}/stop", status_code=202)
+    @router.post("/v1/runs/{run_id}/stop", status_code=202)
     async def stop_run(
         run_id: uuid.UUID,
         request: Request,
         operator: Annotated[Principal, Depends(requires(Permission.STOP_RUNS))],
         body: StopRequest | None = None,
     ) -> dict[str, Any]:
-        status = await engine(request).request_stop(str(run_id), operator.name)
+        status = await _engine(request).request_stop(str(run_id), operator.name)
         return {"id": str(run_id), "stop_requested": True, "status": status.status}
 
-    @app.get("/v1/approvals")
+    @router.get("/v1/approvals")
     async def approvals(
         request: Request,
         _: Annotated[Principal, Depends(requires(Permission.DECIDE_APPROVALS))],
         status: Literal["pending", "approved", "rejected"] | None = "pending",
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> dict[str, Any]:
-        return {"approvals": [_approval(a) for a in await engine(request).approvals(status, limit)]}
+        return {"approvals": [_approval(a) for a in await _engine(request).approvals(status, limit)]}
 
-    @app.post("/v1/approvals/{approval_id}")
+    @router.post("/v1/approvals/{approval_id}")
     async def decide(
         approval_id: uuid.UUID,
         body: Decision,
@@ -273,7 +286,7 @@ def create_app(
         idempotency_key: IdempotencyKey,
     ) -> Response:
         async def decide_it() -> dict[str, Any]:
-            decided = await engine(request).decide_approval(
+            decided = await _engine(request).decide_approval(
                 str(approval_id), body.decision == "approve", operator.name, body.reason or None
             )
             return _approval(decided)
@@ -281,7 +294,7 @@ def create_app(
         asked = {"approval_id": str(approval_id), **body.model_dump(mode="json")}
         return await once(request, "POST /v1/approvals/{approval_id}", operator, idempotency_key, asked, decide_it)
 
-    @app.get("/v1/audit")
+    @router.get("/v1/audit")
     async def audit(
         request: Request,
         _: Annotated[Principal, Depends(requires(Permission.READ_AUDIT))],
@@ -290,13 +303,13 @@ def create_app(
         after: Annotated[int, Query(ge=0, le=2**62)] = 0,
         limit: Annotated[int, Query(ge=1, le=1000)] = 500,
     ) -> dict[str, Any]:
-        rows = await views(request).audit_log(str(run_id) if run_id else None, action, after, limit)
+        rows = await _views(request).audit_log(str(run_id) if run_id else None, action, after, limit)
         return {"entries": [{"id": r.id, "at": r.at, "action": r.action, "run_id": r.run_id, "actor": r.actor,
                              "detail": r.detail} for r in rows]}  # fmt: skip
 
-    @app.get("/metrics")
+    @router.get("/metrics")
     async def metrics(request: Request) -> PlainTextResponse:
-        p = proc(request)
+        p = _proc(request)
         gauges = None
         try:
             # The queues are read at scrape, bounded like /readyz: a database that does not answer leaves
@@ -308,39 +321,46 @@ def create_app(
         text = p.engine.deps.metrics.render(lease_lapses=p.keeper.lapses, gauges=gauges)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
-    @app.get("/healthz")
+    @router.get("/healthz")
     async def healthz() -> dict[str, bool]:
         return {"ok": True}
 
-    @app.get("/readyz")
+    @router.get("/readyz")
     async def readyz(request: Request) -> JSONResponse:
         # Within a second, always: a database that does not answer makes this 503, never a hang.
         # While the database is known to be gone (no primary: a failover under way) the look is shorter,
         # so the edge takes the process out of rotation at once, and it is back at the first answer.
-        bound = READY_WITHIN_S / 2 if engine(request).deps.db.outage.down else READY_WITHIN_S
+        bound = READY_WITHIN_S / 2 if _engine(request).deps.db.outage.down else READY_WITHIN_S
         try:
             async with asyncio.timeout(bound):
-                await engine(request).ready()
+                await _engine(request).ready()
         except (StorageError, TimeoutError) as exc:
             reason = str(exc) or "the database did not answer within a second"
             return JSONResponse({"ready": False, "reason": reason}, status_code=503)
-        return JSONResponse({"ready": True, "process": engine(request).deps.holder})
+        return JSONResponse({"ready": True, "process": _engine(request).deps.holder})
 
-    gates_api.add_routes(app, engine)
-    auth.add_routes(app, engine, token_store)
-    copilot.add_routes(app, views)
-    schedules.add_routes(app, engine)
-    hooks.add_routes(app, engine)
-    ticket_events.add_routes(app, engine)
-    teams.add_routes(app, engine)
-    inspector.add_routes(app, engine)
-    jobs.add_routes(app, engine)
-    workflows.add_routes(app, engine)
-    runs_list.add_routes(app, views)
-    timeline.add_routes(app, views)
-    a2a.add_routes(app)
-    console.add_routes(app, engine, views)
-    return app
+    gates_api.add_routes(router, _engine)
+    auth.add_routes(router, _engine, _token_store)
+    copilot.add_routes(router, _views)
+    schedules.add_routes(router, _engine)
+    hooks.add_routes(router, _engine)
+    ticket_events.add_routes(router, _engine)
+    teams.add_routes(router, _engine)
+    inspector.add_routes(router, _engine)
+    jobs.add_routes(router, _engine)
+    workflows.add_routes(router, _engine)
+    runs_list.add_routes(router, _views)
+    timeline.add_routes(router, _views)
+    a2a.add_routes(router)
+    console.add_routes(router, _engine, _views)
+    return router
+
+
+# Made at import, once a process: a route is costly to make (FastAPI reads each handler's signature and
+# builds its models: some 50 ms of CPU for this API), the routes depend on nothing an app holds (each
+# handler finds its process through `request.app.state`), and every app a process makes includes them.
+# A process forked after the import (the tests' fork server) finds them made.
+ROUTES = _routes()
 
 
 def _refuse_input(answered: Answered, answer: Answer, run_id: str) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import Headers
@@ -194,12 +194,12 @@ def _made_once(issued: TokenIssued) -> Response:
                              "and is kept nowhere: revoke that token and create another")  # fmt: skip
 
 
-def add_routes(app: FastAPI, engine: Callable[[Request], Engine], store: Callable[[Request], TokenStore]) -> None:
-    @app.get("/v1/tokens")
+def add_routes(router: APIRouter, engine: Callable[[Request], Engine], store: Callable[[Request], TokenStore]) -> None:
+    @router.get("/v1/tokens")
     async def every(request: Request, _: TokenAdmin) -> dict[str, list[TokenShown]]:
         return {"tokens": [TokenShown(**_shown(t)) for t in await store(request).every()]}
 
-    @app.post("/v1/tokens", status_code=201, response_model=TokenIssued)
+    @router.post("/v1/tokens", status_code=201, response_model=TokenIssued)
     async def create(
         body: TokenRequest, request: Request, admin: TokenAdmin, idempotency_key: IdempotencyKey
     ) -> Response:
@@ -216,7 +216,7 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine], store: Callabl
         asked = body.model_dump(mode="json")
         return await once(request, "POST /v1/tokens", admin, idempotency_key, asked, issue, kept_as=_made_once)
 
-    @app.delete("/v1/tokens/{name}")
+    @router.delete("/v1/tokens/{name}")
     async def revoke(name: str, request: Request, admin: TokenAdmin) -> TokenShown:
         revoked = await store(request).revoke(name, admin.name)
         if revoked is not None:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -54,8 +54,8 @@ def turn_input(ticket: str, question: str) -> str:
     return f"Ticket {ticket}: {question}"
 
 
-def add_routes(app: FastAPI, views: Callable[[Request], RunViews]) -> None:
-    @app.post(
+def add_routes(router: APIRouter, views: Callable[[Request], RunViews]) -> None:
+    @router.post(
         "/v1/copilot/turns",
         status_code=200,
         response_model=TurnAnswered,

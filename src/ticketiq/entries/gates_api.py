@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Path, Request
+from fastapi import APIRouter, Depends, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from ticketiq.auth.tokens import Permission, Principal
@@ -46,36 +46,36 @@ class NeedsApproval(Change):
     needs_approval: bool
 
 
-def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
+def add_routes(router: APIRouter, engine: Callable[[Request], Engine]) -> None:
     def ok(params: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, **params}
 
-    @app.get("/v1/gates")
+    @router.get("/v1/gates")
     async def state(request: Request, _: Reader) -> dict[str, Any]:
         return await engine(request).gates.state()
 
-    @app.put("/v1/gates/quarantines/{kind}/{name}")
+    @router.put("/v1/gates/quarantines/{kind}/{name}")
     async def quarantine(
         kind: Literal["agent", "tenant"], name: Name, body: Quarantine, request: Request, admin: Admin
     ) -> dict[str, Any]:
         return ok(await engine(request).gates.quarantine(kind, name, body.reason, admin.name))
 
-    @app.delete("/v1/gates/quarantines/{kind}/{name}")
+    @router.delete("/v1/gates/quarantines/{kind}/{name}")
     async def release(kind: Literal["agent", "tenant"], name: Name, request: Request, admin: Admin) -> dict[str, Any]:
         return ok(await engine(request).gates.release(kind, name, admin.name))
 
-    @app.put("/v1/gates/channels/{name}")
+    @router.put("/v1/gates/channels/{name}")
     async def channel(name: Name, body: Enabled, request: Request, admin: Admin) -> dict[str, Any]:
         return ok(await engine(request).gates.set_channel(name, body.enabled, admin.name))
 
-    @app.put("/v1/gates/grants/{principal}/{tool}")
+    @router.put("/v1/gates/grants/{principal}/{tool}")
     async def grant(principal: Name, tool: Name, body: Granted, request: Request, admin: Admin) -> dict[str, Any]:
         return ok(await engine(request).gates.set_grant(principal, tool, body.granted, admin.name))
 
-    @app.put("/v1/gates/principals/{name}")
+    @router.put("/v1/gates/principals/{name}")
     async def principal(name: Name, body: MayRun, request: Request, admin: Admin) -> dict[str, Any]:
         return ok(await engine(request).gates.set_may_run(name, body.may_run, admin.name))
 
-    @app.put("/v1/gates/policies/{tool}")
+    @router.put("/v1/gates/policies/{tool}")
     async def policy(tool: Name, body: NeedsApproval, request: Request, admin: Admin) -> dict[str, Any]:
         return ok(await engine(request).gates.set_policy(tool, body.needs_approval, admin.name))

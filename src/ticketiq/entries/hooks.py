@@ -31,7 +31,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
-from fastapi import Depends, FastAPI, Header, Path, Request
+from fastapi import APIRouter, Depends, Header, Path, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -115,12 +115,12 @@ async def _parsed(request: Request, model: type[M]) -> M:
         raise RequestError(".".join(["body", *map(str, first["loc"])]), first["msg"]) from None
 
 
-def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
+def add_routes(router: APIRouter, engine: Callable[[Request], Engine]) -> None:
     def triggers(request: Request) -> Triggers:
         eng = engine(request)
         return Triggers(eng, TriggerStore(eng.deps.db))
 
-    @app.post("/v1/triggers", status_code=201, response_model=TriggerOut, openapi_extra=_documented(TriggerRequest))
+    @router.post("/v1/triggers", status_code=201, response_model=TriggerOut, openapi_extra=_documented(TriggerRequest))
     async def declare(request: Request, admin: TriggerAdmin, idempotency_key: IdempotencyKey) -> Response:
         body = await _parsed(request, TriggerRequest)
         keys = engine(request).deps.keys
@@ -133,11 +133,11 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
 
         return await once(request, "POST /v1/triggers", admin, idempotency_key, asked, made)
 
-    @app.get("/v1/triggers")
+    @router.get("/v1/triggers")
     async def every(request: Request, _: TriggerAdmin) -> dict[str, list[TriggerOut]]:
         return {"triggers": [_out(t) for t in await triggers(request).every()]}
 
-    @app.post(
+    @router.post(
         "/v1/triggers/{name}/secrets", status_code=201, response_model=TriggerOut,
         openapi_extra=_documented(SecretRequest),
     )  # fmt: skip
@@ -154,13 +154,13 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
 
         return await once(request, "POST /v1/triggers/{name}/secrets", admin, idempotency_key, asked, added)
 
-    @app.delete("/v1/triggers/{name}/secrets/{n}")
+    @router.delete("/v1/triggers/{name}/secrets/{n}")
     async def retire(
         name: str, n: Annotated[int, Path(ge=1, le=2**31 - 1)], request: Request, admin: TriggerAdmin
     ) -> TriggerOut:
         return _out(await triggers(request).retire_secret(name, n, admin.name))
 
-    @app.post(
+    @router.post(
         "/v1/hooks/{name}", status_code=202, response_model=DeliveryAccepted,
         responses={
             401: {"description": "Not signed by an active secret of a trigger by this name, or stale."},

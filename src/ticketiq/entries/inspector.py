@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -54,8 +54,8 @@ class CallMade(BaseModel):
     audit_id: int | None = Field(description="The `inspector.call` audit row; null only if it could not be written.")
 
 
-def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
-    @app.post("/v1/inspector/calls", response_model=CallMade, responses={403: {"description": "a gate refused"}})
+def add_routes(router: APIRouter, engine: Callable[[Request], Engine]) -> None:
+    @router.post("/v1/inspector/calls", response_model=CallMade, responses={403: {"description": "a gate refused"}})
     async def call(
         body: InspectorCall, request: Request, operator: Operator, idempotency_key: IdempotencyKey
     ) -> Response:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal, cast
 
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -81,12 +81,12 @@ def shown(job: JobRow) -> JobShown:
     )  # fmt: skip
 
 
-def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
+def add_routes(router: APIRouter, engine: Callable[[Request], Engine]) -> None:
     def queue(request: Request) -> JobQueue:
         q: JobQueue = request.app.state.process.jobs.queue
         return q
 
-    @app.post("/v1/jobs", status_code=201, response_model=JobShown)
+    @router.post("/v1/jobs", status_code=201, response_model=JobShown)
     async def create(body: JobRequest, request: Request, runner: Runner, idempotency_key: IdempotencyKey) -> Response:
         asked = body.model_dump(mode="json")
 
@@ -96,7 +96,7 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
 
         return await once(request, "POST /v1/jobs", runner, idempotency_key, asked, make)
 
-    @app.get("/v1/jobs")
+    @router.get("/v1/jobs")
     async def listed(
         request: Request,
         _: Reader,
@@ -106,15 +106,15 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
     ) -> dict[str, list[JobShown]]:
         return {"jobs": [shown(j) for j in await queue(request).listed(status, kind, limit)]}
 
-    @app.get("/v1/jobs/{job_id}", response_model=JobShown)
+    @router.get("/v1/jobs/{job_id}", response_model=JobShown)
     async def get(job_id: uuid.UUID, request: Request, _: Reader) -> JobShown:
         return shown(await queue(request).get(str(job_id)))
 
-    @app.post("/v1/jobs/{job_id}/cancel", status_code=202, response_model=JobShown)
+    @router.post("/v1/jobs/{job_id}/cancel", status_code=202, response_model=JobShown)
     async def cancel(job_id: uuid.UUID, request: Request, runner: Runner) -> JobShown:
         return shown(await queue(request).cancel(str(job_id), runner.name))
 
-    @app.post("/v1/jobs/{job_id}/restart", status_code=201, response_model=JobShown)
+    @router.post("/v1/jobs/{job_id}/restart", status_code=201, response_model=JobShown)
     async def restart(job_id: uuid.UUID, request: Request, runner: Runner, idempotency_key: IdempotencyKey) -> Response:
         async def make() -> JobShown:
             key = None if idempotency_key is None else f"POST /v1/jobs/{job_id}/restart\n{idempotency_key}"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, Request
 
 from ticketiq.auth import tokens
 from ticketiq.auth.tokens import Permission, Principal
@@ -43,14 +43,14 @@ LIST_PARAMETERS = [
 ]
 
 
-def add_routes(app: FastAPI, views: Callable[[Request], RunViews]) -> None:
-    @app.get("/v1/runs", openapi_extra={"parameters": LIST_PARAMETERS})
+def add_routes(router: APIRouter, views: Callable[[Request], RunViews]) -> None:
+    @router.get("/v1/runs", openapi_extra={"parameters": LIST_PARAMETERS})
     async def list_runs(request: Request, reader: Reader) -> dict[str, Any]:
         params = request.query_params
         query = run_list.parse_query({name: params.getlist(name) for name in params})
         page = await views(request).list_runs(query, tokens.run_scope(reader))
         return {"runs": page.runs, "next_cursor": page.next_cursor}
 
-    @app.get("/v1/processes")
+    @router.get("/v1/processes")
     async def processes(request: Request, _: Operator) -> dict[str, Any]:
         return await views(request).processes()

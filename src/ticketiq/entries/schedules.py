@@ -20,7 +20,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -81,11 +81,11 @@ def _fire(f: Fire) -> FireShown:
                      outcome_at=f.outcome_at, reason=f.reason)  # fmt: skip
 
 
-def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
+def add_routes(router: APIRouter, engine: Callable[[Request], Engine]) -> None:
     def scheduler(request: Request) -> Scheduler:
         return Scheduler(engine(request))
 
-    @app.post("/v1/schedules", status_code=201, response_model=ScheduleShown)
+    @router.post("/v1/schedules", status_code=201, response_model=ScheduleShown)
     async def create(
         body: ScheduleRequest, request: Request, admin: Admin, idempotency_key: IdempotencyKey
     ) -> Response:
@@ -98,15 +98,15 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
 
         return await once(request, "POST /v1/schedules", admin, idempotency_key, asked, make)
 
-    @app.get("/v1/schedules")
+    @router.get("/v1/schedules")
     async def listed(request: Request, _: Reader) -> dict[str, list[ScheduleShown]]:
         return {"schedules": [_shown(s) for s in await scheduler(request).listed()]}
 
-    @app.delete("/v1/schedules/{schedule_id}", response_model=ScheduleShown)
+    @router.delete("/v1/schedules/{schedule_id}", response_model=ScheduleShown)
     async def delete(schedule_id: uuid.UUID, request: Request, admin: Admin) -> ScheduleShown:
         return _shown(await scheduler(request).delete(str(schedule_id), admin.name))
 
-    @app.get("/v1/schedules/{schedule_id}/fires", response_model=Fires)
+    @router.get("/v1/schedules/{schedule_id}/fires", response_model=Fires)
     async def fires(
         schedule_id: uuid.UUID, request: Request, _: Reader, limit: Annotated[int, Query(ge=1, le=1000)] = 100
     ) -> Fires:

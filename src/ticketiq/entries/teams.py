@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import jwt
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -243,8 +243,8 @@ def _entry(entry: InboxEntry) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
-    @app.post(
+def add_routes(router: APIRouter, engine: Callable[[Request], Engine]) -> None:
+    @router.post(
         MESSAGES,
         status_code=201,
         response_model=Acknowledged,
@@ -284,7 +284,7 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
                              duplicate_of=got.duplicate_of)  # fmt: skip
         return JSONResponse(shown.model_dump(), status_code=201 if got.intake is Intake.NEW else 200)
 
-    @app.get("/v1/teams/inbox")
+    @router.get("/v1/teams/inbox")
     async def inbox(
         request: Request,
         _: Annotated[Principal, Depends(requires(Permission.READ_EVERY_RUN))],

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated
 
-from fastapi import FastAPI, Header, Request
+from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
@@ -33,8 +33,8 @@ class EventAccepted(BaseModel):
     runs: dict[str, str] = Field(description="The same, by agent.")
 
 
-def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
-    @app.post(
+def add_routes(router: APIRouter, engine: Callable[[Request], Engine]) -> None:
+    @router.post(
         "/v1/ticket-events", status_code=202, response_model=EventAccepted,
         responses={401: {"description": "Not signed with TICKETIQ_JIRA_WEBHOOK_SECRET."}},
     )  # fmt: skip

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -32,13 +32,13 @@ def _no_run(run_id: uuid.UUID) -> JSONResponse:
     return JSONResponse({"detail": [{"loc": ["path", "run_id"], "msg": f"no run {run_id}"}]}, status_code=404)
 
 
-def add_routes(app: FastAPI, views: Callable[[Request], RunViews]) -> None:
-    @app.get("/v1/runs/{run_id}/timeline", response_model=None)
+def add_routes(router: APIRouter, views: Callable[[Request], RunViews]) -> None:
+    @router.get("/v1/runs/{run_id}/timeline", response_model=None)
     async def timeline(run_id: uuid.UUID, request: Request, reader: Reader) -> dict[str, Any] | JSONResponse:
         found = await views(request).timeline(str(run_id), tokens.run_scope(reader))
         return _no_run(run_id) if found is None else found
 
-    @app.get("/v1/runs/{run_id}/events", response_model=None)
+    @router.get("/v1/runs/{run_id}/events", response_model=None)
     async def events(run_id: uuid.UUID, request: Request, reader: Reader) -> EventSourceResponse | JSONResponse:
         scope = tokens.run_scope(reader)
         if await views(request).engine.get_run(str(run_id), scope) is None:

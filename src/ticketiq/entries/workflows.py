@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -44,17 +44,17 @@ class WorkflowRunCreated(BaseModel):
     status: str
 
 
-def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
+def add_routes(router: APIRouter, engine: Callable[[Request], Engine]) -> None:
     def queue(request: Request) -> JobQueue:
         q: JobQueue = request.app.state.process.jobs.queue
         return q
 
-    @app.get("/v1/workflows")
+    @router.get("/v1/workflows")
     async def listed(request: Request, _: Reader) -> dict[str, list[dict[str, Any]]]:
         flows = engine(request).deps.catalog.workflows
         return {"workflows": [flows[name].shown() for name in sorted(flows)]}
 
-    @app.post("/v1/workflows/{name}/runs", status_code=201, response_model=WorkflowRunCreated)
+    @router.post("/v1/workflows/{name}/runs", status_code=201, response_model=WorkflowRunCreated)
     async def start(
         name: str, body: WorkflowRunRequest, request: Request, caller: Starter, idempotency_key: IdempotencyKey
     ) -> Response:
@@ -67,7 +67,7 @@ def add_routes(app: FastAPI, engine: Callable[[Request], Engine]) -> None:
 
         return await once(request, "POST /v1/workflows/{name}/runs", caller, idempotency_key, asked, make)
 
-    @app.get("/v1/workflows/{name}/runs/{run_id}")
+    @router.get("/v1/workflows/{name}/runs/{run_id}")
     async def read(name: str, run_id: uuid.UUID, request: Request, reader: Reader) -> dict[str, Any]:
         found = await workflow_runs.read(engine(request), name, str(run_id), reader)
         return found.shown()

@@ -101,19 +101,13 @@ def create_app(
         await store.fetch_one("standin.record_model_request", params)
 
     app.include_router(create_router(model_latency_ms, position_ids, log_request=log_request))
-    app.include_router(fine_tuning.router())
-    app.include_router(incidentio.router(), prefix="/incidentio")
-    app.include_router(jira.router(), prefix="/jira")
-    app.include_router(teams.bot_router(), prefix="/teams")
-    app.include_router(teams.graph_router(), prefix="/graph/v1.0")
-    app.include_router(discord.router(), prefix="/discord/api/v10")
-    app.include_router(sqs.router(), prefix="/sqs")
-    app.include_router(webhook.router(), prefix="/webhook")
+    for prefix, router in VENDOR_ROUTERS:
+        app.include_router(router, prefix=prefix)
     app.mount(a2a_agent.PREFIX, remote_agent.app())
+    # Its own each app: its signer keeps the key it read from this app's database.
     app.include_router(botframework.router(), prefix="/_standin/botframework")
-    app.include_router(botframework.login_router(), prefix="/login")
-    app.include_router(_admin(), prefix="/_standin")
-    app.include_router(jira.admin_router(), prefix="/_standin/jira")
+    for prefix, router in ADMIN_ROUTERS:
+        app.include_router(router, prefix=prefix)
     return app
 
 
@@ -183,3 +177,20 @@ def _shown(intake: Intake) -> dict[str, Any]:
     shown = dataclasses.asdict(intake.options)
     shown.pop("faults")  # start-time faults live on in /_standin/faults
     return shown
+
+
+# The vendors' routes hold nothing of an app's (each finds its app's store through the request), so they
+# are made once a process and every app includes them: making a route is the costly part (FastAPI reads
+# each handler's signature and builds its models), and the tests make an app of stand-ins per test.
+VENDOR_ROUTERS: list[tuple[str, APIRouter]] = [
+    ("", fine_tuning.router()),
+    ("/incidentio", incidentio.router()),
+    ("/jira", jira.router()),
+    ("/teams", teams.bot_router()),
+    ("/graph/v1.0", teams.graph_router()),
+    ("/discord/api/v10", discord.router()),
+    ("/sqs", sqs.router()),
+    ("/webhook", webhook.router()),
+    ("/login", botframework.login_router()),
+]
+ADMIN_ROUTERS: list[tuple[str, APIRouter]] = [("/_standin", _admin()), ("/_standin/jira", jira.admin_router())]
