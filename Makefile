@@ -4,6 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
+# Bytecode is written whatever the environment says (PYTHONDONTWRITEBYTECODE is set on some machines):
+# without it every process the suite starts from a new interpreter compiles the package from source.
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: demo test lint types schema bench bench-recovery bench-waiting kill-trials mutants clean haproxy cluster evidence chromium screenshots pg-auto-failover
 
 $(STAMP): pyproject.toml
@@ -56,16 +60,26 @@ schema: $(STAMP)
 	$(BIN)/python -m ticketiq.dbserver.declared_schema --write
 
 # The whole suite on TEST_WORKERS pytest-xdist workers, each with its own embedded Postgres; the slowest
-# tests go out first and an idle worker takes tests over from a busy one (worksteal). The suite is CPU-bound
-# on 2 cores: more workers than 4 made it slower, each with its own server and its tests' waits stretched.
-# Among them a smoke run of the kill trials (3 rounds behind HAProxy), so every CI run exercises the
-# harness; it fixes its kill times (a seed whose events land 0.2-4 s in, mostly while runs are in
-# flight): with 3 rounds a random draw of late kills can leave fewer than half the trials caught, which
-# says nothing about the engine. The random draws are `make kill-trials` (the full 200) and `make evidence`.
-TEST_WORKERS ?= 4
-test: lint types haproxy chromium pg-auto-failover
+# tests go out first and an idle worker takes tests over from a busy one (worksteal). Six keep 2 cores
+# busy: the tests wait on processes, timers and each other's servers, and with four a core stood idle a
+# quarter of the time. The type check runs beside them (mypy holds one core for some 20 s, most of it while
+# the workers start), and `make test` fails if either fails. Among the tests, a smoke run of the kill
+# trials (3 rounds behind HAProxy), so every CI run exercises the harness; it fixes its kill times (a seed
+# whose events land 0.2-4 s in, mostly while runs are in flight): with 3 rounds a random draw of late
+# kills can leave fewer than half the trials caught, which says nothing about the engine. The random draws
+# are `make kill-trials` (the full 200) and `make evidence`.
+# Before the workers start, one collection writes the bytecode of the package and of the test modules with
+# their assertions rewritten (beside mypy, on the other core): six workers collecting from nothing each
+# compiled and rewrote all of it, some 8 s of CPU a worker.
+TEST_WORKERS ?= 6
+test: lint haproxy chromium pg-auto-failover
+	@echo "mypy beside the suite (its verdict follows the suite's); one collection first, to write bytecode"
+	@$(BIN)/mypy > $(VENV)/types.log 2>&1 & types=$$!; \
+	$(BIN)/python -m pytest --collect-only -q > /dev/null 2>&1; \
 	LIYAGENT_KILL_TRIALS=3 LIYAGENT_KILL_SEED=407395787 LIYAGENT_KILL_RESULTS=$(VENV)/kill-smoke \
-	  $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
+	  $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal; suite=$$?; \
+	wait $$types; typed=$$?; cat $(VENV)/types.log; \
+	test $$suite -eq 0 && test $$typed -eq 0
 
 # The README's console screenshots (docs/console/*.png), taken by the browser the tests drive.
 screenshots: $(STAMP) chromium

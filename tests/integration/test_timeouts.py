@@ -263,9 +263,11 @@ async def test_renewals_that_cannot_get_through_lose_the_leases_step_down_and_co
     db_url: str, tmp_path: Path, proxy: TcpProxy
 ) -> None:
     probe = Probe(hold=asyncio.Event())
-    # An 8 s lease, not 4: the new identity's renewals go through the paused proxy until this test sees it
-    # and resumes it, and beside other tests (xdist) that took longer than the 3 s a 4 s lease leaves.
-    leases = {**SHORT_LEASES, "lease_ttl_s": 8.0}
+    # A 12 s lease, not 4: the new identity's renewals go through the paused proxy until this test sees it
+    # and resumes it, and then until the renewer's stuck connection is given up and made again; beside
+    # other tests (six xdist workers on two cores) that took longer than the 3 s a 4 s lease leaves, and
+    # once longer than the 7 s of an 8 s one (the run was lost a third time and failed).
+    leases = {**SHORT_LEASES, "lease_ttl_s": 12.0}
     async with engine_under_test(db_url, tmp_path, {"r": [READ, WRITE, DONE]}, {"r": TOOLS}, probe=probe,
                                  lead=False, db_connect_timeout_s=1.0, **leases) as h:  # fmt: skip
         engine, keeper, elector = h.engine, h.process.keeper, h.process.elector

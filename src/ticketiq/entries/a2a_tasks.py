@@ -49,7 +49,7 @@ from ticketiq.auth import tokens
 from ticketiq.auth.tokens import Permission, Principal
 from ticketiq.engine.engine import TERMINAL
 from ticketiq.errors import NotFound
-from ticketiq.intake.a2a_messages import ENDED, PRINCIPAL, RunOfMessage, SentBefore, state_name
+from ticketiq.intake.a2a_messages import ENDED, PRINCIPAL, STARTS, RunOfMessage, SentBefore, state_name
 from ticketiq.storage.rows import Waiting
 from ticketiq.storage.task_store import RunTaskStore, Waits, caller_of
 from ticketiq.views.runs import RunViews
@@ -91,6 +91,8 @@ class RunFollower(AgentExecutor):
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         run_id, context_id = context.task_id, context.context_id
         assert run_id and context_id, "RunOfMessage sets both"
+        if context.call_context is not None and context.call_context.state.get(STARTS) == run_id:
+            await self.engine.start(run_id)  # the run this message made: left queued until now
         after = None
         if context.current_task is not None:
             context_id = context.current_task.context_id  # as the sdk's record of the task has it

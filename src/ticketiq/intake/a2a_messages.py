@@ -30,6 +30,10 @@ from ticketiq.storage.task_store import RunTaskStore, as_json, caller_of
 
 # Where the A2A entry point puts the token's principal in the sdk's call context state.
 PRINCIPAL = "ticketiq.principal"
+# The run a message made, left queued for its follower to start (`RunFollower.execute`): started here, a
+# run that ended at once (its agent quarantined) could end before the sdk's producer looks at the task, which
+# then refuses a task already ended instead of following it to that end.
+STARTS = "ticketiq.starts"
 ENDED = frozenset({TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED,
                    TaskState.TASK_STATE_REJECTED})  # fmt: skip
 MAX_INPUT = 100_000  # characters, as POST /v1/runs takes
@@ -111,7 +115,7 @@ class RunOfMessage(RequestContextBuilder):
             submitted = Task(id=created.id, context_id=context_id, history=[first],
                              status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED))  # fmt: skip
             await self.tasks.save(submitted, context)
-            await self.engine.start(created.id)
+            context.state[STARTS] = created.id
             return created.id, context_id
         # The same message again: its task, in the context it was started in.
         existing = await self.tasks.get(created.id, context)
