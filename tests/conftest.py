@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import signal
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -8,6 +9,7 @@ from types import FrameType
 import pytest
 
 from tests.support import postgres, preforked
+from tests.support.engine import reads_kept
 from tests.support.tcp_proxy import TcpProxy
 from ticketiq.operate import launch
 from ticketiq.storage.database import Database
@@ -40,6 +42,13 @@ def db_url(pg: postgres.SuitePostgres) -> Iterator[str]:
         yield url
     finally:
         pg.give_back(url)
+
+
+@pytest.fixture(autouse=True)
+async def kept_reads() -> AsyncIterator[None]:
+    """Each test's `read_rows` on one connection a database (tests/support/engine.py), closed after it."""
+    async with reads_kept():
+        yield
 
 
 @pytest.fixture
@@ -79,3 +88,11 @@ def _rank(item: pytest.Item) -> int:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=_rank)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection made (the package, every test module, their libraries) lives as long as the session:
+    frozen, the garbage collector no longer scans it at each full collection, as `ticketiq serve` does with
+    what its start-up made (runtime/interpreter.py)."""
+    gc.collect()
+    gc.freeze()

@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import yaml
 from fastapi import FastAPI, Request
+from psycopg.rows import dict_row
 
 from tests.support.http import serving
 from ticketiq.auth import tokens
@@ -196,14 +198,51 @@ async def engine_under_test(
             await process.stop()
 
 
-async def read_rows(db_url: str, sql: str, *params: Any) -> list[dict[str, Any]]:
-    """A query on a connection of its own: what another process would see right now."""
-    import psycopg
-    from psycopg.rows import dict_row
+# The connections `read_rows` keeps for the test under way, one a database, on the session's loop; closed when
+# the test ends (`kept_reads` in tests/conftest.py). A connection made for each read started a server
+# backend each time: a quarter of all the suite's backends, most of them a waiting test's polls.
+_kept: dict[str, psycopg.AsyncConnection[dict[str, Any]]] = {}
+_kept_on: list[asyncio.AbstractEventLoop] = []
 
-    async with await psycopg.AsyncConnection.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+
+async def _connected(db_url: str) -> psycopg.AsyncConnection[dict[str, Any]]:
+    return await psycopg.AsyncConnection.connect(db_url, autocommit=True, row_factory=dict_row)
+
+
+async def read_rows(db_url: str, sql: str, *params: Any) -> list[dict[str, Any]]:
+    """A query as another process would see the database right now: in autocommit, each statement its own
+    snapshot, on a connection that holds nothing between queries. On a loop of a test's own (a thread),
+    on a connection made for it."""
+    if not _kept_on or asyncio.get_running_loop() is not _kept_on[0]:
+        async with await _connected(db_url) as own:
+            cur = await own.execute(sql, params)
+            return await cur.fetchall() if cur.description else []
+    conn = _kept.get(db_url)
+    if conn is None or conn.closed:
+        conn = _kept[db_url] = await _connected(db_url)
+    try:
         cur = await conn.execute(sql, params)
-        return await cur.fetchall() if cur.description else []
+    except psycopg.OperationalError:
+        if not conn.broken:
+            raise
+        # Its server was killed or restarted under it (a test did that): once more on a new connection.
+        conn = _kept[db_url] = await _connected(db_url)
+        cur = await conn.execute(sql, params)
+    return await cur.fetchall() if cur.description else []
+
+
+@contextlib.asynccontextmanager
+async def reads_kept() -> AsyncIterator[None]:
+    """`read_rows` keeps its connections on this loop until the block ends, then closes them."""
+    _kept_on[:] = [asyncio.get_running_loop()]
+    try:
+        yield
+    finally:
+        _kept_on.clear()
+        kept = list(_kept.values())
+        _kept.clear()
+        for conn in kept:
+            await conn.close()
 
 
 async def kill_liveness(db_url: str, holder: str) -> None:

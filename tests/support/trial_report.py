@@ -13,11 +13,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # no display: write files only
-
-import matplotlib.pyplot as plt
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -116,6 +111,12 @@ def write(outcome: dict[str, Any], tally: Tally, results: Path = RESULTS) -> Pat
 
 
 def histogram(recoveries: list[float], mode: str, path: Path) -> None:
+    # Imported here: every test worker imports this module at collection, and matplotlib is a second of it.
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display: write files only
+    import matplotlib.pyplot as plt
+
     figure, axes = plt.subplots(figsize=(7, 3.5), dpi=110)
     if recoveries:
         axes.hist(recoveries, bins=min(40, max(5, len(recoveries) // 5)), color="#3b6ea5", edgecolor="white")
