@@ -7,8 +7,9 @@ from collections.abc import AsyncIterator, Iterator
 from types import FrameType
 
 import pytest
+from hypothesis import HealthCheck, settings
 
-from tests.support import postgres, preforked
+from tests.support import order, postgres, preforked
 from tests.support.engine import reads_kept
 from tests.support.tcp_proxy import TcpProxy
 from ticketiq.operate import launch
@@ -25,6 +26,11 @@ def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
 
 
 signal.signal(signal.SIGTERM, _exit_cleanly)
+
+# Hypothesis's timing checks off: on a shared 2-core machine running six workers, one draw can wait a second
+# for a core, which says nothing about the strategy (the suite asserts behaviour, never time).
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 # `ticketiq serve` and `ticketiq standins` start from a fork server that imported them once.
 launch.popen = preforked.popen
@@ -72,22 +78,27 @@ async def db(db_url: str) -> AsyncIterator[Database]:
         await database.close()
 
 
-# Under pytest-xdist (`make test`) the slowest tests go out first, so that none starts last and keeps the
-# suite waiting on it alone: the kill trials (when opted into, as `make test` runs their smoke), real
-# processes killed and taken over, then browsers, then the rest. pytest-randomly's order is kept within
-# each (the sort is stable, and the same on every worker).
-_FIRST = {"acceptance": 0, "browser": 1, "integration": 2, "unit": 3}
-
-
+# Under pytest-xdist (`make test`) the longest tests go out first, so that none starts last and keeps the
+# suite waiting on it alone: the kill trials (when opted into, as `make test` runs their smoke), then those
+# marked `long` (10 s or more on a 2-core machine), one to the front of each worker's first block
+# (tests/support/order.py). The rest keep pytest-randomly's shuffled order of modules, so the tests that
+# start processes are spread over the run rather than bunched, except the unit tests, which go last: a
+# worker that runs out steals from the back of another's block. The sort is stable and the same on every
+# worker.
 def _rank(item: pytest.Item) -> int:
     if item.path.name == "test_kill_trials.py":
-        return -1
-    return _FIRST.get(item.path.parent.name, len(_FIRST))
+        return 0
+    if item.get_closest_marker("long") is not None:
+        return 1
+    return 3 if item.path.parent.name == "unit" else 2
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=_rank)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    ranked = sorted(items, key=_rank)
+    leads = [item for item in ranked if _rank(item) < 2]
+    items[:] = order.dealt(leads, ranked[len(leads) :], workers)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -58,6 +58,7 @@ def home(tmp_path: Path) -> Iterator[Path]:
         shutil.rmtree(made.parent, ignore_errors=True)
 
 
+@pytest.mark.long
 def test_cluster_on_the_formation_serves_through_the_edge_and_leaves_the_formation_running(
     home: Path, tmp_path: Path
 ) -> None:

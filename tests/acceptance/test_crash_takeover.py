@@ -32,6 +32,7 @@ def counts(cluster: Cluster) -> dict[str, object]:
     return {**row, "vendor_writes": len(cluster.writes())}
 
 
+@pytest.mark.long
 def test_a_stalled_owner_is_taken_over_and_after_waking_sends_and_writes_nothing(
     slow_cluster: Cluster,
 ) -> None:

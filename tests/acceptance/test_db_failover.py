@@ -80,6 +80,7 @@ def database_view(cluster: Cluster, app: App) -> dict[str, Any]:
     return view
 
 
+@pytest.mark.long
 def test_runs_in_flight_when_the_primary_dies_finish_on_the_new_one_with_each_write_once(
     formation: FormationRig, db_url: str, tmp_path: Path
 ) -> None:

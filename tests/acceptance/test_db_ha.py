@@ -126,6 +126,7 @@ def alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.long
 def test_the_formation_fails_over_loses_nothing_and_comes_back_synchronous(home: Home) -> None:
     made = home.cli("up")
     assert made.returncode == 0, made.stdout + made.stderr

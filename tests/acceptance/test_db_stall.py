@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+import pytest
 from psycopg.rows import dict_row
 
 from tests.acceptance.test_crash_resume import triage_writes_once
@@ -38,6 +39,7 @@ def db_now(cluster: Cluster) -> datetime:
     return now
 
 
+@pytest.mark.long
 def test_a_process_whose_database_stalls_writes_nothing_more_steps_down_and_comes_back_as_a_new_identity(
     make_cluster: Callable[..., Cluster], db_url: str
 ) -> None:

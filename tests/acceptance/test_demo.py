@@ -13,6 +13,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from tests.support.http import web
 
 DEMO = [sys.executable, "-m", "ticketiq.cli", "demo"]
@@ -60,6 +62,7 @@ def three_writes(counted: str) -> bool:
     return bool(head) and incident == "incidentio" and sorted(together) == ["jira", "teams"]
 
 
+@pytest.mark.long
 def test_a_second_demo_counts_its_own_writes_and_keep_prints_what_the_examples_need(
     db_url: str, tmp_path: Path
 ) -> None:

@@ -131,6 +131,7 @@ def reaches(stream: Stream, process: str, since: float, timeout_s: float = 10) -
     raise AssertionError(f"the edge sent no request to {process} within {timeout_s} s")
 
 
+@pytest.mark.long
 def test_the_edge_serves_through_a_process_killed_and_restarted_twice_and_each_post_makes_one_run(
     make_cluster: Callable[..., Cluster], tmp_path: Path
 ) -> None:
@@ -381,6 +382,7 @@ def gone(pid: int) -> bool:
     return False
 
 
+@pytest.mark.long
 def test_cluster_runs_two_processes_behind_the_edge_reports_a_death_and_stops_everything_on_sigint(
     tmp_path: Path, db_url: str
 ) -> None:

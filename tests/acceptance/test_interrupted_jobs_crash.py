@@ -78,6 +78,7 @@ def restart(cluster: Cluster, survivor: App, job_id: str) -> dict[str, Any]:
     return dict(shown)
 
 
+@pytest.mark.long
 def test_classifier_training_killed_mid_way_is_interrupted_and_a_restart_trains_from_scratch(
     cluster: Cluster,
 ) -> None:
@@ -104,6 +105,7 @@ def test_classifier_training_killed_mid_way_is_interrupted_and_a_restart_trains_
     )  # fmt: skip
 
 
+@pytest.mark.long
 def test_a_red_team_run_killed_mid_way_is_interrupted_and_a_restart_asks_every_prompt_again(
     slow_model_cluster: Cluster,
 ) -> None:

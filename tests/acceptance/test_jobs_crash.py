@@ -9,6 +9,8 @@ import os
 import signal
 from typing import Any
 
+import pytest
+
 from tests.support import job_kinds
 from tests.support.cluster import App, Cluster
 from tests.support.http import web
@@ -41,6 +43,7 @@ def kill_holder(cluster: Cluster, apps: tuple[App, App], job_id: str) -> App:
     return next(app for app in apps if app is not victim)
 
 
+@pytest.mark.long
 def test_a_resumable_job_goes_on_from_its_last_save_on_the_survivor(cluster: Cluster) -> None:
     apps = two_apps(cluster)
     job_id = post_job(cluster, apps[0], "count", to=60, step_ms=100)

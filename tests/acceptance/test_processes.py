@@ -35,6 +35,7 @@ def by_pid(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     return {int(r["pid"]): r for r in rows}
 
 
+@pytest.mark.long
 def test_processes_show_the_live_ones_what_they_hold_and_how_the_others_ended(slow_cluster: Cluster) -> None:
     cluster = slow_cluster
     operator = create_token(cluster.env, "oncall", "operator")

@@ -19,6 +19,7 @@ from functools import partial
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.support.cluster import App, Cluster
 from tests.support.http import TLS, web
@@ -53,6 +54,7 @@ def ended(cluster: Cluster, job_id: str) -> bool:
     return job(cluster, job_id)["status"] not in ("queued", "running")
 
 
+@pytest.mark.long
 def test_a_sync_of_10000_issues_killed_at_random_points_ends_with_each_issue_once(cluster: Cluster) -> None:
     seed = int(os.environ.get("TICKETIQ_KILL_SEED") or random.SystemRandom().randrange(2**32))
     rng = random.Random(seed)

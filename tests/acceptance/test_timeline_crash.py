@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import pytest
+
 from tests.support.cluster import Cluster
 from tests.support.http import web
 
 
+@pytest.mark.long
 def test_a_run_whose_process_was_killed_mid_write_shows_both_attempts_and_the_settlement(cluster: Cluster) -> None:
     survivor = cluster.app("survivor", lead=True)
     # The victim SIGKILLs itself once its second write (the Jira comment) was sent and before its outcome

@@ -142,6 +142,7 @@ def check(served: Served, method: str, path: str, query: dict[str, str], body: b
     return response
 
 
+@pytest.mark.long
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     data=st.data(),

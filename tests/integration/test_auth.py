@@ -96,6 +96,7 @@ async def site(db_url: str, tmp: Path, **kw: Any) -> AsyncIterator[Site]:
             yield Site(client, h, db_url, routes)
 
 
+@pytest.mark.long
 async def test_every_v1_route_refuses_a_missing_malformed_unknown_or_revoked_token_and_writes_nothing(
     db_url: str, tmp_path: Path
 ) -> None:

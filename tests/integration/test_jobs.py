@@ -473,6 +473,7 @@ async def cli(*args: str, token: str | None) -> tuple[int, str, str]:
     return child.returncode, out.decode(), err.decode()
 
 
+@pytest.mark.long
 async def test_jobs_watch_shows_the_bar_until_the_job_ends_and_exits_by_its_outcome(
     db_url: str, tmp_path: Path
 ) -> None:

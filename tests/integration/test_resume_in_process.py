@@ -100,6 +100,7 @@ async def test_a_process_whose_liveness_connection_drops_sends_nothing_more(db_u
     assert alive == [{"alive": False}]  # the harness stopped it: its mark went with it
 
 
+@pytest.mark.long
 async def test_a_call_marked_as_a_write_stays_a_write_when_its_tool_is_now_classed_a_read(
     db_url: str, tmp_path: Path
 ) -> None:

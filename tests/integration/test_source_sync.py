@@ -172,6 +172,7 @@ async def test_bad_params_are_refused_naming_the_field_and_no_job_is_made(
     assert await read_rows(db_url, "SELECT 1 FROM jobs") == []
 
 
+@pytest.mark.long
 async def test_a_sync_whose_process_lost_it_goes_on_from_the_page_after_the_last_written(
     db_url: str, tmp_path: Path, standins: Standins
 ) -> None:

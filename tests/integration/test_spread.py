@@ -272,6 +272,7 @@ def finished_once(cluster: Cluster, runs: dict[int, str]) -> None:
         assert len([w for w in cluster.writes(vendor="jira", target=f"OPS-{k}") if w["effect"] == "applied"]) == 1
 
 
+@pytest.mark.long
 def test_with_three_processes_a_killed_ones_runs_are_driven_by_every_survivor_and_a_fresh_one_gets_the_next_fire(
     slow_cluster: Cluster,
 ) -> None:

@@ -259,6 +259,7 @@ async def test_a_renewal_that_hangs_is_given_up_in_time_and_the_run_keeps_its_le
     assert len(probe.writes()) == 1
 
 
+@pytest.mark.long
 async def test_renewals_that_cannot_get_through_lose_the_leases_step_down_and_come_back(
     db_url: str, tmp_path: Path, proxy: TcpProxy
 ) -> None:
