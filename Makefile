@@ -10,10 +10,12 @@ unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test lint types schema bench bench-recovery bench-waiting kill-trials mutants clean haproxy cluster evidence chromium screenshots pg-auto-failover
 
+# --no-compile: pip would compile every module of every dependency (some 10 s of CPU, a third of the
+# install); what is imported is compiled once on its first import, which writes its bytecode.
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev]'
 	@touch $(STAMP)
 
 demo: $(STAMP)

@@ -37,6 +37,16 @@ async def until(check: Callable[[], bool], what: str, timeout_s: float = 30.0) -
         await asyncio.sleep(0.02)
 
 
+async def released(db_url: str, holder: str) -> None:
+    """The mark's old session gone on the server too: the client closed it, and the server ends the backend
+    (and frees its advisory lock) a moment later, longer on a busy machine; a retake before that finds
+    the lock held and rightly gives the identity up."""
+    deadline = time.monotonic() + 30
+    while (await read_rows(db_url, "SELECT process_alive(%s) AS alive", holder))[0]["alive"]:
+        assert time.monotonic() < deadline, "the released mark's session never ended on the server"
+        await asyncio.sleep(0.02)
+
+
 async def ended_how(db_url: str, holder: str) -> str | None:
     rows = await read_rows(db_url, "SELECT ended_how FROM processes WHERE id = %s", holder)
     return rows[0]["ended_how"] if rows else "no row"
@@ -72,6 +82,7 @@ async def test_the_retake_matches_nothing_when_a_claim_ended_the_process_under_i
     async with engine_under_test(db_url, tmp_path, SCRIPTS, AGENTS, lead=False) as h:
         holder = h.engine.deps.holder
         await h.process.liveness.release()  # its mark is free; the process row still says it lives
+        await released(db_url, holder)
         async with await psycopg.AsyncConnection.connect(db_url) as claim:
             # The claim's update, not yet committed: the process is being ended as dead.
             await claim.execute("UPDATE processes SET ended_at = now(), ended_how = 'died' WHERE id = %s", (holder,))
@@ -93,6 +104,7 @@ async def test_the_retake_keeps_the_identity_and_gives_its_leases_up_to_the_swee
         await read_rows(db_url, "INSERT INTO leases (name, holder, expires_at) VALUES ('checkpoint:x', %s, "
                         "now() + interval '1 hour')", holder)  # fmt: skip
         await h.process.liveness.release()
+        await released(db_url, holder)
         conn = await database.connect(db_url, DEFAULT_LIMITS)
         try:
             assert await leader_store.retake(conn, holder, within_s=10) is not None
@@ -155,6 +167,7 @@ async def test_the_retake_passes_by_a_lease_the_sweep_holds_instead_of_waiting_o
             await read_rows(db_url, "INSERT INTO leases (name, holder, expires_at) VALUES (%s, %s, "
                             "now() + interval '1 hour')", name, holder)  # fmt: skip
         await h.process.liveness.release()
+        await released(db_url, holder)
         async with await psycopg.AsyncConnection.connect(db_url) as sweep:
             await sweep.execute("SELECT 1 FROM leases WHERE name = 'checkpoint:held' FOR UPDATE")
             conn = await database.connect(db_url, DEFAULT_LIMITS)
