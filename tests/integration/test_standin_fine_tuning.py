@@ -28,7 +28,11 @@ AGENT = "ticketiq-test/1 pid/4242"
 @pytest.fixture
 async def client(standins: Standins) -> AsyncIterator[openai.AsyncOpenAI]:
     async with openai.AsyncOpenAI(
-        base_url=f"{standins.base_url}/v1", api_key="sk-test", max_retries=0, default_headers={"User-Agent": AGENT}
+        base_url=f"{standins.base_url}/v1",
+        api_key="sk-test",
+        max_retries=0,
+        default_headers={"User-Agent": AGENT},
+        http_client=openai.DefaultAsyncHttpxClient(verify=TLS),  # the tests' one TLS context (tests/support/http.py)
     ) as api:
         yield api
 

@@ -12,6 +12,7 @@ route; nothing in it is shared with the test or with the other children.
 
 from __future__ import annotations
 
+import importlib.util
 import multiprocessing
 import os
 import select
@@ -27,6 +28,8 @@ _CLI = ("-m", "ticketiq.cli")
 # What the fork server imports once; each child then finds it loaded.
 _PRELOAD = ["ticketiq.cli.main", "ticketiq.entries.api", "ticketiq.standins.app", "ticketiq.standins.server",
             "tests.support.preforked", "uvicorn", "uvloop", "tests.support.frozen_heap"]  # fmt: skip
+# The PYTHONPATH the fork server starts with (it inherits this process's environment).
+_SERVER_PYTHONPATH = os.environ.get("PYTHONPATH", "")
 _context = multiprocessing.get_context("forkserver")
 _context.set_forkserver_preload(_PRELOAD)
 
@@ -42,17 +45,39 @@ def _run(argv: list[str], env: dict[str, str], out: Connection | str, err: str |
     sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 (the process's own stdout)
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
     sys.argv = ["ticketiq", *argv]
+    _start_up_path(env.get("PYTHONPATH", ""))
     from ticketiq.cli import main as cli
 
     sys.exit(cli.main(argv))
 
 
+def _start_up_path(python_path: str) -> None:
+    """What interpreter start does with a PYTHONPATH of the child's own, which the fork server did not
+    have: its folders go first on the path, and a `sitecustomize` in one of them is run (as `site` runs
+    it; tests/support/job_kinds.py gives one that adds the test job kinds)."""
+    inherited = _SERVER_PYTHONPATH.split(os.pathsep)
+    added = [entry for entry in python_path.split(os.pathsep) if entry and entry not in inherited]
+    sys.path[1:1] = [entry for entry in added if entry not in sys.path]
+    for folder in added:
+        custom = os.path.join(folder, "sitecustomize.py")
+        if os.path.exists(custom):
+            spec = importlib.util.spec_from_file_location("sitecustomize", custom)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["sitecustomize"] = module
+            spec.loader.exec_module(module)
+            return
+
+
 def _starts_otherwise(env: Mapping[str, str]) -> bool:
-    """Whether the child's interpreter would start differently from the fork server's: a PYTHON* variable
-    of its own (a PYTHONPATH with a `sitecustomize`, as tests/support/job_kinds.py gives one) acts at
-    interpreter start, which a forked child never has."""
-    names = {k for k in (*env, *os.environ) if k.startswith("PYTHON")}
-    return any(env.get(k) != os.environ.get(k) for k in names)
+    """Whether the child's interpreter would start differently from the fork server's in a way a forked
+    child cannot have: a PYTHON* variable of its own acts at interpreter start. A PYTHONPATH of its own
+    is the exception when it only adds folders: `_start_up_path` does in the child what start-up does
+    with them (one that drops a folder the fork server has cannot be undone in a fork)."""
+    names = {k for k in (*env, *os.environ) if k.startswith("PYTHON") and k != "PYTHONPATH"}
+    kept = set(env.get("PYTHONPATH", "").split(os.pathsep))
+    dropped = any(entry and entry not in kept for entry in _SERVER_PYTHONPATH.split(os.pathsep))
+    return dropped or any(env.get(k) != os.environ.get(k) for k in names)
 
 
 class Forked(subprocess.Popen[bytes]):

@@ -31,6 +31,7 @@ answer 401 as the real services do.
 from __future__ import annotations
 
 import asyncio
+import functools
 import secrets
 import time
 from collections.abc import Mapping
@@ -70,6 +71,17 @@ class MintRequest(BaseModel):
     issuer: str = Field(default=ISSUER, min_length=1, max_length=512)
 
 
+@functools.cache
+def _made_pem() -> str:
+    """The key this process offers a database that has none, made once a process: an RSA key costs some
+    50-100 ms of CPU to make, and a stand-in's key needs to be the same for every process of one database
+    (the row), not new for each database."""
+    made = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return made.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+
+
 class Signer:
     """The key pair, loaded (or made and kept) once per stand-in process."""
 
@@ -82,11 +94,8 @@ class Signer:
             if self._key is None:
                 row = await intake.store.fetch_one("standin.botframework_key", {"kid": KID})
                 if row is None:
-                    made = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-                    pem = made.private_bytes(
-                        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-                    ).decode()
-                    await intake.store.fetch_one("standin.botframework_key_offer", {"kid": KID, "private_pem": pem})
+                    offer = {"kid": KID, "private_pem": _made_pem()}
+                    await intake.store.fetch_one("standin.botframework_key_offer", offer)
                     row = await intake.store.fetch_one("standin.botframework_key", {"kid": KID})
                 assert row is not None  # offered, and keys are never deleted
                 loaded = serialization.load_pem_private_key(row["private_pem"].encode(), password=None)
