@@ -27,7 +27,8 @@ from typing import IO, Any
 _CLI = ("-m", "ticketiq.cli")
 # What the fork server imports once; each child then finds it loaded.
 _PRELOAD = ["ticketiq.cli.main", "ticketiq.entries.api", "ticketiq.standins.app", "ticketiq.standins.server",
-            "tests.support.preforked", "uvicorn", "uvloop", "tests.support.frozen_heap"]  # fmt: skip
+            "tests.support.preforked", "uvicorn", "uvloop", "uvicorn.protocols.http.httptools_impl",
+            "anyio._backends._asyncio", "tests.support.frozen_heap"]  # fmt: skip
 # The PYTHONPATH the fork server starts with (it inherits this process's environment).
 _SERVER_PYTHONPATH = os.environ.get("PYTHONPATH", "")
 _context = multiprocessing.get_context("forkserver")
