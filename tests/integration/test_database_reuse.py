@@ -48,7 +48,8 @@ def test_a_database_given_back_is_the_templates_again_under_a_new_name(pg: Suite
         conn.execute("LISTEN left_behind")  # a session the test never closed
         name = url.rsplit("/", 1)[1]
         assert state(url) != template
-        fresh = pg.made_fresh(name)
+        with psycopg.connect(pg.admin_url, autocommit=True) as admin:
+            fresh = pg.made_fresh(name, admin)
     assert fresh is not None and fresh != name
     assert name not in names(pg)
     again = state(pg.url(fresh))
@@ -76,5 +77,6 @@ def test_a_database_whose_schema_a_test_changed_is_dropped(pg: SuitePostgres, ch
     with psycopg.connect(url, autocommit=True) as conn:
         for statement in change.format(name=name).split("; "):
             conn.execute(statement)
-    assert pg.made_fresh(name) is None
+    with psycopg.connect(pg.admin_url, autocommit=True) as admin:
+        assert pg.made_fresh(name, admin) is None
     assert name not in names(pg)

@@ -5,9 +5,11 @@ copies the template's files between two checkpoints, DROP removes them, and the 
 new database build their catalog caches from nothing (some 0.4 s of server CPU a test, measured on a
 2-core machine, where the suite is CPU-bound). A database a test is done with is judged instead:
 
-- its schema is the template's (`fingerprint`: every relation, column, constraint, index, trigger,
-  function, schema, extension, privilege and per-database setting): a test that changed any of them
-  gives a database that is dropped, never reused;
+- its schema is the template's: every schema change is noted as it is made, by an event trigger the
+  template holds (`WATCH`: each DDL command that changed something, each object dropped), and the
+  database's own settings and privileges, which no event trigger sees, are compared with the template's;
+  a test that changed any of them gives a database that is dropped, never reused (reading the whole
+  catalog instead cost the server some 35 ms a test);
 - its rows are made the template's again (`Seed.restore`): every table that holds a row is truncated,
   the rows the migrations left are copied back, and every sequence is set where the template has it;
 - the statements it ran are forgotten (pg_stat_statements, kept per database);
@@ -30,45 +32,31 @@ SCHEMAS = ("public", "standin")
 # A session a test left must end before the tables can be truncated under it.
 ENDED_WITHIN_S = 5.0
 
-_FINGERPRINT = """
-SELECT md5(string_agg(part, E'\\n' ORDER BY part)) FROM (
-  SELECT 'n ' || nspname || ' ' || coalesce(nspacl::text, '') AS part FROM pg_namespace
-   WHERE nspname !~ '^pg_' AND nspname <> 'information_schema'
-  UNION ALL
-  SELECT 'c ' || c.oid::regclass::text || ' ' || c.relkind::text || ' ' || coalesce(c.relacl::text, '')
-         || ' ' || coalesce(array_to_string(c.reloptions, ','), '')
-    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-   WHERE n.nspname !~ '^pg_' AND n.nspname <> 'information_schema'
-  UNION ALL
-  SELECT 'a ' || a.attrelid::regclass::text || ' ' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
-         || ' ' || a.attnotnull::text || ' ' || coalesce(pg_get_expr(d.adbin, d.adrelid), '')
-    FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-    LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-   WHERE n.nspname !~ '^pg_' AND n.nspname <> 'information_schema' AND a.attnum > 0 AND NOT a.attisdropped
-  UNION ALL
-  SELECT 'k ' || conrelid::regclass::text || ' ' || conname || ' ' || pg_get_constraintdef(oid)
-    FROM pg_constraint WHERE connamespace IN (SELECT oid FROM pg_namespace WHERE nspname !~ '^pg_'
-                                               AND nspname <> 'information_schema')
-  UNION ALL
-  SELECT 'i ' || indexrelid::regclass::text || ' ' || pg_get_indexdef(indexrelid) FROM pg_index i
-    JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-   WHERE n.nspname !~ '^pg_' AND n.nspname <> 'information_schema'
-  UNION ALL
-  SELECT 't ' || tgrelid::regclass::text || ' ' || tgname || ' ' || tgenabled::text || ' ' || pg_get_triggerdef(oid)
-    FROM pg_trigger WHERE NOT tgisinternal
-  UNION ALL
-  SELECT 'f ' || p.oid::regprocedure::text || ' ' || md5(coalesce(p.prosrc, '')) || ' '
-         || coalesce(p.proacl::text, '') || ' ' || coalesce(array_to_string(p.proconfig, ','), '')
-    FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-   WHERE n.nspname !~ '^pg_' AND n.nspname <> 'information_schema'
-  UNION ALL
-  SELECT 'e ' || extname || ' ' || extversion FROM pg_extension
-  UNION ALL
-  SELECT 's ' || coalesce(array_to_string(setconfig, ','), '') FROM pg_db_role_setting
-   WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
-  UNION ALL
-  SELECT 'd ' || coalesce(datacl::text, '') FROM pg_database WHERE datname = current_database()
-) parts
+# Schema changes noted as they are made (see the module docstring). ENABLE ALWAYS: the seed is restored in
+# replica mode, where a plain event trigger does not fire. A command that changed nothing (CREATE TABLE IF
+# NOT EXISTS of a table that is there, as the migrations and the stand-ins run at every start) is no change.
+WATCH = """
+CREATE SCHEMA suite_watch;
+CREATE TABLE suite_watch.changes (tag text NOT NULL, event text NOT NULL);
+CREATE FUNCTION suite_watch.note() RETURNS event_trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_EVENT = 'sql_drop' THEN
+    INSERT INTO suite_watch.changes VALUES (TG_TAG, TG_EVENT);
+  ELSIF EXISTS (SELECT 1 FROM pg_event_trigger_ddl_commands()) THEN
+    INSERT INTO suite_watch.changes VALUES (TG_TAG, TG_EVENT);
+  END IF;
+END $$;
+CREATE EVENT TRIGGER suite_watch_ddl ON ddl_command_end EXECUTE FUNCTION suite_watch.note();
+CREATE EVENT TRIGGER suite_watch_drop ON sql_drop EXECUTE FUNCTION suite_watch.note();
+ALTER EVENT TRIGGER suite_watch_ddl ENABLE ALWAYS;
+ALTER EVENT TRIGGER suite_watch_drop ENABLE ALWAYS;
+"""
+
+# What no event trigger sees: the database's own settings (ALTER DATABASE .. SET) and privileges.
+_DATABASE_LEVEL = """
+SELECT coalesce((SELECT string_agg(array_to_string(setconfig, ','), ';' ORDER BY setrole) FROM pg_db_role_setting
+                  WHERE setdatabase = d.oid), '') || ' ' || coalesce(d.datacl::text, '')
+  FROM pg_database d WHERE d.datname = current_database()
 """
 
 _TABLES = """
@@ -84,10 +72,15 @@ SELECT format('%%I.%%I', schemaname, sequencename) AS name, coalesce(last_value,
 """
 
 
-def fingerprint(conn: psycopg.Connection[tuple[object, ...]]) -> str:
-    row = conn.execute(_FINGERPRINT).fetchone()
+def database_level(conn: psycopg.Connection[tuple[object, ...]]) -> str:
+    row = conn.execute(_DATABASE_LEVEL).fetchone()
     assert row is not None
     return str(row[0])
+
+
+def changes(conn: psycopg.Connection[tuple[object, ...]]) -> list[str]:
+    """The schema changes noted on this database, as their command tags."""
+    return [str(row[0]) for row in conn.execute("SELECT tag FROM suite_watch.changes")]
 
 
 def _holding_rows(conn: psycopg.Connection[tuple[object, ...]], tables: list[str]) -> list[str]:
@@ -101,10 +94,10 @@ def _holding_rows(conn: psycopg.Connection[tuple[object, ...]], tables: list[str
 
 @dataclass(frozen=True)
 class Seed:
-    """What the template holds besides its schema: its tables, the rows some migrations wrote (as COPY
-    text) and where each sequence stands."""
+    """What the template holds besides its schema: its database-level settings and privileges, its tables,
+    the rows some migrations wrote (as COPY text) and where each sequence stands."""
 
-    fingerprint: str
+    database_level: str
     tables: list[str]
     rows: dict[str, bytes]
     sequences: list[tuple[str, int, bool]]
@@ -118,7 +111,15 @@ class Seed:
                 with conn.cursor().copy(sql.SQL("COPY {} TO STDOUT").format(sql.SQL(table))) as copy:
                     rows[table] = b"".join(bytes(chunk) for chunk in copy)
             sequences = [(str(n), int(v), bool(c)) for n, v, c in conn.execute(_SEQUENCES, (list(SCHEMAS),))]
-            return cls(fingerprint(conn), tables, rows, sequences)
+            return cls(database_level(conn), tables, rows, sequences)
+
+    def changed_by(self, conn: psycopg.Connection[tuple[object, ...]]) -> list[str]:
+        """How the test changed the schema of this database: the commands noted, and its own settings or
+        privileges when they are not the template's; [] when it did not."""
+        noted = changes(conn)
+        if database_level(conn) != self.database_level:
+            noted.append("ALTER DATABASE")
+        return noted
 
     def restore(self, conn: psycopg.Connection[tuple[object, ...]]) -> None:
         """The template's rows again, in one transaction: every table holding a row emptied (the seeded ones

@@ -4,6 +4,10 @@
 -- Two stand-ins starting on one database must not race their CREATE ... IF NOT EXISTS.
 SELECT pg_advisory_xact_lock(7600320841)
 
+-- name: schema_version
+-- The version of the schema applied (records.SCHEMA_VERSION), kept as the schema's comment.
+SELECT obj_description(oid, 'pg_namespace') AS version FROM pg_namespace WHERE nspname = 'standin'
+
 -- name: claim
 -- Claims a dedupe key for `ref`, or takes over a claim whose window has passed. No row back: a live
 -- claim exists (a concurrent claimer waits here until the first one's transaction ends).

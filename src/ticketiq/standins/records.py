@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import hashlib
 import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
@@ -30,6 +32,22 @@ _Connection = psycopg.AsyncConnection[Row]
 _HERE = Path(__file__).parent
 QUERIES = parse((_HERE / "queries.sql").read_text(), "standin")
 SCHEMA = (_HERE / "schema.sql").read_text()
+# The schema's text, named by its hash in the schema's comment once applied: a start that finds this
+# version applied runs none of it (its idempotent ALTERs and COMMENTs still took their locks and wrote the
+# catalog at every start).
+SCHEMA_VERSION = f"ticketiq stand-ins {hashlib.sha256(SCHEMA.encode()).hexdigest()[:16]}"
+
+
+async def ensure_schema(conn: _Connection) -> None:
+    """The stand-ins' schema, applied unless this version of it is; in the caller's transaction, under the
+    lock that keeps two stand-ins starting on one database from racing it."""
+    session = Session(conn)
+    await session.fetch_one("standin.lock_schema")
+    found = await session.fetch_one("standin.schema_version")
+    if found is not None and found["version"] == SCHEMA_VERSION:
+        return
+    await conn.execute(SCHEMA.encode())
+    await conn.execute(sql.SQL("COMMENT ON SCHEMA standin IS {}").format(sql.Literal(SCHEMA_VERSION)))
 
 
 # The User-Agent of the request being answered, set by the stand-in app's middleware for each request.
@@ -159,9 +177,8 @@ class Store:
         except psycopg.Error as exc:
             raise StorageError(f"stand-ins cannot reach Postgres: {exc}") from exc
         async with self.transaction() as session:
-            await session.fetch_one("standin.lock_schema")
             try:
-                await session.conn.execute(SCHEMA.encode())
+                await ensure_schema(session.conn)
             except psycopg.Error as exc:
                 raise StorageError(f"stand-in schema could not be created: {exc}") from exc
 
