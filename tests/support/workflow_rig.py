@@ -113,7 +113,13 @@ async def ended(client: httpx.AsyncClient, run_id: str, workflow: str = "follow-
 
     async def done() -> bool:
         nonlocal shown
-        shown = (await client.get(f"/v1/workflows/{workflow}/runs/{run_id}")).json()
+        answer = await client.get(f"/v1/workflows/{workflow}/runs/{run_id}")
+        if answer.status_code == 503:
+            # A process that just lost its liveness mark replaces its pooled connections; a read caught by
+            # that is answered "retry" (503, Retry-After), as the API promises, and a client retries.
+            return False
+        assert answer.status_code == 200, answer.text
+        shown = answer.json()
         return str(shown["status"]) in ("succeeded", "failed", "cancelled", "interrupted")
 
     await eventually(done, 120, f"workflow run {run_id} ending")
