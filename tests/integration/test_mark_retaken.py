@@ -184,3 +184,36 @@ async def test_the_retake_passes_by_a_lease_the_sweep_holds_instead_of_waiting_o
                 await conn.close()
             await sweep.rollback()
         await read_rows(db_url, "DELETE FROM leases WHERE name IN ('checkpoint:held', 'checkpoint:free')")
+
+
+async def test_a_loss_the_renewer_reports_takes_the_mark_again_once_and_the_new_mark_is_watched(
+    db_url: str, tmp_path: Path
+) -> None:
+    """The renewer reports every lease lost (renewals that could not get through) while the mark's own
+    connection is fine: the mark is taken again once, on a new connection. The watch of the old one is
+    stopped before it closes: left waiting on it, it failed a poll later and closed the new mark's
+    connection, reporting a second loss (and a third: a run lost that often fails), and the event loop
+    went on watching the old descriptor's number for it, whichever socket was given it next."""
+    async with engine_under_test(db_url, tmp_path, SCRIPTS, AGENTS, lead=False, liveness_poll_s=0.2) as h:
+        engine = h.engine
+        old = await mark_session(db_url, engine.deps.holder)
+        h.process.keeper.on_lost("renewals failed (the test says so)")
+        await until(lambda: engine.marks_lost == 1 and engine.admitted.is_set(), "the mark taken again")
+        await asyncio.sleep(1.5)  # several polls of the old watch, had it been left running
+        assert engine.marks_lost == 1
+        new = await mark_session(db_url, engine.deps.holder)
+        assert new is not None and new != old
+        # The new mark is watched: its connection ended by the server is noticed as a loss of its own.
+        await kill_liveness(db_url, engine.deps.holder)
+        await until(lambda: engine.marks_lost == 2, "the new mark's loss noticed", timeout_s=10)
+        await until(engine.admitted.is_set, "the process admitting runs again")
+
+
+async def mark_session(db_url: str, holder: str) -> int | None:
+    """The server backend holding `holder`'s mark in this database, if any."""
+    rows = await read_rows(db_url, """
+        SELECT l.pid FROM pg_locks l JOIN processes p ON l.locktype = 'advisory' AND l.classid = 7117::oid
+                                    AND l.objid = p.lock_key::oid AND l.objsubid = 2 AND l.granted
+         WHERE p.id = %s AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())""",
+        holder)  # fmt: skip
+    return int(rows[0]["pid"]) if rows else None

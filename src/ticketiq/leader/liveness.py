@@ -65,7 +65,7 @@ class Liveness:
 
     async def register(self, holder: str) -> None:
         """Take the mark for `holder` (a fresh identity) and announce it. A mark held before is let go."""
-        await self._close()
+        await self._let_go()
         conn = await database.connect(self.url, self.limits)
         try:
             # Before the row exists: no run can be given to this identity before it listens.
@@ -84,7 +84,7 @@ class Liveness:
         held (the process lost them all when the mark went). False when the identity cannot be kept
         (it was found dead, or its old session still holds the lock): the caller takes a new one. A
         database still unreachable raises StorageError."""
-        await self._close()
+        await self._let_go()
         conn = await database.connect(self.url, self.limits)
         try:
             await database.listen(conn, HANDED, within_s=self.limits.answer_within_s)
@@ -100,9 +100,11 @@ class Liveness:
 
     async def watch(self) -> None:
         """Wait on the mark's connection for a poll, then ask it to answer a heartbeat in time; at any
-        failure the lock may be gone: report the loss once and stop."""
+        failure the lock may be gone: report the loss once and stop. The watch keeps to the connection
+        it started on: once the mark was taken again on another one (a loss the lease keeper reported),
+        what fails here is no news about the mark held now."""
+        conn = self._conn
         try:
-            conn = self._conn
             if conn is None:
                 raise RuntimeError("no liveness mark is held")
             while True:
@@ -114,6 +116,8 @@ class Liveness:
                         self.on_handed()
                 await leader_store.heartbeat(conn, within_s=heartbeat_within(self.poll_s))
         except Exception as exc:  # any failure: the lock may be gone
+            if conn is None or conn is not self._conn:
+                return
             log.error("liveness connection of %s lost: %s", self.holder, exc)
             await self._close()
             self.outage.failed(exc)
@@ -134,6 +138,15 @@ class Liveness:
         if db is not None and self.holder:
             with contextlib.suppress(Exception):
                 await leader_store.LeaderStore(db).end_process(self.holder)
+        await self._close()
+
+    async def _let_go(self) -> None:
+        """The watch stopped before its connection closes. Closed under a watch still waiting on its
+        socket, the connection's descriptor went back to the system while the event loop still watched
+        that number: the next socket given it (the new mark's, a pooled one, an HTTP client's) was then
+        watched for the old wait, and the old watch, failing, closed the new mark's connection and
+        reported the mark lost again (a run lost three times over one lost renewal)."""
+        await self._background.stop()
         await self._close()
 
     async def _close(self) -> None:
