@@ -194,14 +194,18 @@ async def test_a_leader_that_died_mid_fire_is_replaced_by_one_that_makes_the_sam
 ) -> None:
     async with api(db_url, tmp_path) as (client, h):
         scheduler = Scheduler(h.engine)
+        # Both fire at 03:00 UTC: every minute, a minute boundary passed between the two POSTs on a busy
+        # machine gave the second schedule the next minute, and at `due` only the first was due.
+        daily = "0 3 * * *"
         # Died after recording the fire, before making its run.
-        early = await make(client, input="Look at OPS-41")
+        early = await make(client, cron=daily, input="Look at OPS-41")
         due = at(early["next_fire_at"])
         key = run_keys.cron(early["id"], due)
         recorded = await scheduler.store.fire(early["id"], due + timedelta(minutes=1), due, key, False, None, "dead")
         assert recorded is not None
         # Died after making the run, before recording it on the fire.
-        late = await make(client, input="Look at OPS-42")
+        late = await make(client, cron=daily, input="Look at OPS-42")
+        assert at(late["next_fire_at"]) == due
         late_key = run_keys.cron(late["id"], due)
         assert await scheduler.store.fire(late["id"], due + timedelta(minutes=1), due, late_key, False, None, "dead")
         helper = h.engine.deps.catalog.get("helper")
