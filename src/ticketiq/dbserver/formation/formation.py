@@ -49,8 +49,10 @@ from ticketiq.dbserver.formation.plan import (
 )
 from ticketiq.dbserver.formation.processes import (
     RunAs,
+    Runtimes,
     Tree,
     binaries,
+    by_runtime,
     current_user,
     is_pg_autoctl,
     make_traversable,
@@ -155,28 +157,29 @@ class Formation:
 
     # ----- looking ---------------------------------------------------------------------------------
 
-    def tree(self, name: str) -> Tree:
-        return tree(self.layout, name, self.plan.keepers.get(name), self.run_as.uid)
+    def tree(self, name: str, runtimes: Runtimes | None = None) -> Tree:
+        return tree(self.layout, name, self.plan.keepers.get(name), self.run_as.uid, runtimes)
 
     def pids(self, name: str) -> list[int]:
         """Every pid of the node's (or the monitor's) tree: its pg_autoctl processes, its postmaster and
         the postmaster's children."""
         return self.tree(name).pids
 
-    def _node(self, name: str, state: NodeState | None) -> Node:
-        found = self.tree(name)
+    def _node(self, name: str, state: NodeState | None, runtimes: Runtimes) -> Node:
+        found = self.tree(name, runtimes)
         return Node(name, self.plan.ports[name], self.layout.pgdata(name), found.process,
                     found.keeper.pid if found.keeper else None, found.postmaster.pid if found.postmaster else None,
                     tuple(found.pids), state)  # fmt: skip
 
     def status(self) -> Status:
-        mon = self._node(MONITOR, None)
+        runtimes = by_runtime(self.run_as.uid)  # one look at the machine's processes for every node
+        mon = self._node(MONITOR, None, runtimes)
         try:
             states = {s.name: s for s in monitor.node_states(self.plan.monitor_port)}
         except FormationError as exc:
-            nodes = tuple(self._node(name, None) for name in NODES)
+            nodes = tuple(self._node(name, None, runtimes) for name in NODES)
             return Status(self.url, mon, nodes, None, monitor_error=str(exc))
-        nodes = tuple(self._node(name, states.get(name)) for name in NODES)
+        nodes = tuple(self._node(name, states.get(name), runtimes) for name in NODES)
         found = verdict([NodeView(n.state, n.process) for n in nodes if n.state is not None])
         primary = next((n for n in nodes if n.name == found.primary), None)
         if primary is not None and primary.state is not None:

@@ -25,7 +25,7 @@ import signal
 import stat
 import subprocess
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -243,6 +243,10 @@ def postmaster(layout: Layout, name: str, uid: int) -> psutil.Process | None:
     return proc if proc is not None and _live(proc) and _names(proc, uid, layout.pgdata(name), "postgres") else None
 
 
+# The processes run by the formation's user, by the XDG_RUNTIME_DIR in their environment (one per node).
+Runtimes = Mapping[str, Sequence[psutil.Process]]
+
+
 @dataclass(frozen=True)
 class Tree:
     """A node's processes: its `pg_autoctl run` and the services it runs, its postmaster and the
@@ -272,14 +276,16 @@ class Tree:
         return Process.RUNNING
 
 
-def tree(layout: Layout, name: str, recorded: Keeper | None, uid: int) -> Tree:
+def tree(layout: Layout, name: str, recorded: Keeper | None, uid: int, runtimes: Runtimes | None = None) -> Tree:
     """Every live process of the node: those run by the formation's user with the node's own
     XDG_RUNTIME_DIR in their environment (pg_autoctl's and the postmaster's, whoever their parent is
     now), and the children of its `pg_autoctl run` and of its postmaster (a backend's title overwrites
-    the environment it inherited)."""
+    the environment it inherited). `runtimes`: one look at every process made for all the nodes of a
+    status (`by_runtime`); without it, this node's own look."""
     top = keeper_top(layout, name, recorded, uid)
     pm = postmaster(layout, name, uid)
-    found = {p.pid: p for p in _with_environment(uid, "XDG_RUNTIME_DIR", str(layout.runtime_dir(name)))}
+    seen = runtimes if runtimes is not None else by_runtime(uid)
+    found = {p.pid: p for p in seen.get(str(layout.runtime_dir(name)), ())}
     for root in (top, pm):
         with contextlib.suppress(psutil.Error):
             found |= {p.pid: p for p in [root, *root.children(recursive=True)]} if root is not None else {}
@@ -290,12 +296,15 @@ def tree(layout: Layout, name: str, recorded: Keeper | None, uid: int) -> Tree:
     return Tree(top, pm, tuple(live))
 
 
-def _with_environment(uid: int, key: str, value: str) -> list[psutil.Process]:
-    found = []
+def by_runtime(uid: int) -> Runtimes:
+    """Every process of `uid`, by its XDG_RUNTIME_DIR: a look at each process of the machine (its status
+    file, and its environment when it is the user's), which is most of what a status costs on a machine
+    running hundreds of other processes. A status makes it once for all its nodes, not once a node."""
+    found: dict[str, list[psutil.Process]] = {}
     for proc in psutil.process_iter():
         with contextlib.suppress(psutil.Error):
-            if proc.uids().real == uid and proc.environ().get(key) == value:
-                found.append(proc)
+            if proc.uids().real == uid and (runtime := proc.environ().get("XDG_RUNTIME_DIR")) is not None:
+                found.setdefault(runtime, []).append(proc)
     return found
 
 
