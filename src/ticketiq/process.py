@@ -34,7 +34,6 @@ from ticketiq.runtime import stall
 from ticketiq.runtime.faults import Faults
 from ticketiq.runtime.user_agent import user_agent
 from ticketiq.settings import Settings
-from ticketiq.storage import database
 from ticketiq.storage.database import ConnectionLimits, Database
 from ticketiq.storage.gate_store import GateStore
 from ticketiq.storage.migrate import migrate
@@ -88,14 +87,12 @@ class AppProcess:
             server_watch.start()
         try:
             keys = seal.load_keys(settings)
-            conn = await database.connect(target.url, limits)
-            try:
-                await migrate(conn)
-            finally:
-                await conn.close()
             db = Database(target.url, min_size=settings.db_pool_min, max_size=settings.db_pool_max, limits=limits)
             await db.open()
             try:
+                # On a pooled connection, not one of its own: each connection is a server backend started.
+                async with db.pool.connection() as conn:
+                    await migrate(conn)
                 await check_key_probe(db, keys)
             except Exception:
                 await db.close()

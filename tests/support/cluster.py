@@ -19,6 +19,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from tests.support import preforked
+from tests.support.engine import TEST_POOL_MIN
 from tests.support.http import web
 from ticketiq.operate.launch import Child, start_serve, start_standins
 
@@ -54,6 +55,7 @@ class Cluster:
         base.update({
             "TICKETIQ_DATABASE_URL": self.db_url, "TICKETIQ_HOME": str(self.tmp / "home"),
             "TICKETIQ_SEAL_KEYS": "crash:crash-test-secret", "TICKETIQ_LOG_LEVEL": "INFO",
+            "TICKETIQ_DB_POOL_MIN": str(TEST_POOL_MIN),
         })  # fmt: skip
         self.token = create_token(base, "cluster-admin", "admin")
         standins_env = {**base, "TICKETIQ_DATABASE_URL": self.standins_db_url or self.db_url}

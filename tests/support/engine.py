@@ -23,6 +23,10 @@ from ticketiq.standins.model import create_router
 from ticketiq.storage.token_store import TokenStore
 from ticketiq.tools.base import CallContext, Outcome, ReadBack, Tool, ToolClass
 
+# The tests' processes keep one pooled connection open, not the product's two: a process in a test serves a
+# handful of requests, and each connection opened is a server backend started (some 10 ms of the server's
+# CPU on a 2-core machine; the suite starts about a thousand processes). The pool still grows under load.
+TEST_POOL_MIN = 1
 OBJECT = {"type": "object", "properties": {"note": {"type": "string"}}, "additionalProperties": False}
 
 
@@ -189,7 +193,7 @@ async def engine_under_test(
             model_base_url=f"{model_url}/v1",
             seal_keys="test:engine-test-secret",
             agents=agents_file(tmp, agents, approval, workflows),
-            **overrides,
+            **{"db_pool_min": TEST_POOL_MIN, **overrides},
         )
         process = await AppProcess.start(settings, extra_tools=probe_tools(probe_url))
         try:

@@ -62,7 +62,7 @@ async def migrate(conn: psycopg.AsyncConnection[Row], folder: Path = FOLDER) -> 
         for migration in discover(folder):
             if migration.version in done:
                 continue
-            await conn.execute(migration.sql.encode())
+            await conn.execute(migration.sql.encode(), prepare=False)  # many statements: never prepared
             await conn.execute(
                 "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
                 (migration.version, migration.name),
