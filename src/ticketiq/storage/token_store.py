@@ -15,7 +15,6 @@ from datetime import datetime
 
 from ticketiq.auth.token_cache import TokenCache
 from ticketiq.errors import StorageError
-from ticketiq.storage import database
 from ticketiq.storage.database import ConnectionLimits, Database, Row
 from ticketiq.storage.migrate import migrate
 
@@ -59,14 +58,12 @@ class TokenStore:
     async def opened(cls, url: str, limits: ConnectionLimits) -> AsyncIterator[TokenStore]:
         """A store on a small pool of its own, the schema migrated first: for the CLI and the demo,
         which may reach the database before any app process did."""
-        conn = await database.connect(url, limits)
-        try:
-            await migrate(conn)
-        finally:
-            await conn.close()
         db = Database(url, min_size=1, max_size=2, limits=limits)
         await db.open()
         try:
+            # On the pool's connection, not one of its own (each is a server backend started).
+            async with db.pool.connection() as conn:
+                await migrate(conn)
             yield cls(db)
         finally:
             await db.close()
