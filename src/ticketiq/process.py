@@ -135,7 +135,7 @@ class AppProcess:
         liveness = Liveness(target.url, settings.liveness_poll_s, on_lost=lambda why: None, limits=limits,
                             on_handed=handoffs.heard, outage=db.outage)  # fmt: skip
         await liveness.register(holder)
-        events = RunEvents(target.url, limits)
+        events = RunEvents(deps.gate_watch)  # heard on the gate watch's connection
         process = cls(settings, target, db, engine, keeper, model, http, liveness, Elector(engine, target.url),
                       handoffs, RunViews(engine, events))  # fmt: skip
         process.server_watch = server_watch
@@ -145,7 +145,6 @@ class AppProcess:
         liveness.start()
         keeper.start()
         deps.gate_watch.start()
-        events.start()
         handoffs.start()
         process.jobs = JobWorker(engine)
         engine.wake_jobs = process.jobs.wake
@@ -267,8 +266,6 @@ class AppProcess:
             log.error("could not hand runs back (%s); their leases will lapse and be swept", exc)
         await self.liveness.stop(self.db)
         await self.engine.deps.gate_watch.stop()
-        if self.views.events is not None:
-            await self.views.events.stop()
         await self.model.close()
         await self.http.aclose()
         await self.db.close()

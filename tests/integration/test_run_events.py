@@ -84,3 +84,26 @@ async def test_the_events_show_the_status_change_and_the_timeline_and_end_when_t
     assert ("attempt", 2, "finished") in [(e, d["attempt"], d["ended"]) for e, d in after if e == "attempt"]
     assert after[-1] == ("end", {"id": run_id, "status": "succeeded"})
     assert rest == []  # the stream closed after `end`
+
+
+async def test_a_follower_is_woken_by_its_runs_status_change_heard_on_the_gate_watchs_connection(
+    db_url: str, tmp_path: Path
+) -> None:
+    """The runs' status notifications come in on the process's one listening connection (the gate watch's):
+    a follower of a run is woken by the run's change, not by its recheck (`Follower.wait` would time out
+    without setting the event). The run events count the watch's LISTENs as their own."""
+    scripts = {"t": [READ, KEYED, DONE]}
+    async with engine_under_test(db_url, tmp_path, scripts, AGENTS, approval=["probe_keyed"], lead=False) as h:
+        events, watch = h.process.views.events, h.engine.deps.gate_watch
+        assert events is not None
+        async with asyncio.timeout(30):
+            while not events.connected:
+                await asyncio.sleep(0.02)
+        assert (events.listens, watch.listens) == (1, 1)
+        run_id = await h.run("t", "Look at OPS-9")
+        with events.following(run_id) as follower:
+            assert await h.engine.start(run_id)
+            async with asyncio.timeout(30):
+                await follower.event.wait()  # set only by a notification (or the listener coming or going)
+        await reaches(db_url, run_id, "waiting")
+        assert (events.listens, watch.listens, events.connected) == (1, 1, True)  # no reconnect woke it

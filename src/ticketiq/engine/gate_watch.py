@@ -8,6 +8,11 @@ when it is revoked, migration 027): the token is dropped from `tokens` (`auth/to
 While the listener is not connected, nothing is trusted from cache: every step reads afresh, every
 request looks its token up; once it is back, the token cache starts empty (what it missed is unknown).
 
+The same connection LISTENs on `ticketiq_runs` too (a trigger on `runs` notifies a run's id when its
+status changes) and hands each id to `on_run`, and says when it starts or stops listening to
+`on_listening`: the run events followers wait on (`views/run_events.py`) come from here, so a process
+listens on one connection for all three rather than a connection each (each is a server backend).
+
 A listener that hears nothing may be one whose peer went silent: it would leave the cache trusted
 while changes go unseen. So a quiet listener is asked to answer a ping every `check_s`, within as
 long; one that does not is dropped (the cache is distrusted) and opened again within the connect
@@ -19,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from ticketiq.auth.token_cache import TokenCache
 from ticketiq.runtime.background import Background
@@ -31,6 +37,15 @@ log = logging.getLogger(__name__)
 
 GATES = "ticketiq_gates"
 TOKENS = "ticketiq_tokens"
+RUNS = "ticketiq_runs"  # payload: the id of a run whose status changed
+
+
+def _ignore_run(run_id: str) -> None:
+    return None
+
+
+def _ignore_listening(listening: bool) -> None:
+    return None
 
 
 class GateWatch:
@@ -43,6 +58,8 @@ class GateWatch:
         self.connected = False
         self.listens = 0  # LISTENs that succeeded
         self.tokens: TokenCache[Credential] = TokenCache()
+        self.on_run: Callable[[str], None] = _ignore_run  # a run's status changed (a wake-up, not the truth)
+        self.on_listening: Callable[[bool], None] = _ignore_listening  # the listener came up (True) or went
         self._background = Background("gate-watch", self.run)
 
     def current(self) -> int | None:
@@ -54,22 +71,29 @@ class GateWatch:
         try:
             await database.listen(conn, GATES, within_s=self.limits.answer_within_s)
             await database.listen(conn, TOKENS, within_s=self.limits.answer_within_s)
+            await database.listen(conn, RUNS, within_s=self.limits.answer_within_s)
             self.generation += 1  # anything may have changed while we were not listening
             self.tokens.listening()
             self.connected = True
             self.listens += 1
+            self.on_listening(True)
             while True:
                 async for heard in conn.notifies(timeout=self.check_s):
-                    if heard.channel == TOKENS:
+                    if heard.channel == RUNS:
+                        self.on_run(heard.payload)  # a run's status: no gate fact changed
+                    elif heard.channel == TOKENS:
                         self.tokens.changed(heard.payload)
                     else:
                         self.generation += 1
                 # Notifications that arrive during the ping wait on the connection for the next wait.
                 await database.ping(conn, within_s=self.check_s)
         finally:
+            was_listening = self.connected
             self.connected = False
             self.tokens.lost()
             self.generation += 1
+            if was_listening:
+                self.on_listening(False)
             with contextlib.suppress(Exception):
                 await conn.close()
 

@@ -1,8 +1,9 @@
 """Tells whoever follows a run (an A2A stream, a co-pilot caller) that its status changed.
 
-A dedicated connection LISTENs on `ticketiq_runs`: a trigger on `runs` notifies the run's id whenever
-its status changes, on whichever process made the change. A follower waits for its run's next change
-or its timeout, then reads the status itself: a notification is a wake-up, never the truth. While the
+A trigger on `runs` notifies the run's id on `ticketiq_runs` whenever its status changes, on whichever
+process made the change. The process hears it on its one listening connection, the gate watch's
+(`engine/gate_watch.py`), which hands each id here. A follower waits for its run's next change or its
+timeout, then reads the status itself: a notification is a wake-up, never the truth. While the
 listener is not connected followers wake every `RECHECK_S` and read, so a lost notification costs at
 most that long, never a hang.
 """
@@ -11,18 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections import defaultdict
 from collections.abc import Iterator
 
-from ticketiq.runtime.background import Background
-from ticketiq.storage import database
-from ticketiq.storage.database import DEFAULT_LIMITS, ConnectionLimits
-from ticketiq.storage.outage import backoff_s
+from ticketiq.engine.gate_watch import RUNS, GateWatch
 
-log = logging.getLogger(__name__)
-
-CHANNEL = "ticketiq_runs"
+CHANNEL = RUNS
 RECHECK_S = 1.0
 # Read even while listening: a notification sent while the listener was being re-made (a failover)
 # is lost, and the reconnect's wake-up may race it.
@@ -46,14 +41,13 @@ class Follower:
 
 
 class RunEvents:
-    def __init__(self, url: str, limits: ConnectionLimits = DEFAULT_LIMITS) -> None:
-        self.url = url
-        self.limits = limits
-        self.check_s = max(1.0, limits.keepalive_s)
+    def __init__(self, watch: GateWatch) -> None:
+        """Fed by `watch` from now on: made before the watch starts, so its first LISTEN is seen here."""
         self.connected = False
         self.listens = 0  # LISTENs that succeeded
         self._waiters: dict[str, set[asyncio.Event]] = defaultdict(set)
-        self._background = Background("run-events", self.run)
+        watch.on_run = self._wake
+        watch.on_listening = self._listening
 
     @contextlib.contextmanager
     def following(self, run_id: str) -> Iterator[Follower]:
@@ -70,6 +64,12 @@ class RunEvents:
                 if not waiters:
                     self._waiters.pop(run_id, None)
 
+    def _listening(self, up: bool) -> None:
+        self.connected = up
+        if up:
+            self.listens += 1
+        self._wake_all()  # anything may have changed while no one listened, or may change unheard now
+
     def _wake(self, run_id: str) -> None:
         for event in self._waiters.get(run_id, ()):
             event.set()
@@ -77,39 +77,3 @@ class RunEvents:
     def _wake_all(self) -> None:
         for run_id in list(self._waiters):
             self._wake(run_id)
-
-    async def _listen_once(self) -> None:
-        conn = await database.connect(self.url, self.limits)
-        try:
-            await database.listen(conn, CHANNEL, within_s=self.limits.answer_within_s)
-            self.connected = True
-            self.listens += 1
-            self._wake_all()  # anything may have changed while no one listened
-            while True:
-                async for notice in conn.notifies(timeout=self.check_s):
-                    self._wake(notice.payload)
-                await database.ping(conn, within_s=self.check_s)
-        finally:
-            self.connected = False
-            self._wake_all()
-            with contextlib.suppress(Exception):
-                await conn.close()
-
-    async def run(self) -> None:
-        tries = 0
-        while True:
-            listened = self.listens
-            try:
-                await self._listen_once()
-            except Exception as exc:
-                log.warning("run events listener lost (%s); followers read every %s s until it is back",
-                            exc, RECHECK_S)  # fmt: skip
-            # Back soon after a failover, and no storm of attempts while there is no primary.
-            tries = 0 if self.listens > listened else tries + 1
-            await asyncio.sleep(backoff_s(tries))
-
-    def start(self) -> None:
-        self._background.start()
-
-    async def stop(self) -> None:
-        await self._background.stop()
