@@ -36,7 +36,7 @@ from ticketiq.runtime.user_agent import user_agent
 from ticketiq.settings import Settings
 from ticketiq.storage.database import ConnectionLimits, Database
 from ticketiq.storage.gate_store import GateStore
-from ticketiq.storage.migrate import migrate
+from ticketiq.storage.migrate import migrate_pooled
 from ticketiq.storage.outage import backoff_s
 from ticketiq.storage.run_store import RunStore
 from ticketiq.storage.seal_store import SealProbeStore
@@ -90,9 +90,7 @@ class AppProcess:
             db = Database(target.url, min_size=settings.db_pool_min, max_size=settings.db_pool_max, limits=limits)
             await db.open()
             try:
-                # On a pooled connection, not one of its own: each connection is a server backend started.
-                async with db.pool.connection() as conn:
-                    await migrate(conn)
+                await migrate_pooled(db)
                 await check_key_probe(db, keys)
             except Exception:
                 await db.close()

@@ -141,11 +141,10 @@ class Liveness:
         await self._close()
 
     async def _let_go(self) -> None:
-        """The watch stopped before its connection closes. Closed under a watch still waiting on its
-        socket, the connection's descriptor went back to the system while the event loop still watched
-        that number: the next socket given it (the new mark's, a pooled one, an HTTP client's) was then
-        watched for the old wait, and the old watch, failing, closed the new mark's connection and
-        reported the mark lost again (a run lost three times over one lost renewal)."""
+        """The watch stopped before its connection closes. Closed under a watch still waiting on it (a
+        loss the renewer reported), the old watch failed a poll later, closed the NEW mark's connection
+        and reported the mark lost again, and again (a run lost three times over one lost renewal); and
+        the event loop went on watching a descriptor number the system could give the next socket."""
         await self._background.stop()
         await self._close()
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psycopg
 
-from ticketiq.storage.database import Row
+from ticketiq.storage.database import Database, Row
 
 log = logging.getLogger(__name__)
 
@@ -70,3 +70,10 @@ async def migrate(conn: psycopg.AsyncConnection[Row], folder: Path = FOLDER) -> 
             applied_now.append(migration.version)
             log.info("applied migration %03d_%s", migration.version, migration.name)
     return applied_now
+
+
+async def migrate_pooled(db: Database) -> list[int]:
+    """`migrate` on one of the pool's connections, not one of its own: each connection opened is a server
+    backend started (a process start and each CLI command paid one more for the migrations alone)."""
+    async with db.pool.connection() as conn:
+        return await migrate(conn)

@@ -16,7 +16,7 @@ from datetime import datetime
 from ticketiq.auth.token_cache import TokenCache
 from ticketiq.errors import StorageError
 from ticketiq.storage.database import ConnectionLimits, Database, Row
-from ticketiq.storage.migrate import migrate
+from ticketiq.storage.migrate import migrate_pooled
 
 
 @dataclass(frozen=True)
@@ -61,9 +61,7 @@ class TokenStore:
         db = Database(url, min_size=1, max_size=2, limits=limits)
         await db.open()
         try:
-            # On the pool's connection, not one of its own (each is a server backend started).
-            async with db.pool.connection() as conn:
-                await migrate(conn)
+            await migrate_pooled(db)
             yield cls(db)
         finally:
             await db.close()
