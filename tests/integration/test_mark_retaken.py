@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 
-from tests.support.engine import engine_under_test, kill_liveness, read_rows
+from tests.support.engine import engine_under_test, kill_liveness, mark_session, read_rows
 from tests.support.tcp_proxy import TcpProxy
 from ticketiq.errors import StorageError
 from ticketiq.storage import database, leader_store
@@ -207,13 +207,3 @@ async def test_a_loss_the_renewer_reports_takes_the_mark_again_once_and_the_new_
         await kill_liveness(db_url, engine.deps.holder)
         await until(lambda: engine.marks_lost == 2, "the new mark's loss noticed", timeout_s=10)
         await until(engine.admitted.is_set, "the process admitting runs again")
-
-
-async def mark_session(db_url: str, holder: str) -> int | None:
-    """The server backend holding `holder`'s mark in this database, if any."""
-    rows = await read_rows(db_url, """
-        SELECT l.pid FROM pg_locks l JOIN processes p ON l.locktype = 'advisory' AND l.classid = 7117::oid
-                                    AND l.objid = p.lock_key::oid AND l.objsubid = 2 AND l.granted
-         WHERE p.id = %s AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())""",
-        holder)  # fmt: skip
-    return int(rows[0]["pid"]) if rows else None

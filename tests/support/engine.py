@@ -253,12 +253,21 @@ async def kill_liveness(db_url: str, holder: str) -> None:
     """The process's liveness connection dies under it, as a SIGKILL (or a network cut) leaves it: the
     server ends the backend holding its mark; the process loses every lease at once and the leader
     takes its runs and jobs back."""
-    ended = await read_rows(db_url, """
-        SELECT pg_terminate_backend(l.pid) AS ended
-          FROM pg_locks l JOIN processes p ON l.locktype = 'advisory' AND l.classid = 7117::oid
-                                          AND l.objid = p.lock_key::oid AND l.objsubid = 2 AND l.granted
-         WHERE p.id = %s""", holder)  # fmt: skip
+    held_by = await mark_session(db_url, holder)
+    assert held_by is not None, f"{holder} holds no liveness mark"
+    ended = await read_rows(db_url, "SELECT pg_terminate_backend(%s) AS ended", held_by)
     assert [r["ended"] for r in ended] == [True]
+
+
+async def mark_session(db_url: str, holder: str) -> int | None:
+    """The server backend holding `holder`'s liveness mark in this database, if any (the server's other
+    databases hold marks of the same keys: each test's database counts its processes from the same start)."""
+    rows = await read_rows(db_url, """
+        SELECT l.pid FROM pg_locks l JOIN processes p ON l.locktype = 'advisory' AND l.classid = 7117::oid
+                                    AND l.objid = p.lock_key::oid AND l.objsubid = 2 AND l.granted
+         WHERE p.id = %s AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())""",
+        holder)  # fmt: skip
+    return int(rows[0]["pid"]) if rows else None
 
 
 async def inputs_of(db_url: str, run_id: str) -> list[tuple[str, str, str | None]]:
