@@ -1,6 +1,6 @@
-"""The console in a real browser: Debian's Chromium driven by Playwright (its `executable_path`, never a
-downloaded browser) against `ticketiq serve` processes and the stand-ins on real sockets (the crash
-tests' `Cluster`). Written once for the browser tests and `make screenshots`."""
+"""The console in a real browser: Debian's Chromium, its headless shell, driven by Playwright (its
+`executable_path`, never a downloaded browser) against `ticketiq serve` processes and the stand-ins on
+real sockets (the crash tests' `Cluster`). Written once for the browser tests and `make screenshots`."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from tests.support.cluster import App, Cluster
 from tests.support.http import web
 from ticketiq.settings import Settings
 
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = "/usr/bin/chromium-headless-shell"
 # The sample agents, with the comment on a Jira issue held for a person's approval too: a triage run
 # waits at its third step until someone decides.
 HELD_TOOL = "jira_add_comment"
@@ -29,7 +29,7 @@ VIEWPORT: ViewportSize = {"width": 1440, "height": 900}
 
 def chromium() -> str:
     if not os.path.exists(CHROMIUM):
-        raise RuntimeError(f"{CHROMIUM} is missing: `make chromium` installs Debian's chromium")
+        raise RuntimeError(f"{CHROMIUM} is missing: `make chromium` installs Debian's chromium-headless-shell")
     return CHROMIUM
 
 
