@@ -383,40 +383,93 @@ def gone(pid: int) -> bool:
 
 
 @pytest.mark.long
-def test_cluster_runs_two_processes_behind_the_edge_reports_a_death_and_stops_everything_on_sigint(
+def test_cluster_starts_a_killed_process_again_leaves_a_crash_loop_down_and_stops_everything_on_sigint(
     tmp_path: Path, db_url: str
 ) -> None:
     port = free_port()
-    proc = subprocess.Popen(cli("cluster", "--processes", "2", "--port", str(port)), env=cluster_env(tmp_path, db_url),
+    env = cluster_env(tmp_path, db_url)
+    proc = subprocess.Popen(cli("cluster", "--processes", "2", "--port", str(port)), env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
     lines: list[str] = []
+    seen: list[int] = []
+    pid_file = Path(env["TICKETIQ_HOME"]) / "cluster.pid"
     try:
         read_until(proc, lines, "running;", 120)
         started = pids(lines)
         assert set(started) == {"stand-ins", "app1", "app2", "edge"}, lines
         assert "password" not in "".join(lines)
-        answered: set[Any] = set()
-        for _ in range(6):
-            response = web.get(f"http://127.0.0.1:{port}/readyz", timeout=10)
-            assert response.status_code == 200, response.text
-            answered.add(response.json()["process"])
-        assert len(answered) == 2, answered  # both processes take requests through the edge
+        assert pid_file.read_text().strip() == str(proc.pid)
+        threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True).start()  # to its end
+        # A second cluster on the same home is refused, and starts nothing.
+        second = subprocess.run(cli("cluster", "--port", str(free_port())), env=env, capture_output=True, text=True,
+                                timeout=60)  # fmt: skip
+        assert second.returncode == 2, second
+        assert f"a cluster already runs on {env['TICKETIQ_HOME']} (pid {proc.pid}" in second.stderr
+        assert pid_file.read_text().strip() == str(proc.pid)
+        assert len(edge_answers(port, 6)) == 2  # both processes take requests through the edge
+
+        # Killed: started again on its port after 1 s, and back in the edge's rotation.
+        seen.append(started["app2"])
         os.kill(started["app2"], signal.SIGKILL)
-        read_until(proc, lines, "app2 (pid", 10)
-        assert f"app2 (pid {started['app2']}) was killed by SIGKILL; it is not restarted" in "".join(lines)
-        for _ in range(6):
-            assert web.get(f"http://127.0.0.1:{port}/readyz", timeout=10).status_code == 200
+        wait_for_count(lines, "started again", 1, 30)
+        said = "".join(lines)
+        assert f"app2 (pid {started['app2']}) was killed by SIGKILL; starting it again in 1 s (died once" in said
+        again = pids(lines)["app2"]
+        assert again != started["app2"] and not gone(again)
+        deadline = time.monotonic() + 10
+        while len(edge_answers(port, 6)) < 2:
+            assert time.monotonic() < deadline, "the process started again never got requests through the edge"
+
+        # Killed each time it is back, four times more: five deaths within a minute are a crash loop.
+        for death in range(2, 6):
+            seen.append(pids(lines)["app2"])
+            marker = "a crash loop" if death == 5 else "started again, ready"
+            count = sum(marker in line for line in lines)
+            os.kill(seen[-1], signal.SIGKILL)
+            wait_for_count(lines, marker, count + 1, 60)
+        said = "".join(lines)
+        assert (
+            f"app2 (pid {seen[-1]}) was killed by SIGKILL; it died 5 times within 60 s, a crash loop: it is left down"
+            in said
+        )
+        delays = [
+            line.split("starting it again in ")[1].split(" s")[0] for line in lines if "starting it again in" in line
+        ]
+        assert delays == ["1", "2", "4", "8"], delays
+        time.sleep(2)
+        assert pids(lines)["app2"] == seen[-1]  # not started again
+        assert proc.poll() is None
+        assert len(edge_answers(port, 4)) == 1  # app1 serves alone
+
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0, "".join(lines)
-        assert proc.stdout is not None
-        lines.extend(proc.stdout)
-        assert "stopped edge" in "".join(lines), lines
-        assert [name for name, pid in started.items() if not gone(pid)] == []
+        wait_for_count(lines, "stopped edge", 1, 10)
+        assert [name for name, pid in pids(lines).items() if not gone(pid)] == []
+        assert all(gone(pid) for pid in seen)
+        assert not pid_file.exists()
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
         if proc.stdout is not None:
             proc.stdout.close()
-        for pid in pids(lines).values():
+        for pid in [*pids(lines).values(), *seen]:
             end_leftover(pid)
+
+
+def edge_answers(port: int, n: int) -> set[Any]:
+    """The process identities that answered n /readyz through the edge; each answer is 200."""
+    answered: set[Any] = set()
+    for _ in range(n):
+        response = web.get(f"http://127.0.0.1:{port}/readyz", timeout=10)
+        assert response.status_code == 200, response.text
+        answered.add(response.json()["process"])
+    return answered
+
+
+def wait_for_count(lines: list[str], marker: str, count: int, timeout_s: float) -> None:
+    """Wait until `count` of the lines a reader thread appends hold `marker`."""
+    deadline = time.monotonic() + timeout_s
+    while sum(marker in line for line in list(lines)) < count:
+        assert time.monotonic() < deadline, f"{marker!r} not seen {count} times:\n{''.join(lines)}"
+        time.sleep(0.05)

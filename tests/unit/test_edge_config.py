@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ticketiq.errors import ConfigError, RequestError
-from ticketiq.operate.cluster import Exited, app_names, death_line, stop_reason, without_password
+from ticketiq.operate.cluster import Exited, app_names, how_it_ended, stop_reason, without_password
 from ticketiq.operate.edge import Backend, haproxy_binary, haproxy_config
 
 BACKENDS = (Backend("app1", "127.0.0.1", 8081), Backend("app2", "127.0.0.1", 8082))
@@ -188,16 +188,15 @@ def test_a_database_url_is_shown_without_its_password(url: str, shown: str) -> N
     assert "s3cret" not in without_password(url)
 
 
-def test_a_dead_app_process_is_reported_and_the_rest_keep_serving() -> None:
-    line = death_line(Exited("app2", 4242, -9))
-    assert line.startswith("app2 (pid 4242) was killed by SIGKILL")
-    assert "not restarted" in line
-    assert "exited with code 3" in death_line(Exited("app1", 1, 3))
-    assert stop_reason(1, None, None) is None
+def test_how_an_app_process_ended_names_the_signal_or_the_exit_code() -> None:
+    assert how_it_ended(-9) == "was killed by SIGKILL"
+    assert how_it_ended(3) == "exited with code 3"
+    assert how_it_ended(-200) == "was killed by signal 200"
 
 
 def test_the_cluster_stops_when_nothing_can_be_served() -> None:
-    assert stop_reason(0, None, None) == "every app process died"
+    assert stop_reason(1, None, None) is None
+    assert stop_reason(0, None, None) == "every app process is left down after a crash loop"
     edge_reason = stop_reason(2, Exited("edge", 7, 1), None)
     assert edge_reason is not None and "edge" in edge_reason
     standins_reason = stop_reason(2, None, Exited("standins", 8, 1))

@@ -2,8 +2,9 @@
 TICKETIQ_DATABASE_URL; with `--db ha` the pg_auto_failover formation of TICKETIQ_HOME, a primary and its
 synchronous standby behind one multi-host URL, which it leaves running), the stand-ins, N app processes
 (app1 started first, so it takes the leader lease) and HAProxy in front of them on one port (`edge.py`).
-It prints where each part listens, says so when an app process dies (it is not restarted: the edge sends
-its requests to the others), and stops everything it started on Ctrl-C or SIGTERM."""
+It prints where each part listens, starts an app process that died again on its port after a backoff
+(`supervise.py`: the edge sends its requests to the others meanwhile, and a crash loop is left down), and
+stops everything it started on Ctrl-C or SIGTERM. Its pid is in TICKETIQ_HOME/cluster.pid while it runs."""
 
 from __future__ import annotations
 
@@ -17,15 +18,20 @@ from pathlib import Path
 from types import FrameType
 from urllib.parse import urlsplit, urlunsplit
 
+import httpx
+
 from ticketiq.dbserver import formation
 from ticketiq.dbserver.target import Target, resolve
 from ticketiq.errors import RequestError, TicketIQError
 from ticketiq.operate import edge
-from ticketiq.operate.launch import Child, free_port, start_serve, start_standins
+from ticketiq.operate.launch import Child, free_port, probe_client, ready, spawn_serve, start_serve, start_standins
+from ticketiq.operate.supervise import LeaveDown, Life, Restart, after_death, restart_line
 from ticketiq.settings import Settings
 
 EDGE_HOST = "127.0.0.1"
-POLL_S = 0.5  # how often the children are looked at
+POLL_S = 0.2  # how often the children are looked at
+READY_WITHIN_S = 60.0  # an app process started again that is not ready by then is ended, and counts as a death
+PID_FILE = "cluster.pid"
 
 
 def app_names(processes: int) -> list[str]:
@@ -62,11 +68,8 @@ class Exited:
     returncode: int
 
 
-def death_line(exited: Exited) -> str:
-    """What is printed when an app process died on its own."""
-    rc = exited.returncode
-    how = f"was killed by {_signal_name(-rc)}" if rc < 0 else f"exited with code {rc}"
-    return f"{exited.name} (pid {exited.pid}) {how}; it is not restarted: the edge sends its requests to the others"
+def how_it_ended(returncode: int) -> str:
+    return f"was killed by {_signal_name(-returncode)}" if returncode < 0 else f"exited with code {returncode}"
 
 
 def _signal_name(number: int) -> str:
@@ -76,15 +79,15 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def stop_reason(apps_alive: int, edge: Exited | None, standins: Exited | None) -> str | None:
-    """Why the whole cluster stops now, or None to keep it running. An app process that died leaves
-    the others serving; without the edge, the stand-ins or any app process, nothing can be served."""
+def stop_reason(slots_serving: int, edge: Exited | None, standins: Exited | None) -> str | None:
+    """Why the whole cluster stops now, or None to keep it running. An app process that died is started
+    again; without the edge, the stand-ins or any app process that is not left down, nothing can be served."""
     if edge is not None:
         return f"the edge (haproxy, pid {edge.pid}) exited with code {edge.returncode}; see its log"
     if standins is not None:
         return f"the stand-ins (pid {standins.pid}) exited with code {standins.returncode}; see their log"
-    if apps_alive == 0:
-        return "every app process died"
+    if slots_serving == 0:
+        return "every app process is left down after a crash loop"
     return None
 
 
@@ -112,8 +115,13 @@ def run_cluster(settings: Settings, processes: int, port: int, db: str = "embedd
     # must stop the cluster all the same.
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
+    pid_file = claim_pid_file(Path(settings.home))
     children: list[Child] = []
-    target = _database(settings, db)
+    try:
+        target = _database(settings, db)
+    except BaseException:
+        release_pid_file(pid_file)
+        raise
     try:
         return _start_and_watch(target.url, names, port, children, ha=db == "ha")
     except KeyboardInterrupt:
@@ -125,12 +133,47 @@ def run_cluster(settings: Settings, processes: int, port: int, db: str = "embedd
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for child in reversed(children):  # the edge first: no request reaches a process that is stopping
             child.stop()
+        release_pid_file(pid_file)
         embedded = target.server is not None
         target.release()  # the embedded server stops here unless another process still uses it
         stopped = ", ".join(f"{c.name} (pid {c.pid})" for c in reversed(children)) or "nothing was running"
         print(f"stopped {stopped}{'; released the embedded Postgres' if embedded else ''}", flush=True)
         if db == "ha":
             print("the HA formation keeps running: `ticketiq db ha down` stops it", flush=True)
+
+
+def claim_pid_file(home: Path) -> Path:
+    """Write this process's pid to home/cluster.pid; refused while the pid it holds is a live cluster."""
+    path = home / PID_FILE
+    other = _live_pid(path)
+    if other is not None and other != os.getpid():
+        raise TicketIQError(f"a cluster already runs on {home} (pid {other}, {path}): stop it first, or give "
+                            "this one another TICKETIQ_HOME")  # fmt: skip
+    home.mkdir(parents=True, exist_ok=True)
+    written = path.with_suffix(".pid.new")
+    written.write_text(f"{os.getpid()}\n")
+    written.replace(path)  # whole or not at all: a reader never sees half a pid
+    return path
+
+
+def release_pid_file(path: Path) -> None:
+    """Remove the pid file if it still names this process."""
+    if _live_pid(path) == os.getpid():
+        path.unlink(missing_ok=True)
+
+
+def _live_pid(path: Path) -> int | None:
+    try:
+        pid = int(path.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return pid  # alive, another user's
+    return pid
 
 
 def _database(settings: Settings, db: str) -> Target:
@@ -150,15 +193,17 @@ def _start_and_watch(db_url: str, names: list[str], port: int, children: list[Ch
     standins = start_standins(env, logs)
     children.append(standins)
     print(f"stand-ins pid {standins.pid}: {standins.env['TICKETIQ_MODEL_BASE_URL'].removesuffix('/v1')}", flush=True)
-    apps: list[Child] = []
+    slots: list[Slot] = []
     backends: list[edge.Backend] = []
     for name in names:  # one at a time: the first migrates the database and takes the leader lease
         app_port = free_port()
-        app, base = start_serve({**env, **standins.env}, logs, port=app_port, name=name)
+        app_env = {**env, **standins.env}
+        started = time.monotonic()
+        app, base = start_serve(app_env, logs, port=app_port, name=name)
         children.append(app)
-        apps.append(app)
+        slots.append(Slot(name, app_port, app_env, logs, app, [Life(started)]))
         backends.append(edge.Backend(name, "127.0.0.1", app_port))
-        leads = "  (started first: it leads)" if not apps[:-1] else ""
+        leads = "  (started first: it leads)" if len(slots) == 1 else ""
         print(f"{name:<9} pid {app.pid}: {base}{leads}", flush=True)
     front = edge.start_edge(port, backends, logs)
     children.append(front)
@@ -173,21 +218,78 @@ def _start_and_watch(db_url: str, names: list[str], port: int, children: list[Ch
     print(f"          API calls need a token: ticketiq tokens create --name me --role operator (with {same})",
           flush=True)  # fmt: skip
     print("running; Ctrl-C stops them all", flush=True)
-    return _watch(apps, standins, front)
+    return _watch(slots, standins, front, children)
 
 
-def _watch(apps: list[Child], standins: Child, front: Child) -> int:
-    """Say when an app process dies; stop when nothing can be served any more."""
-    reported: set[int] = set()
-    while True:
-        for app in apps:
-            gone = _exited(app)
-            if gone is not None and gone.pid not in reported:
-                reported.add(gone.pid)
-                print(death_line(gone), flush=True)
-        alive = sum(1 for app in apps if app.alive())
-        reason = stop_reason(alive, _exited(front), _exited(standins))
-        if reason is not None:
-            print(f"{reason}: stopping the rest", flush=True)
-            return 1
-        time.sleep(POLL_S)
+@dataclass
+class Slot:
+    """One app process's place behind the edge: its name and port stay, its process is replaced."""
+
+    name: str
+    port: int
+    env: dict[str, str]
+    logs: Path
+    child: Child
+    lives: list[Life]
+    restart_at: float | None = None  # when to start it again (time.monotonic())
+    starting: bool = False  # started again, not yet ready
+    down: bool = False  # a crash loop: left down
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def look(self, now: float, client: httpx.Client) -> list[str]:
+        """One look at the slot: what changed, as lines to print."""
+        if self.down:
+            return []
+        if self.restart_at is not None:
+            if now < self.restart_at:
+                return []
+            self.restart_at = None
+            self.child, _ = spawn_serve(self.env, self.logs, port=self.port, name=self.name)
+            self.lives.append(Life(now))
+            self.starting = True
+            return []
+        rc = self.child.proc.poll()
+        if rc is None and self.starting:
+            if ready(client, self.base):
+                self.starting = False
+                took = now - self.lives[-1].started
+                return [f"{self.name:<9} pid {self.child.pid}: {self.base}  (started again, ready in {took:.1f} s)"]
+            if now - self.lives[-1].started < READY_WITHIN_S:
+                return []
+            self.child.kill()
+            return self._died(now, f"was not ready within {READY_WITHIN_S:.0f} s and was ended")
+        if rc is None:
+            return []
+        return self._died(now, how_it_ended(rc))
+
+    def _died(self, now: float, how: str) -> list[str]:
+        self.lives[-1] = Life(self.lives[-1].started, now)
+        self.starting = False
+        decision = after_death(self.lives)
+        if isinstance(decision, Restart):
+            self.restart_at = now + decision.delay_s
+        elif isinstance(decision, LeaveDown):
+            self.down = True
+        return [restart_line(self.name, self.child.pid, how, decision, str(self.child.log_path))]
+
+
+def _watch(slots: list[Slot], standins: Child, front: Child, children: list[Child]) -> int:
+    """Start again the app processes that die; stop when nothing can be served any more."""
+    with probe_client() as client:
+        while True:
+            now = time.monotonic()
+            for slot in slots:
+                was = slot.child
+                for line in slot.look(now, client):
+                    print(line, flush=True)
+                if slot.child is not was:
+                    children[children.index(was)] = slot.child  # stopped at the end, as the one before
+            serving = sum(1 for slot in slots if not slot.down)
+            reason = stop_reason(serving, _exited(front), _exited(standins))
+            if reason is not None:
+                print(f"{reason}: stopping the rest", flush=True)
+                return 1
+            time.sleep(POLL_S)

@@ -106,30 +106,43 @@ def start_standins(env: dict[str, str], log_dir: Path, *args: str, timeout_s: fl
     raise TicketIQError(f"the stand-ins printed no settings within {timeout_s:.0f} s:\n{child.log_tail()}")
 
 
-def start_serve(
-    env: dict[str, str], log_dir: Path, port: int | None = None, name: str = "serve", timeout_s: float = 60.0
-) -> tuple[Child, str]:
-    """Start an app process; return it and its base URL once /readyz answers."""
+def spawn_serve(env: dict[str, str], log_dir: Path, port: int | None = None, name: str = "serve") -> tuple[Child, str]:
+    """Start an app process and return it and its base URL at once, before it is ready (`ready`)."""
     port = port or free_port()
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
     with open(log_path, "ab") as log:
         proc = popen([*_cli(), "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
-    child = Child(name, proc, log_path, env)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + timeout_s
+    return Child(name, proc, log_path, env), f"http://127.0.0.1:{port}"
+
+
+def probe_client() -> httpx.Client:
     # One client for every look: each new one makes an SSL context, ten times a second. And one without the
     # CA roots: the look is plain http to the child's own port, and loading the roots cost some 20 ms of CPU
     # a start.
-    with httpx.Client(timeout=1.0, verify=False, limits=httpx.Limits(max_keepalive_connections=0)) as client:
+    return httpx.Client(timeout=1.0, verify=False, limits=httpx.Limits(max_keepalive_connections=0))
+
+
+def ready(client: httpx.Client, base: str) -> bool:
+    """Whether the app process at `base` answers /readyz 200 now."""
+    try:
+        return client.get(f"{base}/readyz").status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def start_serve(
+    env: dict[str, str], log_dir: Path, port: int | None = None, name: str = "serve", timeout_s: float = 60.0
+) -> tuple[Child, str]:
+    """Start an app process; return it and its base URL once /readyz answers."""
+    child, base = spawn_serve(env, log_dir, port, name)
+    deadline = time.monotonic() + timeout_s
+    with probe_client() as client:
         while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise TicketIQError(f"{name} exited with {proc.returncode}:\n{child.log_tail()}")
-            try:
-                if client.get(f"{base}/readyz").status_code == 200:
-                    return child, base
-            except httpx.HTTPError:
-                pass
+            if child.proc.poll() is not None:
+                raise TicketIQError(f"{name} exited with {child.proc.returncode}:\n{child.log_tail()}")
+            if ready(client, base):
+                return child, base
             time.sleep(0.1)
     child.kill()
     raise TicketIQError(f"{name} was not ready within {timeout_s:.0f} s:\n{child.log_tail()}")
