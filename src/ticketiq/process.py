@@ -236,9 +236,22 @@ class AppProcess:
             log.error("drivers or the elector of %s still ran after %.0f s; letting its mark go",
                       self.engine.deps.holder, STEP_DOWN_WAIT_S)  # fmt: skip
 
+    async def _hand_over(self, run_ids: list[str]) -> None:
+        """Give each run handed back to the least loaded other live process now, which takes it up when
+        told (handoffs), instead of leaving it queued for the sweep's grace. This process is draining, so
+        it is never the one chosen (run_targets); with no other process the run stays queued."""
+        deps = self.engine.deps
+        for run_id in run_ids:
+            given = await deps.store.hand(run_id, deps.holder, self.settings.lease_ttl_s)
+            if given is None:
+                log.info("run %s stays queued: no other live process to hand it to", run_id)
+            else:
+                log.info("handed run %s over to process %s (attempt %s)", run_id, given.holder, given.attempt)
+
     async def stop(self) -> None:
-        """Stop cleanly: step down, let runs finish for the grace period, hand the rest back (they go
-        on elsewhere without counting a loss), say we ended, free the liveness mark."""
+        """Stop cleanly: step down, stop each run at its next step boundary (within the grace period) and
+        hand it over to another live process at once (it goes on there without counting a loss), say we
+        ended, free the liveness mark."""
         self._stopping = True
         if self._reincarnation is not None:
             self._reincarnation.cancel()
@@ -249,6 +262,7 @@ class AppProcess:
             given_back = await self.engine.deps.store.drain(self.engine.deps.holder)
             if given_back:
                 log.info("gave back %d runs given to this process and not taken up", len(given_back))
+            await self._hand_over(given_back)
         except StorageError as exc:
             log.error("could not give back the runs given to this process (%s); their leases will lapse", exc)
         await self.handoffs.stop()
@@ -260,6 +274,7 @@ class AppProcess:
             handed = await self.engine.deps.store.hand_back(self.engine.deps.holder, held)
             if handed:
                 log.info("handed back %d runs", len(handed))
+            await self._hand_over(handed)
         except StorageError as exc:
             log.error("could not hand runs back (%s); their leases will lapse and be swept", exc)
         await self.liveness.stop(self.db)

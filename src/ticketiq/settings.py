@@ -177,7 +177,9 @@ class Settings:
     queued_grace_s: float = _setting(5.0, "A queued run no process took within this long is taken by the sweep.")
     lead: bool = _setting(True, "Whether this process stands for leader (sweeps); any process executes runs.")
     delegation_wait_s: float = _setting(600.0, "How long a delegating call waits for its child run's answer.")
-    shutdown_grace_s: float = _setting(10.0, "On SIGTERM, how long runs in flight may finish before they stop.")
+    shutdown_grace_s: float = _setting(
+        10.0, "On SIGTERM, how long a run's step in flight may finish before the run is handed over."
+    )
     cron_check_s: float = _setting(1.0, "How often the leader looks for due cron schedules (one indexed query).")
     cron_missed: str = _setting(
         "latest",

@@ -238,6 +238,22 @@ async def test_a_process_stopping_cleanly_is_given_nothing_and_gives_back_what_i
         assert given is not None and given.holder == "a-leader" and given.losses == 1
 
 
+async def test_a_process_stopping_cleanly_hands_its_runs_to_another_never_to_itself(db: Database, marks: Marks) -> None:
+    # b-busy drives two runs; a-stopping none: by load alone a-stopping would get the next run.
+    await marks("a-stopping", "b-busy")
+    await lost_runs(db, 2, "b-busy", lapsed=False)
+    store = RunStore(db)
+    assert await store.drain("a-stopping") == []
+    given = await store.hand(await queued_run(db), "a-stopping", 8.0)
+    assert given is not None and given.holder == "b-busy" and given.why == "acquired"
+    # With no other live process the run stays queued, for the sweep of whichever process comes next.
+    await sql(db, "UPDATE processes SET draining_at = now() WHERE id = 'b-busy'")
+    left = await queued_run(db)
+    assert await store.hand(left, "a-stopping", 8.0) is None
+    assert left not in await leases(db)
+    assert await sql(db, "SELECT status FROM runs WHERE id = %s", left) == [{"status": "queued"}]
+
+
 # ----- real processes -----------------------------------------------------------------------------------
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -48,3 +49,6 @@ class EngineDeps:
     # that ends the run (a Teams reply, a cron outcome). Called with the driver and the answer; returns
     # what the hand-on audit records. A2A tasks and co-pilot callers follow the run's status instead.
     hand_ons: dict[str, Callable[[Any, str], Awaitable[dict[str, Any]]]] = field(default_factory=dict)
+    # Set when the process stops cleanly (a roll, SIGTERM): each driver stops at its next step boundary,
+    # before its next model call, and its run is handed over to another process (Engine.shutdown).
+    handing_over: asyncio.Event = field(default_factory=asyncio.Event)

@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 # a changing call, the end of the run, or once this many entries or this much time have gathered. A
 # fast read-only step so costs one plain UPDATE of its checkpoint row.
 FLUSH_ENTRIES = 16
+# What drive() returns when it stopped at a step boundary because its process hands its runs over.
+HANDED_OVER = "handed_over"
 FLUSH_AGE_S = 1.0
 
 
@@ -167,6 +169,10 @@ class RunDriver:
             tools.append(REQUEST_INPUT.openai_spec())  # a run that may wait may ask a person for input
         model = agent.model or self.deps.settings.model
         while True:
+            if self.deps.handing_over.is_set():
+                # The step before is whole: its writes are in the ledger, its reads ride on the next
+                # statement, which the process the run is handed to writes after reading them again.
+                return HANDED_OVER
             self.lease.check()
             began, started_at = time.perf_counter(), time.time()  # this process's clocks: metric, timeline
             try:

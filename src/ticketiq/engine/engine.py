@@ -22,7 +22,7 @@ from collections.abc import Callable
 from ticketiq.agents.catalog import Agent
 from ticketiq.engine import run_keys, seal
 from ticketiq.engine.context import EngineDeps
-from ticketiq.engine.driver import RunDriver
+from ticketiq.engine.driver import HANDED_OVER, RunDriver
 from ticketiq.engine.questions import Answer, Answered, Verdict, judge
 from ticketiq.engine.run_keys import Expected
 from ticketiq.engine.state import RunState
@@ -60,6 +60,8 @@ class Engine:
         self.gates = deps.gates
         self.tasks: dict[str, asyncio.Task[str]] = {}
         self.drivers: dict[str, RunDriver] = {}
+        # (run, attempt) of the runs whose drivers stopped at a step boundary to be handed over (shutdown).
+        self.handed_over: list[tuple[str, int]] = []
         # Set while the process holds a liveness mark under its current identity.
         self.admitted = asyncio.Event()
         self.admitted.set()
@@ -341,6 +343,8 @@ class Engine:
                 return "lost"
             status = driving.result()
             log.info("run %s attempt %s: %s", driver.run_id, driver.attempt, status)
+            if status == HANDED_OVER:
+                self.handed_over.append((driver.run_id, driver.attempt))
             return status
         except Exception:
             # A bug or a database outage: the run's lease is no longer renewed and lapses, so a sweep
@@ -368,8 +372,10 @@ class Engine:
             await asyncio.sleep(poll_s)
 
     async def shutdown(self, grace_s: float) -> list[tuple[str, int]]:
-        """Let runs finish for a while, then stop driving them; return (run, attempt) of those stopped,
-        for the hand-back."""
+        """Hand the runs over: each driver stops at its next step boundary (a step in flight finishes,
+        for the grace period at most, then is stopped where it waits); return (run, attempt) of every run
+        stopped so, for the hand-back."""
+        self.deps.handing_over.set()
         if self.tasks:
             await asyncio.wait(list(self.tasks.values()), timeout=grace_s)
         held = [(d.run_id, d.attempt) for d in self.drivers.values() if not d.ended]
@@ -378,4 +384,4 @@ class Engine:
         for task in list(self.tasks.values()):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        return held
+        return [*self.handed_over, *held]
