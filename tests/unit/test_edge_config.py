@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from ticketiq.errors import ConfigError, RequestError
-from ticketiq.operate.cluster import Exited, app_names, how_it_ended, stop_reason, without_password
+from ticketiq.operate.cluster import Exited, admin_socket_path, app_names, last_roll, stop_reason, without_password
 from ticketiq.operate.edge import Backend, haproxy_binary, haproxy_config
+from ticketiq.operate.edge_admin import current_sessions, refused
+from ticketiq.operate.slots import how_it_ended
 
 BACKENDS = (Backend("app1", "127.0.0.1", 8081), Backend("app2", "127.0.0.1", 8082))
 UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
@@ -210,3 +212,43 @@ def test_the_edge_sets_x_forwarded_proto_itself_over_what_a_client_sent(config: 
         ["http-request", "set-header", "X-Forwarded-Proto", "https", "if", "{", "ssl_fc", "}"],
         ["http-request", "set-header", "X-Forwarded-Proto", "http", "if", "!{", "ssl_fc", "}"],
     ]
+
+
+def test_the_runtime_api_is_opened_for_its_owner_only_when_asked(tmp_path: Path) -> None:
+    assert directive(sections(haproxy_config(8080, BACKENDS))["global"], "stats") == []
+    sock = tmp_path / "haproxy.sock"
+    opened = sections(haproxy_config(8080, BACKENDS, admin_socket=sock))["global"]
+    assert directive(opened, "stats", "socket") == [["stats", "socket", str(sock), "mode", "600", "level", "admin"]]
+    with pytest.raises(ConfigError, match="longer than 97"):
+        haproxy_config(8080, BACKENDS, admin_socket=Path("/" + "d" * 100) / "haproxy.sock")
+
+
+def test_a_deep_logs_folder_puts_the_admin_socket_in_a_folder_of_its_own(tmp_path: Path) -> None:
+    assert admin_socket_path(Path("/tmp/x")) == Path("/tmp/x/haproxy.sock")
+    deep = admin_socket_path(tmp_path / ("d" * 90))
+    try:
+        assert len(str(deep)) <= 97 and deep.parent.parent == Path("/tmp")
+        assert deep.parent.stat().st_mode & 0o777 == 0o700
+    finally:
+        deep.parent.rmdir()
+
+
+def test_the_runtime_api_answers_are_read_for_refusals_and_open_sessions() -> None:
+    assert refused("No such server.\n") and refused("Unknown command: 'x'\n") and refused("Invalid state value\n")
+    assert not refused("\n") and not refused("IP changed from '127.0.0.1' to '127.0.0.1', port changed from '1' to '2'")
+    stat = (
+        "# pxname,svname,qcur,qmax,scur,smax,slim\n"
+        "edge,FRONTEND,,,3,9,4096\napp,app1,0,0,2,5,\napp,app2,0,0,0,4,\napp,BACKEND,0,0,2,9,\n"
+    )
+    assert current_sessions(stat, "app1") == 2 and current_sessions(stat, "app2") == 0
+    with pytest.raises(Exception, match="no server app/app3"):
+        current_sessions(stat, "app3")
+
+
+def test_the_roll_log_names_its_roll_by_number(tmp_path: Path) -> None:
+    log = tmp_path / "cluster.roll"
+    assert last_roll(log) == 0
+    log.write_text("roll 3\napp1: started pid 1\n")
+    assert last_roll(log) == 3
+    log.write_text("garbage\n")
+    assert last_roll(log) == 0

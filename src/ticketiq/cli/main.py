@@ -262,6 +262,14 @@ def build_parser() -> argparse.ArgumentParser:
     p_cluster = sub.add_parser(
         "cluster", help="the stand-ins, N app processes and HAProxy in front of them (Ctrl-C stops them)"
     )
+    p_cluster.add_argument(
+        "action",
+        nargs="?",
+        choices=["roll"],
+        help="roll: replace every app process of the cluster running on TICKETIQ_HOME, one at a time, with a "
+        "process of the code installed now (as SIGHUP to its pid does); prints each step, exits 0 when every one "
+        "was replaced and 1 when the roll stopped (the old process keeps serving)",
+    )
     p_cluster.add_argument("--processes", type=int, default=2, help="app processes behind the edge")
     p_cluster.add_argument("--port", type=int, default=8080, help="the edge's port, on 127.0.0.1")
     p_cluster.add_argument(
@@ -354,8 +362,10 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_demo(settings, keep=args.keep, port=args.port)
         if args.command == "cluster":
-            from ticketiq.operate.cluster import run_cluster
+            from ticketiq.operate.cluster import ask_roll, run_cluster
 
+            if args.action == "roll":
+                return ask_roll(Path(settings.home))
             return run_cluster(settings, args.processes, args.port, db=args.db)
         if args.command == "settings":
             return settings_table(settings)

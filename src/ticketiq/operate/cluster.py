@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import tempfile
 import time
@@ -18,20 +19,25 @@ from pathlib import Path
 from types import FrameType
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
-
 from ticketiq.dbserver import formation
 from ticketiq.dbserver.target import Target, resolve
 from ticketiq.errors import RequestError, TicketIQError
 from ticketiq.operate import edge
-from ticketiq.operate.launch import Child, free_port, probe_client, ready, spawn_serve, start_serve, start_standins
-from ticketiq.operate.supervise import LeaveDown, Life, Restart, after_death, restart_line
+from ticketiq.operate.edge_admin import EdgeAdmin
+from ticketiq.operate.launch import Child, free_port, probe_client, start_serve, start_standins
+from ticketiq.operate.roll import roll
+from ticketiq.operate.slots import Slot
+from ticketiq.operate.supervise import Life
 from ticketiq.settings import Settings
 
 EDGE_HOST = "127.0.0.1"
 POLL_S = 0.2  # how often the children are looked at
-READY_WITHIN_S = 60.0  # an app process started again that is not ready by then is ended, and counts as a death
 PID_FILE = "cluster.pid"
+# What the roll in progress (or the last) printed, for `ticketiq cluster roll` to follow: its first line
+# numbers the roll, its last says how it ended (ROLL_DONE, ROLL_FAILED).
+ROLL_LOG = "cluster.roll"
+ROLL_DONE = "rolled:"
+ROLL_FAILED = "roll failed:"
 
 
 def app_names(processes: int) -> list[str]:
@@ -68,17 +74,6 @@ class Exited:
     returncode: int
 
 
-def how_it_ended(returncode: int) -> str:
-    return f"was killed by {_signal_name(-returncode)}" if returncode < 0 else f"exited with code {returncode}"
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
 def stop_reason(slots_serving: int, edge: Exited | None, standins: Exited | None) -> str | None:
     """Why the whole cluster stops now, or None to keep it running. An app process that died is started
     again; without the edge, the stand-ins or any app process that is not left down, nothing can be served."""
@@ -100,6 +95,13 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+_roll_asked: list[bool] = []  # set by SIGHUP, taken by the watch loop (a handler only notes it)
+
+
+def _ask_roll(signum: int, frame: FrameType | None) -> None:
+    _roll_asked.append(True)
+
+
 def run_cluster(settings: Settings, processes: int, port: int, db: str = "embedded") -> int:
     """Start the cluster and watch it until Ctrl-C or SIGTERM; 0 when stopped so, 1 when it fell apart.
     Bad input is refused before anything starts."""
@@ -115,6 +117,7 @@ def run_cluster(settings: Settings, processes: int, port: int, db: str = "embedd
     # must stop the cluster all the same.
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGHUP, _ask_roll)  # as gunicorn and nginx: SIGHUP replaces the workers
     pid_file = claim_pid_file(Path(settings.home))
     children: list[Child] = []
     try:
@@ -123,7 +126,8 @@ def run_cluster(settings: Settings, processes: int, port: int, db: str = "embedd
         release_pid_file(pid_file)
         raise
     try:
-        return _start_and_watch(target.url, names, port, children, ha=db == "ha")
+        return _start_and_watch(target.url, names, port, children, ha=db == "ha",
+                                home=Path(settings.home), grace_s=settings.shutdown_grace_s)  # fmt: skip
     except KeyboardInterrupt:
         print("stopping ...", flush=True)
         return 0
@@ -186,7 +190,15 @@ def _database(settings: Settings, db: str) -> Target:
     return Target(url=made.url)
 
 
-def _start_and_watch(db_url: str, names: list[str], port: int, children: list[Child], ha: bool = False) -> int:
+def _start_and_watch(
+    db_url: str,
+    names: list[str],
+    port: int,
+    children: list[Child],
+    ha: bool = False,
+    home: Path | None = None,
+    grace_s: float = 10.0,
+) -> int:
     logs = Path(tempfile.mkdtemp(prefix="ticketiq-cluster-"))
     env = {**os.environ, "TICKETIQ_DATABASE_URL": db_url}
     print(f"database  {without_password(db_url)}  (logs in {logs})", flush=True)
@@ -205,7 +217,8 @@ def _start_and_watch(db_url: str, names: list[str], port: int, children: list[Ch
         backends.append(edge.Backend(name, "127.0.0.1", app_port))
         leads = "  (started first: it leads)" if len(slots) == 1 else ""
         print(f"{name:<9} pid {app.pid}: {base}{leads}", flush=True)
-    front = edge.start_edge(port, backends, logs)
+    admin_socket = admin_socket_path(logs)
+    front = edge.start_edge(port, backends, logs, admin_socket=admin_socket)
     children.append(front)
     url = f"http://{EDGE_HOST}:{port}"
     print(f"edge      pid {front.pid}: {url}  (haproxy; {logs / 'haproxy.cfg'})", flush=True)
@@ -217,69 +230,102 @@ def _start_and_watch(db_url: str, names: list[str], port: int, children: list[Ch
     )
     print(f"          API calls need a token: ticketiq tokens create --name me --role operator (with {same})",
           flush=True)  # fmt: skip
-    print("running; Ctrl-C stops them all", flush=True)
-    return _watch(slots, standins, front, children)
+    print("running; Ctrl-C stops them all; `ticketiq cluster roll` (or SIGHUP) replaces the app processes",
+          flush=True)  # fmt: skip
+    rolling = Rolling(EdgeAdmin(admin_socket), (home or logs) / ROLL_LOG, grace_s)
+    try:
+        return _watch(slots, standins, front, children, rolling)
+    finally:
+        if admin_socket.parent != logs:  # a folder of its own under /tmp: nothing else is in it
+            shutil.rmtree(admin_socket.parent, ignore_errors=True)
+
+
+def admin_socket_path(logs: Path) -> Path:
+    """Where the edge's runtime API listens: beside its log, unless that path is too long for a Unix socket
+    (a deep TMPDIR); then in a folder of its own under /tmp, the user's only (mkdtemp: mode 700)."""
+    beside = logs / "haproxy.sock"
+    if len(str(beside)) <= edge.SOCKET_PATH_MAX:
+        return beside
+    return Path(tempfile.mkdtemp(prefix="ticketiq-edge-", dir="/tmp")) / "admin.sock"
 
 
 @dataclass
-class Slot:
-    """One app process's place behind the edge: its name and port stay, its process is replaced."""
+class Rolling:
+    """How the watch loop rolls the app processes when asked (SIGHUP)."""
 
-    name: str
-    port: int
-    env: dict[str, str]
-    logs: Path
-    child: Child
-    lives: list[Life]
-    restart_at: float | None = None  # when to start it again (time.monotonic())
-    starting: bool = False  # started again, not yet ready
-    down: bool = False  # a crash loop: left down
+    admin: EdgeAdmin
+    log: Path
+    grace_s: float
 
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+    def run(self, slots: list[Slot], children: list[Child]) -> None:
+        number = last_roll(self.log) + 1
+        before = [slot.child for slot in slots]
+        with open(self.log, "w", buffering=1) as out:
+            out.write(f"roll {number}\n")
 
-    def look(self, now: float, client: httpx.Client) -> list[str]:
-        """One look at the slot: what changed, as lines to print."""
-        if self.down:
-            return []
-        if self.restart_at is not None:
-            if now < self.restart_at:
-                return []
-            self.restart_at = None
-            self.child, _ = spawn_serve(self.env, self.logs, port=self.port, name=self.name)
-            self.lives.append(Life(now))
-            self.starting = True
-            return []
-        rc = self.child.proc.poll()
-        if rc is None and self.starting:
-            if ready(client, self.base):
-                self.starting = False
-                took = now - self.lives[-1].started
-                return [f"{self.name:<9} pid {self.child.pid}: {self.base}  (started again, ready in {took:.1f} s)"]
-            if now - self.lives[-1].started < READY_WITHIN_S:
-                return []
-            self.child.kill()
-            return self._died(now, f"was not ready within {READY_WITHIN_S:.0f} s and was ended")
-        if rc is None:
-            return []
-        return self._died(now, how_it_ended(rc))
+            def say(line: str) -> None:
+                print(f"roll      {line}", flush=True)
+                out.write(line + "\n")
 
-    def _died(self, now: float, how: str) -> list[str]:
-        self.lives[-1] = Life(self.lives[-1].started, now)
-        self.starting = False
-        decision = after_death(self.lives)
-        if isinstance(decision, Restart):
-            self.restart_at = now + decision.delay_s
-        elif isinstance(decision, LeaveDown):
-            self.down = True
-        return [restart_line(self.name, self.child.pid, how, decision, str(self.child.log_path))]
+            try:
+                done = roll(slots, self.admin, say, self.grace_s)
+            except Exception as exc:  # the edge's API refused, a process could not be started: said, not hidden
+                say(f"{ROLL_FAILED} {exc}")
+            else:
+                say(f"{ROLL_DONE} every app process replaced" if done.ok else f"{ROLL_FAILED} {done.reason}")
+            finally:
+                for old, slot in zip(before, slots, strict=True):
+                    if slot.child is not old:
+                        children[children.index(old)] = slot.child  # stopped at the end, as the one before
+                        print(f"{slot.name:<9} pid {slot.child.pid}: {slot.base}  (rolled)", flush=True)
 
 
-def _watch(slots: list[Slot], standins: Child, front: Child, children: list[Child]) -> int:
-    """Start again the app processes that die; stop when nothing can be served any more."""
+def ask_roll(home: Path, timeout_s: float = 600.0) -> int:
+    """`ticketiq cluster roll`: SIGHUP to the cluster of `home`, then its roll's lines as they come; 0 when
+    every app process was replaced, 1 when the roll failed or no cluster runs there."""
+    pid = _live_pid(home / PID_FILE)
+    if pid is None:
+        raise TicketIQError(f"no cluster runs on {home} (no live pid in {home / PID_FILE}): start one with "
+                            "`ticketiq cluster`, with this TICKETIQ_HOME")  # fmt: skip
+    log = home / ROLL_LOG
+    before = last_roll(log)
+    os.kill(pid, signal.SIGHUP)
+    deadline = time.monotonic() + timeout_s
+    shown = 0
+    while time.monotonic() < deadline:
+        lines = log.read_text().splitlines() if last_roll(log) > before else []
+        for line in lines[1:][shown:]:
+            print(line, flush=True)
+        shown = max(shown, len(lines) - 1)
+        if lines and lines[-1].startswith(ROLL_DONE):
+            return 0
+        if lines and lines[-1].startswith(ROLL_FAILED):
+            return 1
+        if _live_pid(home / PID_FILE) != pid:
+            print(f"{ROLL_FAILED} the cluster (pid {pid}) stopped during the roll", flush=True)
+            return 1
+        time.sleep(0.1)
+    print(f"{ROLL_FAILED} no end within {timeout_s:.0f} s; the cluster's output says where it is", flush=True)
+    return 1
+
+
+def last_roll(log: Path) -> int:
+    """The number of the last roll its log names (0: none yet)."""
+    try:
+        first = log.read_text().split("\n", 1)[0]
+    except FileNotFoundError:
+        return 0
+    words = first.split()
+    return int(words[1]) if len(words) == 2 and words[0] == "roll" and words[1].isdigit() else 0
+
+
+def _watch(slots: list[Slot], standins: Child, front: Child, children: list[Child], rolling: Rolling) -> int:
+    """Start again the app processes that die, roll them when asked; stop when nothing can be served."""
     with probe_client() as client:
         while True:
+            if _roll_asked:
+                _roll_asked.clear()
+                rolling.run(slots, children)
             now = time.monotonic()
             for slot in slots:
                 was = slot.child

@@ -28,6 +28,8 @@ from ticketiq.operate.launch import Child
 MISSING = "haproxy is not installed: run `make haproxy` or `apt-get install -y haproxy`"
 DEBIAN_PATH = "/usr/sbin/haproxy"  # where the Debian package puts it, off a non-root user's PATH
 
+# The longest Unix socket path HAProxy's `stats socket` takes (it binds a temporary name beside it first).
+SOCKET_PATH_MAX = 97
 # HAProxy names servers in its logs and stats; it takes letters, digits and `_.:-`.
 _NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
@@ -42,10 +44,24 @@ class Backend:
 
 
 def haproxy_config(
-    port: int, backends: Sequence[Backend], *, check_interval_ms: int = 200, host: str = "127.0.0.1"
+    port: int,
+    backends: Sequence[Backend],
+    *,
+    check_interval_ms: int = 200,
+    host: str = "127.0.0.1",
+    admin_socket: Path | None = None,
 ) -> str:
-    """Pure: the generated haproxy.cfg text. Raises ConfigError for input HAProxy would refuse."""
+    """Pure: the generated haproxy.cfg text. Raises ConfigError for input HAProxy would refuse.
+    `admin_socket`: where the runtime API listens (`edge_admin.py`), for a roll to drain and repoint."""
     _check(port, backends, check_interval_ms)
+    if admin_socket is not None and len(str(admin_socket)) > SOCKET_PATH_MAX:
+        raise ConfigError(f"the edge's admin socket path is longer than {SOCKET_PATH_MAX}: {admin_socket}")
+    admin = (
+        f"\n    # The runtime API, for `ticketiq cluster roll` (drain, repoint); its owner's only.\n"
+        f"    stats socket {admin_socket} mode 600 level admin"
+        if admin_socket is not None
+        else ""
+    )
     servers = "\n".join(
         f"    server {b.name} {_address(b.host, b.port)} check inter {check_interval_ms} fall 2 rise 2"
         for b in backends
@@ -57,7 +73,7 @@ global
     log stderr format raw local0 info
     maxconn 4096
     # A second edge on this port must fail to start, not share the port (and the traffic) with the first.
-    noreuseport
+    noreuseport{admin}
 
 defaults
     mode http
@@ -160,7 +176,13 @@ def port_taken(host: str, port: int) -> bool:
 
 
 def start_edge(
-    port: int, backends: Sequence[Backend], log_dir: Path, *, check_interval_ms: int = 200, timeout_s: float = 30
+    port: int,
+    backends: Sequence[Backend],
+    log_dir: Path,
+    *,
+    check_interval_ms: int = 200,
+    timeout_s: float = 30,
+    admin_socket: Path | None = None,
 ) -> Child:
     """Write log_dir/haproxy.cfg, have `haproxy -c` check it, run `haproxy -db` over it and return it as
     a Child once its port accepts connections. Its log is log_dir/edge.log."""
@@ -168,7 +190,7 @@ def start_edge(
     binary = haproxy_binary()
     if binary is None:
         raise TicketIQError(MISSING)
-    text = haproxy_config(port, backends, check_interval_ms=check_interval_ms, host=host)
+    text = haproxy_config(port, backends, check_interval_ms=check_interval_ms, host=host, admin_socket=admin_socket)
     if port_taken(host, port):
         raise TicketIQError(f"port {port} on {host} is in use: choose another port for the edge")
     log_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,170 @@
+"""`ticketiq cluster roll` under steady load through the edge: every app process is replaced by a new one,
+one at a time, and no client request fails. Then a broken release (an agents file the new process refuses)
+stops the roll at its first process: the roll exits 1 and the old processes keep serving."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from tests.acceptance.test_edge import cli, cluster_env, end_leftover, gone, pids, read_until, wait_for_count
+from tests.support.cluster import create_token
+from tests.support.http import web
+from ticketiq.operate.launch import free_port
+from ticketiq.settings import Settings
+
+
+@dataclass
+class Load:
+    """A client of the edge: a readiness probe and a keyed triage run (a Jira comment, an incident, a Teams
+    reply) each turn, every answer kept."""
+
+    base: str
+    auth: dict[str, str]
+    prefix: str
+    readyz: list[tuple[float, int | None, str]] = field(default_factory=list)  # when, status, process
+    posts: dict[int, list[int | None]] = field(default_factory=dict)  # ticket -> each try's status
+    runs: dict[int, str] = field(default_factory=dict)  # ticket -> run id
+    halt: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        with httpx.Client(base_url=self.base, headers=self.auth, timeout=30) as client:
+            ticket = 0
+            while not self.halt.is_set():
+                self._probe(client)
+                self._post(client, ticket)
+                ticket += 1
+                self.halt.wait(0.02)
+
+    def _probe(self, client: httpx.Client) -> None:
+        try:
+            got = client.get("/readyz")
+        except httpx.TransportError as exc:
+            self.readyz.append((time.monotonic(), None, repr(exc)))
+            return
+        who = got.json().get("process", "") if got.status_code == 200 else got.text[:200]
+        self.readyz.append((time.monotonic(), got.status_code, who))
+
+    def _post(self, client: httpx.Client, ticket: int) -> None:
+        tries = self.posts.setdefault(ticket, [])
+        body = {"agent": "triage", "input": f"Triage OPS-{9000 + ticket}: checkout is failing"}
+        while len(tries) < 20:  # a key repeated until answered, as a client of the edge must
+            try:
+                made = client.post("/v1/runs", json=body, headers={"Idempotency-Key": f"{self.prefix}-{ticket}"})
+            except httpx.TransportError:
+                tries.append(None)
+                continue
+            tries.append(made.status_code)
+            if made.status_code == 201:
+                self.runs[ticket] = str(made.json()["id"])
+                return
+            time.sleep(0.05)
+
+
+def statuses(db_url: str, ids: list[str]) -> dict[str, str]:
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        rows = conn.execute("SELECT id::text, status FROM runs WHERE id = ANY(%s::uuid[])", (ids,)).fetchall()
+    return {r["id"]: r["status"] for r in rows}
+
+
+def jira_comments(standins: str, ticket: int) -> list[dict[str, Any]]:
+    got = web.get(
+        f"{standins}/_standin/writes", params={"vendor": "jira", "target": f"OPS-{9000 + ticket}"}, timeout=30
+    )
+    got.raise_for_status()
+    return [w for w in got.json() if w["effect"] == "applied"]
+
+
+@pytest.mark.long
+def test_a_roll_under_load_replaces_every_process_and_fails_no_request_and_a_broken_release_stops_it(
+    tmp_path: Path, db_url: str
+) -> None:
+    port = free_port()
+    env = cluster_env(tmp_path, db_url)
+    agents = tmp_path / "agents.yaml"
+    agents.write_text(Path(str(Settings().agents)).read_text())
+    env["TICKETIQ_AGENTS"] = str(agents)
+    proc = subprocess.Popen(cli("cluster", "--processes", "2", "--port", str(port)), env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    lines: list[str] = []
+    before: dict[str, int] = {}
+    try:
+        read_until(proc, lines, "running;", 120)
+        before = pids(lines)
+        threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True).start()  # to its end
+        standins = next(line.split()[3] for line in lines if line.startswith("stand-ins"))
+        token = create_token(env, "roller", "operator")
+        load = Load(f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {token}"}, uuid.uuid4().hex[:8])
+        client = threading.Thread(target=load.run, daemon=True)
+        client.start()
+        time.sleep(1.0)
+        began = time.monotonic()
+        rolled = subprocess.run(cli("cluster", "roll"), env=env, capture_output=True, text=True,
+                                timeout=300)  # fmt: skip
+        took = time.monotonic() - began
+        assert rolled.returncode == 0, (rolled.stdout, rolled.stderr, "".join(lines))
+        said = rolled.stdout
+        for name in ("app1", "app2"):
+            assert f"{name}: the edge drained pid {before[name]}" in said, said
+            assert f"pid {before[name]} handed its runs over and exited" in said, said
+        assert said.rstrip().endswith("rolled: every app process replaced"), said
+        wait_for_count(lines, "(rolled)", 2, 10)
+        time.sleep(1.0)
+        load.halt.set()
+        client.join(60)
+        after = pids(lines)
+        assert {n: after[n] for n in ("app1", "app2")} != {n: before[n] for n in ("app1", "app2")}
+        assert all(after[n] != before[n] and gone(before[n]) and not gone(after[n]) for n in ("app1", "app2"))
+
+        # No request through the edge failed, and every submission was made once and answered 201 at once.
+        assert [r for r in load.readyz if r[1] != 200] == []
+        assert [(t, s) for t, s in load.posts.items() if s != [201]] == []
+        assert len(load.runs) >= 10, f"too little load to judge: {len(load.runs)} runs in {took:.1f} s"
+        # After the roll only the new processes answer.
+        rolled_at = began + took
+        late = {who for at, _, who in load.readyz if at > rolled_at + 0.5}
+        assert late and all(who.split(":")[1] in (str(after["app1"]), str(after["app2"])) for who in late), late
+
+        # Every run succeeded, each comment once, whichever process it was on when the roll came.
+        ids = list(load.runs.values())
+        deadline = time.monotonic() + 60
+        while set((found := statuses(db_url, ids)).values()) - {"succeeded"}:
+            assert time.monotonic() < deadline, {k: v for k, v in found.items() if v != "succeeded"}
+            time.sleep(0.2)
+        assert len(found) == len(ids)
+        assert [t for t in load.runs if len(jira_comments(standins, t)) != 1] == []
+
+        # A broken release: the new process refuses its agents file. The roll stops at app1, which keeps serving.
+        agents.write_text("agents: [this is not an agent\n")
+        broken = subprocess.run(cli("cluster", "roll"), env=env, capture_output=True, text=True, timeout=300)
+        assert broken.returncode == 1, (broken.stdout, broken.stderr)
+        assert "roll failed: app1: the new process exited with code" in broken.stdout, broken.stdout
+        assert f"the roll stops here and pid {after['app1']} keeps serving" in broken.stdout
+        assert "app2" not in broken.stdout
+        assert proc.poll() is None
+        serving = {web.get(f"http://127.0.0.1:{port}/readyz", timeout=10).json()["process"] for _ in range(6)}
+        assert {who.split(":")[1] for who in serving} == {str(after["app1"]), str(after["app2"])}
+
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0, "".join(lines)
+        wait_for_count(lines, "stopped edge", 1, 10)
+        assert not (Path(env["TICKETIQ_HOME"]) / "cluster.pid").exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        for pid in [*pids(lines).values(), *before.values()]:
+            end_leftover(pid)
