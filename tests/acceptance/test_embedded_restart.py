@@ -42,9 +42,13 @@ class Home:
     path: Path
     cluster: Cluster
 
-    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+    def cli(self, *args: str, url: str | None = None) -> subprocess.CompletedProcess[str]:
+        """The real CLI on this home; `url`: with TICKETIQ_DATABASE_URL exported too, as the README's
+        run-by-hand section has it."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("TICKETIQ_")}
         env["TICKETIQ_HOME"] = str(self.path)
+        if url is not None:
+            env["TICKETIQ_DATABASE_URL"] = url
         return preforked.run([sys.executable, "-m", "ticketiq.cli", *args], env=env, timeout=180)
 
     def postmaster(self) -> int | None:
@@ -202,3 +206,51 @@ def test_a_server_stopped_with_db_stop_stays_stopped_until_db_url_starts_it_on_t
     run_id = cluster.post_run(second, "triage", TRIAGE.format(n=1401))
     wait_for(lambda: (run_of(first, cluster, run_id) or {}).get("status") == "succeeded", "the run after", cluster)
     each_write_once(cluster, [1401])
+
+
+def test_db_stop_then_db_url_with_the_url_exported_starts_it_again_and_every_run_in_flight_succeeds_once(
+    home: Home,
+) -> None:
+    # As the README runs it by hand: TICKETIQ_DATABASE_URL exported, the URL `ticketiq db url` printed.
+    # `db url` used to print that variable and start nothing, and no run in flight ever finished.
+    cluster = home.cluster
+    first = app_on_home(home, "first", by_url=True)
+    second = app_on_home(home, "second", by_url=True)
+    port = url_port(cluster.db_url)
+    tickets = list(range(1501, 1507))
+    runs = {n: cluster.post_run(first if n % 2 else second, "triage", TRIAGE.format(n=n)) for n in tickets}
+    wait_for(lambda: all(cluster.run(r)["step"] >= 1 for r in runs.values()), "every run's first step", cluster)
+    going = [n for n, r in runs.items() if cluster.run(r)["status"] == "running"]
+
+    stopped = home.cli("db", "stop", url=cluster.db_url)
+    assert (stopped.returncode, stopped.stdout.strip()) == (0, "stopped"), stopped.stderr
+    wait_for(lambda: all("stopped on purpose" in app.child.log_tail(400_000) for app in (first, second)),
+             "both processes seeing the server stopped on purpose", cluster)  # fmt: skip
+    for app in (first, second):
+        assert web.get(f"{app.base}/readyz", timeout=10).status_code == 503  # the database is away
+
+    started = home.cli("db", "url", url=cluster.db_url)
+    assert (started.returncode, started.stdout.strip()) == (0, cluster.db_url), started.stderr
+    assert home.port() == port  # started again on the port every process holds
+    wait_for(lambda: ready(first) and ready(second), "both processes ready again", cluster)
+    shown: dict[int, dict[str, Any]] = {}
+
+    def every_run_ended() -> bool:
+        for n, run_id in runs.items():
+            run = run_of(first, cluster, run_id)
+            if run is not None and run["status"] in ("succeeded", "failed", "interrupted"):
+                shown[n] = run
+        return len(shown) == len(runs)
+
+    wait_for(every_run_ended, "every run ending", cluster)
+    assert {n: run["status"] for n, run in shown.items()} == dict.fromkeys(tickets, "succeeded"), cluster.logs()
+    assert going, "no run was in flight at the stop: the test showed nothing"
+    each_write_once(cluster, tickets)
+
+
+def test_db_url_names_another_database_as_it_is_and_starts_nothing(home: Home) -> None:
+    other = "postgresql://someone@db.example.com:5432/elsewhere"
+    before = home.postmaster()
+    shown = home.cli("db", "url", url=other)
+    assert (shown.returncode, shown.stdout.strip()) == (0, other), shown.stderr
+    assert home.postmaster() == before

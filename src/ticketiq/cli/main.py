@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import sys
 from datetime import UTC, datetime
@@ -80,11 +81,15 @@ def db_command(settings: Settings, action: str) -> int:
     from ticketiq.dbserver.target import resolve
 
     if action == "url":
-        if settings.database_url:
-            print(settings.database_url)
+        home = Path(settings.home)
+        if settings.database_url and not embedded.names_home(home, settings.database_url):
+            print(settings.database_url)  # another database: nothing of this home's to start
             return 0
-        target = resolve(settings, keep=True)
-        print(target.url)
+        # The home's server, started if it is not running, stopped on purpose included: with
+        # TICKETIQ_DATABASE_URL exported as the README's run-by-hand does, that URL names it, and the
+        # processes holding it wait for it on its port.
+        target = resolve(dataclasses.replace(settings, database_url=None), keep=True)
+        print(settings.database_url or target.url)
         return 0
     if action == "stop":
         stopped = embedded.stop(Path(settings.home))

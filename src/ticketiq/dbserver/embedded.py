@@ -374,13 +374,20 @@ def _settled(pgdata: Path) -> ServerState:
     return found
 
 
+def names_home(home: Path, url: str) -> bool:
+    """Whether `url` names the home's own server (127.0.0.1 and the port the home keeps, its data made)."""
+    home = home.resolve()
+    port = kept_port(home)
+    return port is not None and names_port(url, port) and (home / "pg" / "PG_VERSION").exists()
+
+
 def adopt(home: Path, url: str) -> EmbeddedServer | None:
     """The home's server, with this process registered as a user, when `url` names it (127.0.0.1 and
     the port the home keeps): a process given the URL of `ticketiq db url` uses it as if it had started
     it. None for any other database. Starts nothing."""
     home = home.resolve()
     port = kept_port(home)
-    if port is None or not names_port(url, port) or not (home / "pg" / "PG_VERSION").exists():
+    if port is None or not names_home(home, url):
         return None
     with _locked(home):
         _register(home)
