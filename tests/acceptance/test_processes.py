@@ -13,6 +13,7 @@ import pytest
 
 from tests.support.cluster import App, Cluster, create_token
 from tests.support.http import web
+from ticketiq.runtime import release
 from ticketiq.runtime.stall import EXIT_STALLED
 
 # Short leases: the stalled process's lease lapses (and it is found stalled) in seconds.
@@ -56,6 +57,12 @@ def test_processes_show_the_live_ones_what_they_hold_and_how_the_others_ended(sl
     assert all(p["alive"] and not p["draining"] and p["host"] for p in live.values())
     assert live[killed.pid]["runs"] == [on_killed] and live[stalled.pid]["runs"] == [on_stalled]
     assert live[quitter.pid]["runs"] == [] and live[quitter.pid]["jobs"] == []
+    # Each says the release it runs, as its /readyz does: this checkout's version and commit.
+    running = release.current()
+    assert running.version != release.UNKNOWN and running.commit != release.UNKNOWN
+    assert {(p["version"], p["commit"]) for p in live.values()} == {(running.version, running.commit)}
+    ready = web.get(f"{leader.base}/readyz", timeout=30).json()
+    assert (ready["version"], ready["commit"]) == (running.version, running.commit)
 
     quitter.child.stop()  # SIGTERM: a clean stop
     os.kill(killed.pid, signal.SIGKILL)
@@ -77,6 +84,7 @@ def test_processes_show_the_live_ones_what_they_hold_and_how_the_others_ended(sl
     assert {pid: ended[pid]["how"] for pid in (killed.pid, stalled.pid, quitter.pid)} == {
         killed.pid: "died", stalled.pid: "stalled", quitter.pid: "stopped"}  # fmt: skip
     assert all(ended[pid]["ended_at"] >= ended[pid]["started_at"] for pid in ended)
+    assert {ended[pid]["version"] for pid in (killed.pid, stalled.pid, quitter.pid)} == {running.version}
     now = shown(cluster, leader, operator)
     assert [p["pid"] for p in now["processes"]] == [leader.pid]
     for run_id in (on_killed, on_stalled):

@@ -20,6 +20,7 @@ from tests.support import job_kinds
 from tests.support.cluster import Cluster
 from tests.support.http import web
 from tests.support.postgres import SuitePostgres
+from ticketiq.runtime import release
 from ticketiq.standins.server import STANDIN_BOT_APP_ID
 
 TEAM = "standin-team"  # the one team the stand-in Graph holds (as tests/integration/test_teams_inbox.py)
@@ -181,6 +182,8 @@ async def test_the_processes_live_and_ended(site: Console, page: Page) -> None:
     live = page.locator("table.processes tbody tr", has=page.locator(f'td.num:text-is("{site.app.pid}")'))
     await expect(live.locator(".badge").first).to_have_text("alive")
     await expect(live).to_contain_text("leader")
+    running = release.current()
+    await expect(live).to_contain_text(f"{running.version} {running.commit[:8]}")  # the release it runs
     ended_table = page.locator("main table.grid").nth(1)
     ended = ended_table.locator("tbody tr", has=page.locator(f'td.num:text-is("{brief_pid}")'))
     await expect(ended.locator(".badge")).to_have_text("stopped")

@@ -51,7 +51,8 @@ async def test_a_lapsed_lease_whose_process_lives_ends_its_attempt_stalled(db: D
     live = f"live-{uuid.uuid4().hex[:8]}"
     async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as mark:
         # A registered process holds its liveness mark on this connection while the take runs.
-        await mark.execute(QUERIES["leader.register"], {"id": live, "pid": 1, "host": "h"})
+        born = {"id": live, "pid": 1, "host": "h", "version": "0", "commit": "c"}
+        await mark.execute(QUERIES["leader.register"], born)
         store = RunStore(db)
         run_id = await new_run(db)
         assert await store.acquire(run_id, live, 30.0) is not None

@@ -48,7 +48,7 @@ from ticketiq.entries.idempotency import REPLAYED, IdempotencyKey, once
 from ticketiq.errors import Conflict, Forbidden, NotFound, RequestError, StorageError
 from ticketiq.intake.idempotency import request_hash
 from ticketiq.process import AppProcess
-from ticketiq.runtime import interpreter, stall
+from ticketiq.runtime import interpreter, release, stall
 from ticketiq.settings import Settings
 from ticketiq.storage.rows import Approval, TranscriptRow
 from ticketiq.storage.token_store import TokenStore
@@ -337,7 +337,7 @@ def _routes() -> APIRouter:
         except (StorageError, TimeoutError) as exc:
             reason = str(exc) or "the database did not answer within a second"
             return JSONResponse({"ready": False, "reason": reason}, status_code=503)
-        return JSONResponse({"ready": True, "process": _engine(request).deps.holder})
+        return JSONResponse({"ready": True, "process": _engine(request).deps.holder, **release.current().view()})
 
     gates_api.add_routes(router, _engine)
     auth.add_routes(router, _engine, _token_store)

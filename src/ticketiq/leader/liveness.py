@@ -22,6 +22,7 @@ import os
 import socket
 from collections.abc import Callable
 
+from ticketiq.runtime import release
 from ticketiq.runtime.background import Background
 from ticketiq.storage import database, leader_store
 from ticketiq.storage.database import DEFAULT_LIMITS, ConnectionLimits
@@ -70,9 +71,11 @@ class Liveness:
         try:
             # Before the row exists: no run can be given to this identity before it listens.
             await database.listen(conn, HANDED, within_s=self.limits.answer_within_s)
+            running = release.current()
             lock_key = await leader_store.register(
-                conn, holder, os.getpid(), socket.gethostname(), within_s=self.limits.answer_within_s
-            )
+                conn, holder, os.getpid(), socket.gethostname(), (running.version, running.commit),
+                within_s=self.limits.answer_within_s,
+            )  # fmt: skip
         except BaseException:
             await conn.close()
             raise

@@ -16,10 +16,14 @@ from ticketiq.storage import database
 from ticketiq.storage.database import Connection, Database
 
 
-async def register(conn: Connection, holder: str, pid: int, host: str, *, within_s: float | None) -> int:
-    """The process's row for `holder`, its liveness lock taken in the same statement; returns the key of
-    that lock (no one ever sees the row of a live process without it)."""
-    rows = await database.run_on(conn, "leader.register", {"id": holder, "pid": pid, "host": host}, within_s=within_s)
+async def register(
+    conn: Connection, holder: str, pid: int, host: str, release: tuple[str, str], *, within_s: float | None
+) -> int:
+    """The process's row for `holder` (with the release it runs: version, commit), its liveness lock taken
+    in the same statement; returns the key of that lock (no one ever sees the row of a live process
+    without it)."""
+    params = {"id": holder, "pid": pid, "host": host, "version": release[0], "commit": release[1]}
+    rows = await database.run_on(conn, "leader.register", params, within_s=within_s)
     return int(rows[0]["lock_key"])
 
 

@@ -12,8 +12,8 @@ WITH key AS (
 ), announce AS (
     SELECT pg_notify('ticketiq_processes', %(id)s)
 )
-INSERT INTO processes (id, lock_key, pid, host)
-SELECT %(id)s, locked.lock_key, %(pid)s, %(host)s FROM locked, announce
+INSERT INTO processes (id, lock_key, pid, host, version, build_commit)
+SELECT %(id)s, locked.lock_key, %(pid)s, %(host)s, %(version)s, %(commit)s FROM locked, announce
 RETURNING lock_key
 
 -- name: retake

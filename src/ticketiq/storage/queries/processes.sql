@@ -5,7 +5,8 @@
 -- whether it leads (holds the leader lease, unexpired), whether it drains (a clean stop began), when
 -- it was found stalled, and the runs and jobs whose leases it holds (given to it and not yet taken up
 -- included). Through leases_holder: one look per process.
-SELECT p.id, p.host, p.pid, p.started_at, process_alive(p.id) AS alive, p.draining_at IS NOT NULL AS draining,
+SELECT p.id, p.host, p.pid, p.version, p.build_commit AS commit, p.started_at, process_alive(p.id) AS alive,
+       p.draining_at IS NOT NULL AS draining,
        p.stalled_at,
        EXISTS (SELECT 1 FROM leases l WHERE l.holder = p.id AND l.name = 'leader' AND l.expires_at >= now())
            AS leader,
@@ -20,7 +21,7 @@ SELECT p.id, p.host, p.pid, p.started_at, process_alive(p.id) AS alive, p.draini
 -- name: ended
 -- The last processes that ended, newest first, and how (processes.ended_how: stopped, died, stalled;
 -- NULL for one that ended before migration 022). Rows are kept a day (leader.prune_processes).
-SELECT p.id, p.host, p.pid, p.started_at, p.ended_at, p.ended_how AS how
+SELECT p.id, p.host, p.pid, p.version, p.build_commit AS commit, p.started_at, p.ended_at, p.ended_how AS how
   FROM processes p
  WHERE p.ended_at IS NOT NULL
  ORDER BY p.ended_at DESC, p.id DESC
