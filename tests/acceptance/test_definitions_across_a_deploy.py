@@ -42,12 +42,16 @@ def test_runs_waiting_across_a_deploy_resume_through_the_definitions_as_they_sta
     make_cluster: Callable[..., Cluster], tmp_path: Path
 ) -> None:
     cluster = make_cluster()
-    old_file = agents(tmp_path / "old.yaml", lambda a: None)
+
+    def unchanged(sample: dict[str, Any]) -> None:
+        pass
+
+    old_file = agents(tmp_path / "old.yaml", unchanged)
     old = cluster.app("old", agents=str(old_file))
     narrowed = cluster.post_run(old, "triage", "Triage OPS-3101: checkout is failing")
     removed = cluster.post_run(old, "triage", "Triage OPS-3102: checkout is failing")
-    for run_id in (narrowed, removed):
-        cluster.wait_until(lambda r=run_id: cluster.run(r)["status"] == "waiting", 60, f"run {run_id} waiting")
+    cluster.wait_until(lambda: {cluster.run(r)["status"] for r in (narrowed, removed)} == {"waiting"}, 60,
+                       "both runs waiting for the approval")  # fmt: skip
 
     # The deploy: the old process stops; the new one reads the changed file.
     old.child.proc.send_signal(signal.SIGTERM)

@@ -151,7 +151,7 @@ async def test_a_dedicated_connection_that_cannot_be_opened_fails_in_time(db_url
 async def test_a_migration_longer_than_the_statement_timeout_is_not_cut_off(pg: SuitePostgres, tmp_path: Path) -> None:
     folder = tmp_path / "migrations"
     folder.mkdir()
-    (folder / "001_slow.sql").write_text("SELECT pg_sleep(0.6); CREATE TABLE slow_done (x int);")
+    (folder / "001_slow.sql").write_text("-- beside: previous\nSELECT pg_sleep(0.6); CREATE TABLE slow_done (x int);")
     name = f"tq_migrate_{os.getpid()}"
     async with await psycopg.AsyncConnection.connect(pg.admin_url, autocommit=True) as admin:
         await admin.execute(f"CREATE DATABASE {name}")

@@ -76,7 +76,7 @@ def serve(settings: Settings, host: str, port: int) -> int:
     return 0
 
 
-def db_command(settings: Settings, action: str) -> int:
+def db_command(settings: Settings, action: str, check: bool = False) -> int:
     from ticketiq.dbserver import embedded
     from ticketiq.dbserver.target import resolve
 
@@ -91,11 +91,52 @@ def db_command(settings: Settings, action: str) -> int:
         target = resolve(dataclasses.replace(settings, database_url=None), keep=True)
         print(settings.database_url or target.url)
         return 0
+    if action == "migrate":
+        target = resolve(settings)
+        try:
+            return asyncio.run(_migrate(target.url, check))
+        finally:
+            target.release()
     if action == "stop":
         stopped = embedded.stop(Path(settings.home))
         print("stopped" if stopped else f"no embedded server was running in {Path(settings.home).resolve()}")
         return 0
     raise AssertionError(action)
+
+
+async def _migrate(url: str, check: bool) -> int:
+    """`ticketiq db migrate`: apply what is pending (as every process does at its start). `--check`: apply
+    nothing; list what is pending, whether the previous release runs beside each, and the live processes
+    of another release; exit 1 when a pending migration cannot run beside the previous release."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    from ticketiq.storage import migrate
+
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        if not check:
+            done = await migrate.migrate(conn)
+            print(
+                "\n".join(f"applied {m.label}" for m in migrate.discover() if m.version in done) or "nothing to apply"
+            )
+            return 0
+        pending, others = await migrate.check(conn)
+    for m in pending:
+        beside = (
+            "the previous release runs beside it" if m.beside else f"CANNOT run beside the previous release: {m.why}"
+        )
+        print(f"pending {m.label}: {beside}")
+    if not pending:
+        print("nothing pending")
+    for p in others:
+        print(f"live    {p.id}: {p.release}")
+    if pending and len(pending) == len(migrate.discover()):
+        print("a new database: no release ran on it before, nothing runs beside these")
+        return 0
+    blocking = migrate.blockers(pending)
+    if blocking and others:
+        print("refused now: roll every process to this release first, or stop the others")
+    return 1 if blocking else 0
 
 
 def tokens_command(settings: Settings, args: argparse.Namespace) -> int:
@@ -245,6 +286,14 @@ def build_parser() -> argparse.ArgumentParser:
         "url", help="print the embedded Postgres's URL, starting it if needed on the port the home keeps (it keeps "
         "running)"
     )  # fmt: skip
+    p_migrate = db_actions.add_parser(
+        "migrate", help="apply the pending migrations (every process does at its start); refused while one "
+        "that the previous release cannot run beside is pending and a process of another release is live"
+    )  # fmt: skip
+    p_migrate.add_argument(
+        "--check", action="store_true", help="apply nothing: list what is pending, whether the previous release "
+        "runs beside each, and the live processes of another release; exit 1 when one cannot run beside it"
+    )  # fmt: skip
     db_actions.add_parser(
         "stop", help="stop the embedded Postgres on purpose (the processes using it leave it stopped until `db url` "
         "starts it again)"
@@ -359,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "db" and args.action == "ha":
             return ha.ha_command(settings, args)
         if args.command == "db":
-            return db_command(settings, args.action)
+            return db_command(settings, args.action, check=getattr(args, "check", False))
         if args.command == "tokens":
             return tokens_command(settings, args)
         if args.command == "demo":

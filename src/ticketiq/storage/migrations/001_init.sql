@@ -1,3 +1,4 @@
+-- beside: previous
 -- The run engine's schema: runs, their sealed checkpoints, leases, calls, transcripts, approvals,
 -- the gates' state and the audit log.
 

@@ -1,3 +1,4 @@
+-- beside: previous
 -- Processes and their liveness marks, for taking over a dead process's runs without waiting out the
 -- lease TTL (DESIGN: "detect death in under 2 s").
 

@@ -1,3 +1,4 @@
+-- beside: none: approvals.binding and the checkpoints' sealed_attempt and sealed_losses become NOT NULL: the release before inserts rows without them
 -- The run store's shared pieces: one function that takes a run (its lease and a new attempt), the
 -- in-doubt horizon of a write (I14), approvals bound to the call they were filed for (I15), the
 -- checkpoint chain and the cluster's seal key probe (I17).

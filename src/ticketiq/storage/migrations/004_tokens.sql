@@ -1,3 +1,4 @@
+-- beside: previous
 -- Who may do what (DESIGN.md): bearer tokens for the HTTP API, and the token that started each run.
 
 -- Only a token's SHA-256 is kept: the token itself is shown once, when it is made, and stored nowhere.

@@ -1,3 +1,4 @@
+-- beside: previous
 -- Entry points that survive a crash: runs that wait for input, kept answers and their hand-on (I12),
 -- and the run events entry points follow.
 

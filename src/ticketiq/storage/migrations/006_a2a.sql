@@ -1,3 +1,4 @@
+-- beside: previous
 -- A2A tasks (issue 7): one task per run started through A2A, its id the run's id.
 --
 -- A task's state is never stored: it is derived from its run whenever it is read (a2a_task_state), so

@@ -1,3 +1,4 @@
+-- beside: previous
 -- A call to a remote A2A agent is found again by the task id the agent gave it, recorded the moment
 -- the agent named it (I9): a resume reads such a call back by GetTask and never sends it again.
 ALTER TABLE calls ADD COLUMN remote_ref text;

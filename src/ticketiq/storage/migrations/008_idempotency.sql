@@ -1,3 +1,4 @@
+-- beside: previous
 -- Idempotency-Key for every API POST that creates something: one row per (route, token, key).
 
 CREATE TABLE idempotency_keys (

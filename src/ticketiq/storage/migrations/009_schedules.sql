@@ -1,3 +1,4 @@
+-- beside: previous
 -- Cron schedules and their fires (issue 8). The leader fires due schedules; each fire is one row per
 -- (schedule, fire time), so a leader failover or two leaders never fire one time twice.
 

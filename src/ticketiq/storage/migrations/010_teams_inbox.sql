@@ -1,3 +1,4 @@
+-- beside: previous
 -- The Teams inbox: every Bot Framework activity POST /v1/teams/messages took, kept before it was
 -- acknowledged. A turn's run is the run whose idempotency key is the row's `run_key`: the row never
 -- keeps a copy of the run's status, it is read from the run (and the reply from the run's hand-on).

@@ -1,3 +1,4 @@
+-- beside: previous
 -- Webhook triggers and Jira ticket events (issue 8): entry points from outside, authenticated by an
 -- HMAC signature over the raw body, each delivery deduped by its sender's id and started as one run.
 

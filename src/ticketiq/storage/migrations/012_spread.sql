@@ -1,3 +1,4 @@
+-- beside: none: take_run(uuid, text, float8, boolean) is dropped for its new signature, which the release before still calls
 -- Claimed and started runs spread over the live processes. The leader's claims (a dead process's
 -- leases, lapsed leases) and its starts (orphaned queued runs, runs whose wait was decided, cron fires,
 -- unstarted Teams turns) give each run's lease straight to the least loaded live process, in the one

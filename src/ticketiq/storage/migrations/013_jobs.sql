@@ -1,3 +1,4 @@
+-- beside: previous
 -- Background jobs (issue 10; I13): source syncs, fine-tuning, classifier training, red-team runs and
 -- workflow runs. A job is a row claimed under a lease (`job:<id>` in `leases`) by one conditional
 -- statement that raises its attempt, the fence of every statement the job makes about itself (I3).

@@ -1,3 +1,4 @@
+-- beside: previous
 -- The knowledge table (issue 10): what source syncs pull from outside (every issue of a Jira project),
 -- one row per (source, key), searchable by Postgres full-text search (the `knowledge_search` tool).
 

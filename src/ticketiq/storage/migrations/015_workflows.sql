@@ -1,3 +1,4 @@
+-- beside: previous
 -- Workflow runs (issue 10): a workflow run is a job of kind `workflow` (013); its checkpoint is the job's
 -- state. Each step execution is one row here, written by the same fenced statement that saves the state,
 -- so the rows and the state never disagree.

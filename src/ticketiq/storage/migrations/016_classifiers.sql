@@ -1,3 +1,4 @@
+-- beside: previous
 -- What the jobs that are never resumed leave (issue 10; I13): trained classifiers and red-team answers.
 -- A classifier-training or red-team job whose process stops is failed `interrupted` and restarted from
 -- scratch as a new job: every row here belongs to one job and was written under its one attempt (I3).

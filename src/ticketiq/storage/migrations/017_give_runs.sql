@@ -1,3 +1,4 @@
+-- beside: previous
 -- The claims' one way of giving runs out (migration 012): the sweeps of lapsed leases and of dead
 -- processes differ only in which leases they pick, so the giving is one function.
 

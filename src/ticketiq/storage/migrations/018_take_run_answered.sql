@@ -1,3 +1,4 @@
+-- beside: previous
 -- I12: a run taken over while it hands on its kept answer stays `answered`.
 --
 -- Migration 005 made take_run() leave an `answered` run `answered`; migration 012 rewrote the function

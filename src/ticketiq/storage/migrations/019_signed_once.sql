@@ -1,3 +1,4 @@
+-- beside: previous
 -- I19: a signed request counts once (issue 15).
 --
 -- A webhook's signature covers "<t>.<body>", not X-TicketIQ-Delivery, and Jira signs no identifier:

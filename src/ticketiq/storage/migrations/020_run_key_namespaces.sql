@@ -1,3 +1,4 @@
+-- beside: previous
 -- I19: every run key in its maker's namespace (issue 15; engine/run_keys.py lists them).
 --
 -- runs.idempotency_key is one unique column for every maker. Before this migration POST /v1/runs kept

@@ -1,3 +1,4 @@
+-- beside: previous
 -- I18: one answer per question. An input records what answered it, unique per run, written by the
 -- statement that gives the input (`runs.give_input`): the same request again, however late, finds the
 -- question it answered and changes nothing; it can never answer another question.

@@ -1,3 +1,4 @@
+-- beside: previous
 -- Issue 16, part A: the run list (GET /v1/runs), a stopped run's status of its own, and how each app
 -- process ended (GET /v1/processes).
 

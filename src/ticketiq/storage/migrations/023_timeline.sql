@@ -1,3 +1,4 @@
+-- beside: previous
 -- The run's timeline (issue 16): when each call was marked, sent and answered, and each attempt of the
 -- run: the process that held it, when it began and ended, how it ended, and after a loss when the loss
 -- was found and when the new attempt first wrote. The times ride in the statements a step already

@@ -1,3 +1,4 @@
+-- beside: previous
 -- The console's sign-in sessions (issue 16). A person pastes a token once; the browser then holds only
 -- a random session id in an HttpOnly cookie. Kept here: the SHA-256 of that id (never the id, never the
 -- token), the name of the token it signed in with (its identity: the session acts as that token, and

@@ -1,3 +1,4 @@
+-- beside: previous
 -- The job fence, written once (issue 17). Every statement a running job makes about itself holds only
 -- while the job's row is still the one its attempt claimed: its id, its attempt, and still running (I3).
 -- A sweep that interrupts or queues the job again, a hand-back, or another worker's claim (which

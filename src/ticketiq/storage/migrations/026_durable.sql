@@ -1,3 +1,4 @@
+-- beside: previous
 -- I20 "already done" rests on a write (issue 18). With a synchronous standby, a commit is visible on
 -- the primary (to other sessions once its wait for the standby is cut short, to everyone after a restart
 -- of the primary) before the standby has it, and a failover throws it away. A statement that only reads

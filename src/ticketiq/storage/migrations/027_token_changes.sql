@@ -1,3 +1,4 @@
+-- beside: previous
 -- Issue 19: app processes keep the tokens they found (auth/token_cache.py) and drop one when its row
 -- changes. A revocation (or any other change, or a delete) notifies `ticketiq_tokens` with the token's
 -- name from the changing transaction itself, so it is heard only once committed, by every process.

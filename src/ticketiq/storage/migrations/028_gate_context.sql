@@ -1,3 +1,4 @@
+-- beside: previous
 -- Issue 19: what the gates know of a run beside its own row (quarantines of its agent and tenant, its
 -- channel, its owner's standing and grants, the tools that need approval), in one function, so the take
 -- of a run (runs.acquire, runs.create_taken) reads the facts in the very statement that takes it, and the

@@ -1,3 +1,4 @@
+-- beside: previous
 -- Issue 31: a process that stops cleanly hands its runs over to the others at once (process.stop calls
 -- runs.hand for each run it handed back). run_targets took the claimer itself always, draining or not, so
 -- such a hand could give a run back to the very process that is stopping. The claimer is now one of the
