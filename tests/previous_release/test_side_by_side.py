@@ -1,0 +1,113 @@
+"""The previous release (commit d7c25d5) and today's side by side on one database, as during a roll: a
+process of each serves, runs are started on both, and each in turn is SIGKILLed with runs in flight.
+The other release's process takes the runs over and finishes them, each write once.
+
+That release's process runs its own code from a git worktree of the commit, on this venv's libraries
+(PYTHONPATH: the same pinned dependencies), started as a fresh interpreter, never from the suite's fork
+server, which holds today's code."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.previous_release.make_fixture import RELEASE
+from tests.support.cluster import App, Cluster
+from tests.support.http import web
+from ticketiq.operate.launch import Child, free_port
+
+REPO = Path(__file__).resolve().parents[2]
+TRIAGE = "Triage OPS-{n}: checkout is failing"
+MODEL_LATENCY_MS = 700  # a triage run spans some 3 s: the kill lands while runs are going
+
+
+@pytest.fixture(scope="module")
+def previous_tree() -> Iterator[Path]:
+    """A worktree of the previous release, removed at the end."""
+    known = subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{RELEASE}^{{commit}}"], capture_output=True)
+    if known.returncode != 0:
+        pytest.skip(f"this clone does not hold commit {RELEASE} (a shallow clone): `git fetch --unshallow`")
+    with tempfile.TemporaryDirectory(prefix="ticketiq-previous-") as folder:
+        tree = Path(folder) / RELEASE
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), RELEASE], check=True,
+                       capture_output=True, timeout=120)  # fmt: skip
+        try:
+            yield tree
+        finally:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], timeout=120)
+
+
+def start_previous(cluster: Cluster, tree: Path, name: str, **settings: str) -> App:
+    """A `ticketiq serve` of the previous release, with the cluster's settings, tracked by the cluster."""
+    port = free_port()
+    env = {**cluster.env, "PYTHONPATH": str(tree / "src")}
+    env.update({f"TICKETIQ_{k.upper()}": v for k, v in settings.items()})
+    log_path = cluster.tmp / f"{name}.log"
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "ticketiq.cli", "serve", "--port", str(port)], env=env,
+                                stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+    app = App(Child(name, proc, log_path, env), f"http://127.0.0.1:{port}")
+    cluster.apps.append(app)
+    cluster.wait_until(lambda: proc.poll() is not None or _ready(app), 60, f"{name} ready")
+    assert proc.poll() is None, app.child.log_tail()
+    return app
+
+
+def _ready(app: App) -> bool:
+    try:
+        return web.get(f"{app.base}/readyz", timeout=5).status_code == 200
+    except Exception:
+        return False
+
+
+def release_of(app: App) -> str:
+    """What the process says of its release: today's name it in /readyz, the previous release does not."""
+    shown = web.get(f"{app.base}/readyz", timeout=10).json()
+    return "today" if "version" in shown else "previous"
+
+
+def each_write_once(cluster: Cluster, tickets: list[int]) -> None:
+    writes = [w for w in cluster.writes() if w["effect"] == "applied"]
+    for n in tickets:
+        by_vendor: dict[str, int] = {}
+        for w in writes:
+            if f"OPS-{n}" in str(w):
+                by_vendor[w["vendor"]] = by_vendor.get(w["vendor"], 0) + 1
+        assert by_vendor == {"incidentio": 1, "jira": 1, "teams": 1}, (n, by_vendor)
+
+
+@pytest.mark.long
+def test_the_previous_release_and_todays_take_over_each_others_runs_whichever_is_killed(
+    make_cluster: Callable[..., Cluster], previous_tree: Path
+) -> None:
+    cluster = make_cluster("--model-latency-ms", str(MODEL_LATENCY_MS))
+    old = start_previous(cluster, previous_tree, "previous-1", lead="true")
+    new = cluster.app("today-1")
+    assert (release_of(old), release_of(new)) == ("previous", "today")
+
+    # The previous release's process dies with runs in flight on both: today's takes its runs over.
+    first = list(range(4101, 4105))
+    runs = {n: cluster.post_run(old if n % 2 else new, "triage", TRIAGE.format(n=n)) for n in first}
+    cluster.wait_until(lambda: all(cluster.run(r)["step"] >= 1 for r in runs.values()), 60, "every run's first step")
+    os.kill(old.pid, signal.SIGKILL)
+    for n, run_id in runs.items():
+        assert cluster.wait_run(run_id, 90)["status"] == "succeeded", (n, cluster.logs())
+    each_write_once(cluster, first)
+
+    # Today's process dies with runs in flight on both: a process of the previous release takes them over.
+    old2 = start_previous(cluster, previous_tree, "previous-2", lead="true")
+    second = list(range(4105, 4109))
+    runs = {n: cluster.post_run(old2 if n % 2 else new, "triage", TRIAGE.format(n=n)) for n in second}
+    cluster.wait_until(lambda: all(cluster.run(r)["step"] >= 1 for r in runs.values()), 60, "every run's first step")
+    os.kill(new.pid, signal.SIGKILL)
+    for n, run_id in runs.items():
+        assert cluster.wait_run(run_id, 90)["status"] == "succeeded", (n, cluster.logs())
+    each_write_once(cluster, second)
+    assert old2.child.alive()
