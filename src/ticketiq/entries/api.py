@@ -131,7 +131,7 @@ def create_app(
                 if owned:
                     await app.state.process.stop()
 
-    app = FastAPI(title="TicketIQ run engine", version="0.1.0", lifespan=lifespan)
+    app = FastAPI(title="TicketIQ run engine", version=release.current().version, lifespan=lifespan)
     # The last added runs first: a request without a valid token is refused before its body is read;
     # then one holding text Postgres cannot store (I16), before any route sees it.
     app.add_middleware(text_guard.StorableText)
