@@ -448,17 +448,24 @@ def test_cluster_starts_a_killed_process_again_leaves_a_crash_loop_down_and_stop
         assert all(gone(pid) for pid in seen)
         assert not pid_file.exists()
     finally:
-        if proc.poll() is None:  # the test failed midway: the cluster stops what it started, then goes
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-        if proc.stdout is not None:
-            proc.stdout.close()
-        for pid in [*pids(lines).values(), *seen]:
-            end_leftover(pid)
+        end_cluster(proc, lines, seen)
+
+
+def end_cluster(proc: subprocess.Popen[str], lines: list[str], also: list[int]) -> None:
+    """After a cluster test, passed or not: a cluster still running is stopped as a person stops it (SIGINT:
+    it stops everything it started, the processes a roll started included), killed only if it does not go;
+    then any part it named (or `also`) that is somehow left is killed by its pid."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    if proc.stdout is not None:
+        proc.stdout.close()
+    for pid in [*pids(lines).values(), *also]:
+        end_leftover(pid)
 
 
 def edge_answers(port: int, n: int) -> set[Any]:

@@ -128,6 +128,21 @@ def wait_for(check: Any, what: str, cluster: Cluster, within_s: float = BACK_WIT
         time.sleep(0.2)
 
 
+def runs_ended(app: App, cluster: Cluster, runs: dict[int, str]) -> dict[int, dict[str, Any]]:
+    """Each run as the API shows it once it ended (succeeded, failed, interrupted), by ticket."""
+    shown: dict[int, dict[str, Any]] = {}
+
+    def every_run_ended() -> bool:
+        for n, run_id in runs.items():
+            run = run_of(app, cluster, run_id)
+            if run is not None and run["status"] in ("succeeded", "failed", "interrupted"):
+                shown[n] = run
+        return len(shown) == len(runs)
+
+    wait_for(every_run_ended, "every run ending", cluster)
+    return shown
+
+
 def applied_writes(cluster: Cluster) -> list[dict[str, Any]]:
     return [w for w in cluster.writes() if w["effect"] == "applied"]
 
@@ -164,16 +179,7 @@ def test_a_sigkilled_embedded_postmaster_is_started_again_on_its_port_and_every_
              "the server back and both processes ready", cluster)  # fmt: skip
     assert home.port() == port
     # Every run ends, succeeded, as the API shows it; each write was applied once.
-    shown: dict[int, dict[str, Any]] = {}
-
-    def every_run_ended() -> bool:
-        for n, run_id in runs.items():
-            run = run_of(first, cluster, run_id)
-            if run is not None and run["status"] in ("succeeded", "failed", "interrupted"):
-                shown[n] = run
-        return len(shown) == len(runs)
-
-    wait_for(every_run_ended, "every run ending", cluster)
+    shown = runs_ended(first, cluster, runs)
     assert {n: run["status"] for n, run in shown.items()} == dict.fromkeys(tickets, "succeeded"), cluster.logs()
     assert going, "no run was in flight at the kill: the test showed nothing"
     each_write_once(cluster, tickets)
@@ -233,16 +239,7 @@ def test_db_stop_then_db_url_with_the_url_exported_starts_it_again_and_every_run
     assert (started.returncode, started.stdout.strip()) == (0, cluster.db_url), started.stderr
     assert home.port() == port  # started again on the port every process holds
     wait_for(lambda: ready(first) and ready(second), "both processes ready again", cluster)
-    shown: dict[int, dict[str, Any]] = {}
-
-    def every_run_ended() -> bool:
-        for n, run_id in runs.items():
-            run = run_of(first, cluster, run_id)
-            if run is not None and run["status"] in ("succeeded", "failed", "interrupted"):
-                shown[n] = run
-        return len(shown) == len(runs)
-
-    wait_for(every_run_ended, "every run ending", cluster)
+    shown = runs_ended(first, cluster, runs)
     assert {n: run["status"] for n, run in shown.items()} == dict.fromkeys(tickets, "succeeded"), cluster.logs()
     assert going, "no run was in flight at the stop: the test showed nothing"
     each_write_once(cluster, tickets)

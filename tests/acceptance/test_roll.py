@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from tests.acceptance.test_edge import cli, cluster_env, end_leftover, gone, pids, read_until, wait_for_count
+from tests.acceptance.test_edge import cli, cluster_env, end_cluster, gone, pids, read_until, wait_for_count
 from tests.support.cluster import create_token
 from tests.support.http import web
 from ticketiq.operate.launch import free_port
@@ -161,14 +161,4 @@ def test_a_roll_under_load_replaces_every_process_and_fails_no_request_and_a_bro
         wait_for_count(lines, "stopped edge", 1, 10)
         assert not (Path(env["TICKETIQ_HOME"]) / "cluster.pid").exists()
     finally:
-        if proc.poll() is None:  # the test failed midway: the cluster stops what it started, then goes
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-        if proc.stdout is not None:
-            proc.stdout.close()
-        for pid in [*pids(lines).values(), *before.values()]:
-            end_leftover(pid)
+        end_cluster(proc, lines, list(before.values()))
