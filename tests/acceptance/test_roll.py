@@ -4,6 +4,7 @@ stops the roll at its first process: the roll exits 1 and the old processes keep
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import threading
@@ -160,5 +161,32 @@ def test_a_roll_under_load_replaces_every_process_and_fails_no_request_and_a_bro
         assert proc.wait(60) == 0, "".join(lines)
         wait_for_count(lines, "stopped edge", 1, 10)
         assert not (Path(env["TICKETIQ_HOME"]) / "cluster.pid").exists()
+    finally:
+        end_cluster(proc, lines, list(before.values()))
+
+
+@pytest.mark.long
+def test_a_roll_while_a_dead_process_waits_to_start_again_replaces_it_once(tmp_path: Path, db_url: str) -> None:
+    port = free_port()
+    env = cluster_env(tmp_path, db_url)
+    proc = subprocess.Popen(cli("cluster", "--processes", "2", "--port", str(port)), env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    lines: list[str] = []
+    before: dict[str, int] = {}
+    try:
+        read_until(proc, lines, "running;", 120)
+        before = pids(lines)
+        threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True).start()  # to its end
+        os.kill(before["app2"], signal.SIGKILL)
+        wait_for_count(lines, "starting it again in 1 s", 1, 10)
+        rolled = subprocess.run(cli("cluster", "roll"), env=env, capture_output=True, text=True, timeout=300)
+        assert rolled.returncode == 0, (rolled.stdout, "".join(lines))
+        wait_for_count(lines, "(rolled)", 2, 10)
+        time.sleep(3)  # past the start again that was pending: it must not come
+        said = "".join(lines)
+        assert "started again" not in said, said  # the roll's process took the slot; no second one on its port
+        assert said.count("was killed by") == 1 and "exited with code" not in said, said
+        serving = {web.get(f"http://127.0.0.1:{port}/readyz", timeout=10).json()["process"] for _ in range(6)}
+        assert len(serving) == 2
     finally:
         end_cluster(proc, lines, list(before.values()))

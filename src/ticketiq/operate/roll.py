@@ -64,6 +64,8 @@ def _replace(slot: Slot, admin: EdgeAdmin, say: Callable[[str], None], grace_s: 
     admin.point(slot.name, HOST, port)
     admin.ready(slot.name)
     slot.child, slot.port = new, port
+    # A start again the watch had pending (the old one had died) is done by this one.
+    slot.restart_at, slot.starting = None, False
     slot.lives.append(Life(started))
     say(f"{slot.name}: the edge sends its requests to pid {new.pid}")
     handing = time.monotonic()
