@@ -388,18 +388,14 @@ def test_cluster_starts_a_killed_process_again_leaves_a_crash_loop_down_and_stop
 ) -> None:
     port = free_port()
     env = cluster_env(tmp_path, db_url)
-    proc = subprocess.Popen(cli("cluster", "--processes", "2", "--port", str(port)), env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
-    lines: list[str] = []
+    proc, lines = launch_cluster(env, port)
     seen: list[int] = []
     pid_file = Path(env["TICKETIQ_HOME"]) / "cluster.pid"
     try:
-        read_until(proc, lines, "running;", 120)
         started = pids(lines)
         assert set(started) == {"stand-ins", "app1", "app2", "edge"}, lines
         assert "password" not in "".join(lines)
         assert pid_file.read_text().strip() == str(proc.pid)
-        threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True).start()  # to its end
         # A second cluster on the same home is refused, and starts nothing.
         second = subprocess.run(cli("cluster", "--port", str(free_port())), env=env, capture_output=True, text=True,
                                 timeout=60)  # fmt: skip
@@ -449,6 +445,21 @@ def test_cluster_starts_a_killed_process_again_leaves_a_crash_loop_down_and_stop
         assert not pid_file.exists()
     finally:
         end_cluster(proc, lines, seen)
+
+
+def launch_cluster(env: dict[str, str], port: int) -> tuple[subprocess.Popen[str], list[str]]:
+    """`ticketiq cluster --processes 2` on `port`, once it says it runs; its output keeps coming into the
+    returned lines (a reader thread, to its end). Ended here if it never says so."""
+    proc = subprocess.Popen(cli("cluster", "--processes", "2", "--port", str(port)), env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    lines: list[str] = []
+    try:
+        read_until(proc, lines, "running;", 120)
+    except BaseException:
+        end_cluster(proc, lines, [])
+        raise
+    threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True).start()
+    return proc, lines
 
 
 def end_cluster(proc: subprocess.Popen[str], lines: list[str], also: list[int]) -> None:

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from tests.acceptance.test_edge import cli, cluster_env, end_cluster, gone, pids, read_until, wait_for_count
+from tests.acceptance.test_edge import cli, cluster_env, end_cluster, gone, launch_cluster, pids, wait_for_count
 from tests.support.cluster import create_token
 from tests.support.http import web
 from ticketiq.operate.launch import free_port
@@ -96,14 +96,9 @@ def test_a_roll_under_load_replaces_every_process_and_fails_no_request_and_a_bro
     agents = tmp_path / "agents.yaml"
     agents.write_text(Path(str(Settings().agents)).read_text())
     env["TICKETIQ_AGENTS"] = str(agents)
-    proc = subprocess.Popen(cli("cluster", "--processes", "2", "--port", str(port)), env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
-    lines: list[str] = []
-    before: dict[str, int] = {}
+    proc, lines = launch_cluster(env, port)
+    before = pids(lines)
     try:
-        read_until(proc, lines, "running;", 120)
-        before = pids(lines)
-        threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True).start()  # to its end
         standins = next(line.split()[3] for line in lines if line.startswith("stand-ins"))
         token = create_token(env, "roller", "operator")
         load = Load(f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {token}"}, uuid.uuid4().hex[:8])
@@ -169,14 +164,9 @@ def test_a_roll_under_load_replaces_every_process_and_fails_no_request_and_a_bro
 def test_a_roll_while_a_dead_process_waits_to_start_again_replaces_it_once(tmp_path: Path, db_url: str) -> None:
     port = free_port()
     env = cluster_env(tmp_path, db_url)
-    proc = subprocess.Popen(cli("cluster", "--processes", "2", "--port", str(port)), env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
-    lines: list[str] = []
-    before: dict[str, int] = {}
+    proc, lines = launch_cluster(env, port)
+    before = pids(lines)
     try:
-        read_until(proc, lines, "running;", 120)
-        before = pids(lines)
-        threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True).start()  # to its end
         os.kill(before["app2"], signal.SIGKILL)
         wait_for_count(lines, "starting it again in 1 s", 1, 10)
         rolled = subprocess.run(cli("cluster", "roll"), env=env, capture_output=True, text=True, timeout=300)

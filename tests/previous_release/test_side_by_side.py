@@ -82,6 +82,17 @@ def each_write_once(cluster: Cluster, tickets: list[int]) -> None:
         assert made == {"incidentio": 1, "jira": 1, "teams": 1}, (n, made)
 
 
+def kill_with_runs_in_flight(cluster: Cluster, victim: App, other: App, tickets: list[int]) -> None:
+    """Triage runs on both processes; the victim SIGKILLed once each took its first step: every run
+    succeeds, each write once."""
+    runs = {n: cluster.post_run(victim if n % 2 else other, "triage", TRIAGE.format(n=n)) for n in tickets}
+    cluster.wait_until(lambda: all(cluster.run(r)["step"] >= 1 for r in runs.values()), 60, "every run's first step")
+    os.kill(victim.pid, signal.SIGKILL)
+    for n, run_id in runs.items():
+        assert cluster.wait_run(run_id, 90)["status"] == "succeeded", (n, cluster.logs())
+    each_write_once(cluster, tickets)
+
+
 @pytest.mark.long
 def test_the_previous_release_and_todays_take_over_each_others_runs_whichever_is_killed(
     make_cluster: Callable[..., Cluster], previous_tree: Path
@@ -92,21 +103,8 @@ def test_the_previous_release_and_todays_take_over_each_others_runs_whichever_is
     assert (release_of(old), release_of(new)) == ("previous", "today")
 
     # The previous release's process dies with runs in flight on both: today's takes its runs over.
-    first = list(range(4101, 4105))
-    runs = {n: cluster.post_run(old if n % 2 else new, "triage", TRIAGE.format(n=n)) for n in first}
-    cluster.wait_until(lambda: all(cluster.run(r)["step"] >= 1 for r in runs.values()), 60, "every run's first step")
-    os.kill(old.pid, signal.SIGKILL)
-    for n, run_id in runs.items():
-        assert cluster.wait_run(run_id, 90)["status"] == "succeeded", (n, cluster.logs())
-    each_write_once(cluster, first)
-
+    kill_with_runs_in_flight(cluster, victim=old, other=new, tickets=list(range(4101, 4105)))
     # Today's process dies with runs in flight on both: a process of the previous release takes them over.
     old2 = start_previous(cluster, previous_tree, "previous-2", lead="true")
-    second = list(range(4105, 4109))
-    runs = {n: cluster.post_run(old2 if n % 2 else new, "triage", TRIAGE.format(n=n)) for n in second}
-    cluster.wait_until(lambda: all(cluster.run(r)["step"] >= 1 for r in runs.values()), 60, "every run's first step")
-    os.kill(new.pid, signal.SIGKILL)
-    for n, run_id in runs.items():
-        assert cluster.wait_run(run_id, 90)["status"] == "succeeded", (n, cluster.logs())
-    each_write_once(cluster, second)
+    kill_with_runs_in_flight(cluster, victim=new, other=old2, tickets=list(range(4105, 4109)))
     assert old2.child.alive()
