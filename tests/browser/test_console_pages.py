@@ -20,6 +20,7 @@ from tests.support import job_kinds
 from tests.support.cluster import Cluster
 from tests.support.http import web
 from tests.support.postgres import SuitePostgres
+from ticketiq.engine import resume
 from ticketiq.runtime import release
 from ticketiq.standins.server import STANDIN_BOT_APP_ID
 
@@ -178,19 +179,38 @@ async def test_the_processes_live_and_ended(site: Console, page: Page) -> None:
         return any(p["pid"] == brief_pid and p["how"] == "stopped" for p in ended)
 
     until(stop_recorded, "the stop recorded")
+    # A run a newer release left (its checkpoint's state format is newer than any live process's, its
+    # process gone, its lease lapsed): listed, and its page says what it waits for.
+    left = site.start_run(operator, "reader", "Read OPS-601")
+    site.ended(left)
+    newer = resume.THIS_RELEASE.state_format + 1
+    site.cluster.rows("UPDATE checkpoints SET state_format = %s WHERE run_id = %s", newer, left)
+    site.cluster.rows("UPDATE runs SET status = 'running' WHERE id = %s", left)
+    site.cluster.rows("INSERT INTO leases (name, holder, expires_at) VALUES ('checkpoint:' || %s, 'gone', now())", left)
     await sign_in(page, site.base, operator, "/console/processes")
     live = page.locator("table.processes tbody tr", has=page.locator(f'td.num:text-is("{site.app.pid}")'))
     await expect(live.locator(".badge").first).to_have_text("alive")
     await expect(live).to_contain_text("leader")
     running = release.current()
     await expect(live).to_contain_text(f"{running.version} {running.commit[:8]}")  # the release it runs
-    ended_table = page.locator("main table.grid").nth(1)
+    await expect(live).to_contain_text(
+        f"state {resume.THIS_RELEASE.state_format} · seal {resume.THIS_RELEASE.seal_format}"
+    )
+    left_row = page.locator("table.left tbody tr", has=page.locator(f'a[href="/console/runs/{left}"]'))
+    await expect(left_row).to_contain_text("gone")
+    await expect(left_row.locator("td.num").first).to_have_text(str(newer))
+    ended_table = page.locator("main table.ended")
     ended = ended_table.locator("tbody tr", has=page.locator(f'td.num:text-is("{brief_pid}")'))
     await expect(ended.locator(".badge")).to_have_text("stopped")
     # The suite's Postgres has no standby: a commit is on it alone, and the page says so.
     await expect(page.locator("p.database .badge")).to_have_text("one copy")
     await expect(page.locator("p.database")).to_contain_text("ONE COPY: no standby")
     await shot(page, "processes")
+    await left_row.locator("a").click()
+    await expect(page.locator("#waiting li.release")).to_contain_text(
+        f"a process that knows checkpoint state format {newer} and seal format {resume.THIS_RELEASE.seal_format}"
+    )
+    await shot(page, "run-left-for-a-newer-release")
 
 
 async def test_the_runs_counts_say_the_ended_ones_are_of_the_last_day(site: Console, page: Page) -> None:

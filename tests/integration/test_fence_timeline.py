@@ -51,7 +51,7 @@ async def test_a_lapsed_lease_whose_process_lives_ends_its_attempt_stalled(db: D
     live = f"live-{uuid.uuid4().hex[:8]}"
     async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as mark:
         # A registered process holds its liveness mark on this connection while the take runs.
-        born = {"id": live, "pid": 1, "host": "h", "version": "0", "commit": "c"}
+        born = {"id": live, "pid": 1, "host": "h", "version": "0", "commit": "c", "state_format": 1, "seal_format": 2}
         await mark.execute(QUERIES["leader.register"], born)
         store = RunStore(db)
         run_id = await new_run(db)

@@ -12,6 +12,8 @@ from tests.support.fences import Span
 QUERIES = Path(__file__).resolve().parents[2] / "src" / "ticketiq" / "storage" / "queries"
 RETAKEN = "tests/integration/test_mark_retaken.py"
 BORN = "tests/integration/test_born_taken.py"
+FORMATS = "tests/integration/test_checkpoint_formats.py"
+FORMATS_MIGRATION = "migrations/031_checkpoint_formats.sql"
 
 # (statement, the conjunct as written in it, what it becomes, the guard tests)
 DECLARED: list[tuple[str, str, str, list[str]]] = [
@@ -44,12 +46,36 @@ DECLARED: list[tuple[str, str, str, list[str]]] = [
     # The status the run was born with, which a repeat is answered with.
     ("runs.create_taken", "jsonb_build_object('status', run.status)", "'{}'::jsonb",
      [f"{BORN}::test_a_repeated_key_makes_nothing_and_finds_the_run_born_with_its_status"]),
+    # Versioned checkpoints (migration 031): a take for a process that cannot read the checkpoint takes
+    # nothing. Without the guard the previous release's acquire takes a newer release's run.
+    (f"{FORMATS_MIGRATION}:take_run", "         WHERE knows_checkpoint(p_holder, p_run_id)\n", "",
+     [f"{FORMATS}::test_a_take_gives_a_newer_format_only_to_a_process_that_knows_it"]),
+    # A claim gives such a run to a process that knows it when the least loaded one does not.
+    (f"{FORMATS_MIGRATION}:give_runs", "ELSE checkpoint_knower(picked.id, p_claimer) END", "ELSE NULL END",
+     [f"{FORMATS}::test_a_claim_gives_a_newer_format_to_the_process_that_knows_it_whoever_is_least_loaded"]),
+    # The sweeps pass by what no live process knows: else it fills their batches first, and the next
+    # lapse is always now (a busy loop).
+    ("leader.claim_lapsed", "AND (knows_checkpoint(%(holder)s, substr(name, 12)::uuid)", "AND (true",
+     [f"{FORMATS}::test_the_sweeps_pass_by_what_no_live_process_knows"]),
+    ("leader.next_lapse", "AND (expires_at >= now() OR", "AND (true OR",
+     [f"{FORMATS}::test_the_sweeps_pass_by_what_no_live_process_knows"]),
+    ("leader.orphaned_queued", "AND (knows_checkpoint(%(holder)s, r.id)", "AND (true",
+     [f"{FORMATS}::test_orphaned_queued_runs_of_a_newer_format_take_no_place_in_the_batch"]),
 ]  # fmt: skip
 
 
 def declared_mutants() -> list[tuple[Mutant, list[str]]]:
     out = []
     for target, original, replacement, guards in DECLARED:
+        if target.startswith("migrations/"):
+            # A function of a migration (its last definition): the conjunct is found once in the file.
+            path = QUERIES.parent / target.split(":", 1)[0]
+            text = path.read_text()
+            assert text.count(original) == 1, f"{original!r} is not once in {path.name}"
+            start = text.index(original)
+            out.append((Mutant(target, "condition", path, Span(start, start + len(original)), original, replacement),
+                        guards))  # fmt: skip
+            continue
         area, name = target.split(".", 1)
         path = QUERIES / f"{area}.sql"
         text = path.read_text()

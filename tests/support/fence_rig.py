@@ -63,7 +63,7 @@ async def written_now(db_url: str, of: str, kind: str = "run") -> dict[str, Any]
 def sealed(step: int, losses: int = 0, prev_seal: str | None = "seal-0") -> Sealed:
     """A checkpoint to write; these tests judge fences, not seals (the resume verifies those)."""
     return Sealed(step=step, state=f'{{"step": {step}}}', seal=f"seal-{step}", key_id="k1", prev_seal=prev_seal,
-                  losses=losses)  # fmt: skip
+                  losses=losses, state_format=1, seal_format=2)  # fmt: skip
 
 
 async def new_run(db: Database, channel: str = "api", idempotency_key: str | None = None) -> str:
@@ -72,7 +72,7 @@ async def new_run(db: Database, channel: str = "api", idempotency_key: str | Non
         "id": run_id, "agent": "a", "input": "look at OPS-1", "owner": "tester", "tenant": "t1", "channel": channel,
         "may_wait": True, "correlation_id": run_id, "parent_run_id": None, "delegation_key": None,
         "idempotency_key": idempotency_key, "request_hash": None, "state": "{}", "seal": "seal-0", "key_id": "k1",
-        "actor": "test", "created_by": None, "audit": {},
+        "actor": "test", "created_by": None, "audit": {}, "state_format": 1, "seal_format": 2,
     })  # fmt: skip
     assert made is not None
     return run_id

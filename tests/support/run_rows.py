@@ -13,5 +13,5 @@ def run_params(*, idempotency_key: str | None = None, delegation_key: str | None
         "id": run_id, "agent": "a", "input": "check OPS-1", "owner": "owner", "tenant": "acme", "channel": "api",
         "may_wait": False, "correlation_id": run_id, "parent_run_id": None, "delegation_key": delegation_key,
         "idempotency_key": idempotency_key, "request_hash": "hash", "state": "{}", "seal": "seal", "key_id": "k",
-        "actor": "caller", "created_by": "caller", "audit": {},
+        "actor": "caller", "created_by": "caller", "audit": {}, "state_format": 1, "seal_format": 2,
     }  # fmt: skip

@@ -125,11 +125,12 @@ class Pair:
                     os.kill(pid, signal.SIGQUIT)
         deadline = time.monotonic() + WAIT_S
         for node in nodes:
-            while node.pid is not None and embedded._alive(node.pid) and time.monotonic() < deadline:
+            # The pid is read once a look: the lock file goes away when the postmaster ends, between reads.
+            while (pid := node.pid) is not None and embedded._alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
-            if node.pid is not None and embedded._alive(node.pid):
+            if (pid := node.pid) is not None and embedded._alive(pid):
                 with contextlib.suppress(ProcessLookupError):
-                    os.kill(node.pid, signal.SIGKILL)
+                    os.kill(pid, signal.SIGKILL)
         shutil.rmtree(self.folder, ignore_errors=True)
 
     # ----- what a test does to it --------------------------------------------------------------------

@@ -107,6 +107,8 @@ def waiting_text(waiting: Mapping[str, Any] | None) -> str:
         return f"input: {waiting.get('question')} (question {waiting.get('question_id')})"
     if waiting.get("kind") == "approval":
         return f"approval of {waiting.get('tool')} (approval {waiting.get('approval_id')})"
+    if waiting.get("kind") == "release":
+        return str(waiting.get("question"))
     return json.dumps(waiting, default=str)
 
 

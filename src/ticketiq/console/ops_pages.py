@@ -159,5 +159,6 @@ def add_routes(
             session,
             live=found["processes"],
             ended=found["ended"],
+            left=found["left_for_newer_release"],
             database=found["database"],
         )

@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 FLUSH_ENTRIES = 16
 # What drive() returns when it stopped at a step boundary because its process hands its runs over.
 HANDED_OVER = "handed_over"
+# What drive() returns for a checkpoint of a format this release does not know (resume.format_unknown).
+LEFT = "left"
 FLUSH_AGE_S = 1.0
 
 
@@ -116,6 +118,13 @@ class RunDriver:
             self.ended = True
 
     async def _drive(self) -> str:
+        left = resume.format_unknown(self.checkpoint.state_format, self.checkpoint.seal_format)
+        if left is not None:
+            # A newer release wrote it: not failed, not rewritten. The takes give such a checkpoint only to
+            # a process that knows it (take_run); should one come here all the same, nothing is written
+            # and its lease lapses to the sweep, which gives it to a process that knows it or leaves it.
+            log.warning("run %s attempt %s left for a newer release: %s", self.run_id, self.attempt, left)
+            return LEFT
         try:
             self.state = await self._verified_state()
         except SealInvalid as exc:
@@ -332,7 +341,16 @@ class RunDriver:
         body = self._text.of(state)
         chain = seal.Chain(self.run_id, state.step, self.attempt, self.losses, self.seal_head)
         mac, key_id = seal.seal(self.deps.keys, chain, body)
-        return Sealed(state.step, body.decode(), mac, key_id, self.seal_head, self.losses)
+        return Sealed(
+            state.step,
+            body.decode(),
+            mac,
+            key_id,
+            self.seal_head,
+            self.losses,
+            resume.THIS_RELEASE.state_format,
+            resume.THIS_RELEASE.seal_format,
+        )
 
     def _stage(self, entries: list[dict[str, Any]]) -> None:
         """The previous step's finished calls and notes, and these entries, join the unflushed."""

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable
 
 from ticketiq.agents.catalog import Agent
-from ticketiq.engine import run_keys, seal
+from ticketiq.engine import resume, run_keys, seal
 from ticketiq.engine.context import EngineDeps
 from ticketiq.engine.driver import HANDED_OVER, RunDriver
 from ticketiq.engine.questions import Answer, Answered, Verdict, judge
@@ -214,6 +214,7 @@ class Engine:
             "correlation_id": run_id, "parent_run_id": parent_run_id, "delegation_key": delegation_key,
             "idempotency_key": idempotency_key, "request_hash": request_hash, "state": body, "seal": mac,
             "key_id": key_id, "actor": actor, "created_by": created_by,
+            "state_format": resume.THIS_RELEASE.state_format, "seal_format": resume.THIS_RELEASE.seal_format,
             "audit": {"agent": agent.name, "channel": channel, "parent_run_id": parent_run_id},
         }  # fmt: skip
         if take:

@@ -12,8 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ticketiq.engine import approvals
+from ticketiq.engine.seal import SEAL_FORMAT
 from ticketiq.engine.settlement import CallRow, Route, ToolNow, read_back_wait, route
-from ticketiq.engine.state import PlannedCall
+from ticketiq.engine.state import STATE_FORMAT, PlannedCall
 from ticketiq.storage.rows import Approval, CallRecord
 from ticketiq.tools.base import ToolClass
 
@@ -94,3 +95,41 @@ def not_resumed(channel: str, may_wait: bool, crash_resume_entries: bool) -> str
         f"its process stopped and runs of the {channel} entry point are not resumed: "
         "TICKETIQ_CRASH_RESUME_ENTRIES is false (set it to true to resume them from their last step)"
     )
+
+
+# ----- versioned checkpoints: which formats this release resumes (issue 31, migration 031) -------------
+# Every checkpoint row records the format of its state and of its seal, and every process registers the
+# newest of each it knows (`processes.state_format`, `.seal_format`; NULL for a release before migration
+# 031, which knew state format 1 and seal formats 1 and 2). A release reads every format from the previous
+# release's onwards, so a roll can go either way between two releases. A checkpoint of a newer format is
+# left for a process that knows it: no take gives it to one that does not (take_run checks the process it
+# takes for), and the sweeps pass it by while no live process knows it, so it is never failed, rewritten
+# or counted as a loss; the run's `waiting_for` says what it waits for (views/runs.py).
+
+
+@dataclass(frozen=True)
+class Known:
+    """The newest checkpoint formats a process knows (what it registers, and what it writes)."""
+
+    state_format: int = STATE_FORMAT
+    seal_format: int = SEAL_FORMAT
+
+
+THIS_RELEASE = Known()
+
+
+def format_unknown(state_format: int, seal_format: int, known: Known | None = None) -> str | None:
+    """Why a checkpoint of these formats cannot be resumed by a process that knows `known` (this
+    release, by default), or None."""
+    known = known or THIS_RELEASE
+    if state_format > known.state_format or seal_format > known.seal_format:
+        return (
+            f"its checkpoint has state format {state_format} and seal format {seal_format}; this release "
+            f"knows state formats up to {known.state_format} and seal formats up to {known.seal_format}"
+        )
+    return None
+
+
+def waits_for_release(state_format: int, seal_format: int) -> str:
+    """What a run whose checkpoint no live process knows waits for, in the run's `waiting_for`."""
+    return f"a process that knows checkpoint state format {state_format} and seal format {seal_format}"

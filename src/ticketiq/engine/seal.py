@@ -30,6 +30,9 @@ from ticketiq.errors import ConfigError, SealInvalid
 from ticketiq.settings import Settings
 
 PROBE_TEXT = b"ticketiq seal key probe\n"
+# The seal format this release writes (`checkpoints.seal_format`; 2 chains the attempt, the losses and the
+# previous seal) and the newest it verifies; format 1 (run id, step and state only) is still verified.
+SEAL_FORMAT = 2
 
 
 def canonical(value: Any) -> bytes:
@@ -113,12 +116,16 @@ def _write_key_file(path: Path, spec: str) -> None:
         os.unlink(tmp)
 
 
-def _mac(secret: bytes, chain: Chain, state: str | bytes, seal_format: int = 2) -> str:
+def _mac(secret: bytes, chain: Chain, state: str | bytes, seal_format: int = SEAL_FORMAT) -> str:
     body = state if isinstance(state, bytes) else state.encode()
-    if seal_format == 1:
+    if seal_format == 2:
+        head = f"v2\n{chain.run_id}\n{chain.step}\n{chain.attempt}\n{chain.losses}\n{chain.prev_seal or ''}\n"
+    elif seal_format == 1:
         head = f"{chain.run_id}\n{chain.step}\n"
     else:
-        head = f"v2\n{chain.run_id}\n{chain.step}\n{chain.attempt}\n{chain.losses}\n{chain.prev_seal or ''}\n"
+        # A newer release's seal is never checked as if it were ours (that would call it tampered): the
+        # driver leaves such a checkpoint before it gets here (resume.format_unknown).
+        raise ValueError(f"seal format {seal_format} is not one this release knows")
     # hmac.digest is OpenSSL's one-shot HMAC: the same value as hmac.new(...).hexdigest(), once a step.
     return hmac.digest(secret, head.encode() + body, "sha256").hex()
 
@@ -128,7 +135,9 @@ def seal(keys: SealKeys, chain: Chain, state: str | bytes) -> tuple[str, str]:
     return _mac(keys.secrets[keys.signing_id], chain, state), keys.signing_id
 
 
-def verify(keys: SealKeys, chain: Chain, state: str, seal_hex: str, key_id: str, seal_format: int = 2) -> None:
+def verify(
+    keys: SealKeys, chain: Chain, state: str, seal_hex: str, key_id: str, seal_format: int = SEAL_FORMAT
+) -> None:
     """Raise SealInvalid unless the seal was made over exactly this checkpoint by a known key."""
     secret = keys.secrets.get(key_id)
     if secret is None:

@@ -12,6 +12,13 @@ from typing import Any
 
 from ticketiq.tools.base import ToolClass
 
+# The format of the state's JSON this release writes (`checkpoints.state_format`), and the newest it
+# reads; it reads every older one still in use (tests/previous_release resumes what the previous release
+# wrote). 1: `to_json` as it was when formats were first recorded (release 0.1.0 wrote it without saying
+# so). Raise it when the JSON changes in a way the previous release cannot read (a field it would need
+# and not find, a meaning changed), and teach `from_json` the older one (resume.py: who reads what).
+STATE_FORMAT = 1
+
 
 @dataclass(frozen=True)
 class PlannedCall:

@@ -22,6 +22,7 @@ import os
 import socket
 from collections.abc import Callable
 
+from ticketiq.engine import resume
 from ticketiq.runtime import release
 from ticketiq.runtime.background import Background
 from ticketiq.storage import database, leader_store
@@ -74,6 +75,7 @@ class Liveness:
             running = release.current()
             lock_key = await leader_store.register(
                 conn, holder, os.getpid(), socket.gethostname(), (running.version, running.commit),
+                (resume.THIS_RELEASE.state_format, resume.THIS_RELEASE.seal_format),
                 within_s=self.limits.answer_within_s,
             )  # fmt: skip
         except BaseException:

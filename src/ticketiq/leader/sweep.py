@@ -13,6 +13,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from ticketiq.engine import resume
 from ticketiq.intake import teams_turns
 from ticketiq.intake.scheduler import Scheduler
 from ticketiq.storage import database
@@ -50,6 +51,7 @@ class Sweeper:
         self.pruned_at: float | None = None
         self.scheduler = Scheduler(engine)
         self.cron_due_at = 0.0
+        self.left_logged: set[str] = set()  # runs left for a newer release, each logged once (note_left)
 
     @property
     def settings(self) -> Any:
@@ -83,7 +85,7 @@ class Sweeper:
     async def sweep_once(self, lapsed: bool) -> float | None:
         """Claim what is dead (and, when `lapsed`, what lapsed); return the seconds until the next
         checkpoint lease would lapse, when that was looked up."""
-        store = self.engine.deps.store
+        store, deps_holder = self.engine.deps.store, self.engine.deps.holder
         if not self.settling():
             await self.claim("dead")
         # Lapsed leases and lost jobs are claimed meanwhile: their holders gave them up (the retake),
@@ -96,15 +98,28 @@ class Sweeper:
         while await self.claim("lapsed") == CLAIM_BATCH:
             pass
         # Each to the least loaded live process, which a start before it was given to already counts.
-        for run_id in await store.orphaned_queued(self.settings.queued_grace_s, CLAIM_BATCH):
+        for run_id in await store.orphaned_queued(deps_holder, self.settings.queued_grace_s, CLAIM_BATCH):
             await self.engine.hand(run_id)
         # I15: a run left waiting with every request decided (its wake-up was lost) goes on.
-        for run_id in await store.waiting_decided(CLAIM_BATCH):
+        for run_id in await store.waiting_decided(deps_holder, CLAIM_BATCH):
             await self.engine.hand(run_id)
         await teams_turns.adopt_unstarted(self.engine)  # inbox rows whose process died before their run
+        await self.note_left()
         if self.pruned_at is None or time.monotonic() - self.pruned_at >= PRUNE_EVERY_S:
             await self.prune()
-        return await store.next_lapse_s()
+        return await store.next_lapse_s(deps_holder)
+
+    async def note_left(self) -> None:
+        """Log once each run left for a process that knows its checkpoint's format (no live one does:
+        a newer release wrote it and none of its processes lives). Nothing is done to the run."""
+        known = (resume.THIS_RELEASE.state_format, resume.THIS_RELEASE.seal_format)
+        left = await self.engine.deps.store.left_for_release(known, CLAIM_BATCH)
+        for run in left:
+            if run.run_id not in self.left_logged:
+                log.warning("run %s is left for a newer release: %s; no live process knows it, so it waits for %s",
+                            run.run_id, resume.format_unknown(run.state_format, run.seal_format),
+                            resume.waits_for_release(run.state_format, run.seal_format))  # fmt: skip
+        self.left_logged = {run.run_id for run in left}  # a run taken up since, and back later, is told again
 
     async def sweep_jobs(self) -> int:
         """I13: jobs whose process died or stopped renewing their lease, each taken back once: resumable

@@ -17,12 +17,20 @@ from ticketiq.storage.database import Connection, Database
 
 
 async def register(
-    conn: Connection, holder: str, pid: int, host: str, release: tuple[str, str], *, within_s: float | None
+    conn: Connection,
+    holder: str,
+    pid: int,
+    host: str,
+    release: tuple[str, str],
+    knows: tuple[int, int],
+    *,
+    within_s: float | None,
 ) -> int:
-    """The process's row for `holder` (with the release it runs: version, commit), its liveness lock taken
-    in the same statement; returns the key of that lock (no one ever sees the row of a live process
-    without it)."""
-    params = {"id": holder, "pid": pid, "host": host, "version": release[0], "commit": release[1]}
+    """The process's row for `holder` (with the release it runs: version, commit; and the newest
+    checkpoint state and seal formats it knows), its liveness lock taken in the same statement; returns
+    the key of that lock (no one ever sees the row of a live process without it)."""
+    params = {"id": holder, "pid": pid, "host": host, "version": release[0], "commit": release[1],
+              "state_format": knows[0], "seal_format": knows[1]}  # fmt: skip
     rows = await database.run_on(conn, "leader.register", params, within_s=within_s)
     return int(rows[0]["lock_key"])
 

@@ -34,6 +34,7 @@ class Checkpoint:
     sealed_attempt: int
     sealed_losses: int
     seal_format: int = 2
+    state_format: int = 1  # a take returns both (migration 031); 1 and 2 are what a row before it holds
     prev_seal: str | None = None
     # The lease's expiry before this attempt took it: the last holder sent nothing after it (I14).
     lease_expired_at: datetime | None = None
@@ -86,6 +87,8 @@ class RunRecord:
     checkpoint_at: datetime
     created_by: str | None = None  # the API token that started it (a child: its parent's)
     updated_at: datetime | None = None  # its row's last change or its last checkpoint, the later
+    state_format: int = 1  # its checkpoint's formats (engine/resume.py): a newer one waits for its release
+    seal_format: int = 2
 
 
 @dataclass(frozen=True)
@@ -193,6 +196,21 @@ class Input:
     status: str  # pending / given
     text: str | None
     given_by: str | None
+
+
+@dataclass(frozen=True)
+class LeftRun:
+    """A run left for a process that knows its checkpoint's formats (migration 031): none lives."""
+
+    run_id: str
+    state_format: int
+    seal_format: int
+    last_holder: str | None
+    lapsed_at: datetime
+
+    def view(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "state_format": self.state_format, "seal_format": self.seal_format,
+                "last_holder": self.last_holder, "lapsed_at": self.lapsed_at}  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from ticketiq.storage.rows import (
     GivenInput,
     Input,
     KeptAnswer,
+    LeftRun,
     RunRecord,
     RunStatus,
     TranscriptRow,
@@ -46,6 +47,8 @@ class Sealed:
     key_id: str
     prev_seal: str | None
     losses: int
+    state_format: int  # the formats its writer used (engine/resume.py, versioned checkpoints): what a reader must know
+    seal_format: int
 
 
 @dataclass(frozen=True)
@@ -226,12 +229,20 @@ class RunStore:
         row = await self.db.fetch_one("leader.claim_one", params)
         return None if row is None else _checkpoint(row)
 
-    async def orphaned_queued(self, grace_s: float, limit: int) -> list[str]:
-        rows = await self.db.fetch_all("leader.orphaned_queued", {"grace": grace_s, "limit": limit})
+    async def orphaned_queued(self, holder: str, grace_s: float, limit: int) -> list[str]:
+        rows = await self.db.fetch_all("leader.orphaned_queued", {"holder": holder, "grace": grace_s, "limit": limit})
         return [str(r["id"]) for r in rows]
 
-    async def waiting_decided(self, limit: int) -> list[str]:
-        return [str(r["id"]) for r in await self.db.fetch_all("runs.waiting_decided", {"limit": limit})]
+    async def waiting_decided(self, holder: str, limit: int) -> list[str]:
+        rows = await self.db.fetch_all("runs.waiting_decided", {"holder": holder, "limit": limit})
+        return [str(r["id"]) for r in rows]
+
+    async def left_for_release(self, known: tuple[int, int], limit: int, run_id: str | None = None) -> list[LeftRun]:
+        """Runs no live process can resume (their checkpoint's formats are newer than `known`, the state
+        and seal formats this release reads, and than every live process's): left for a release that
+        knows them. With `run_id`, that run alone."""
+        params = {"state_format": known[0], "seal_format": known[1], "run_id": run_id, "limit": limit}
+        return [row_as(LeftRun, r) for r in await self.db.fetch_all("leader.left_for_release", params)]
 
     async def hand_back(self, holder: str, held: Iterable[tuple[str, int]]) -> list[str]:
         """Queue again the runs this process drove, each under the attempt it held it by (I3)."""
@@ -241,8 +252,8 @@ class RunStore:
         rows = await self.db.fetch_all("leader.hand_back", {"holder": holder, "held": items})
         return [str(r["id"]) for r in rows]
 
-    async def next_lapse_s(self) -> float | None:
-        row = await self.db.fetch_one("leader.next_lapse")
+    async def next_lapse_s(self, holder: str) -> float | None:
+        row = await self.db.fetch_one("leader.next_lapse", {"holder": holder})
         return None if row is None or row["in_s"] is None else float(row["in_s"])
 
     # ----- reading ---------------------------------------------------------------------------------
@@ -342,6 +353,8 @@ class RunHandle(FencedHandle):
             "key_id": sealed.key_id,
             "prev_seal": sealed.prev_seal,
             "losses": sealed.losses,
+            "state_format": sealed.state_format,
+            "seal_format": sealed.seal_format,
         }
 
     # ----- checkpoints (I1) and the run's end --------------------------------------------------------

@@ -12,11 +12,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from ticketiq.engine import resume
 from ticketiq.engine.engine import TERMINAL, Engine
 from ticketiq.metrics import Gauges
 from ticketiq.storage import synchrony
 from ticketiq.storage.process_store import ProcessStore
-from ticketiq.storage.rows import AuditRow, RunStatus, TranscriptRow
+from ticketiq.storage.rows import AuditRow, LeftRun, RunStatus, TranscriptRow
 from ticketiq.storage.run_list_store import RunListStore
 from ticketiq.storage.timeline_store import TimelineStore
 from ticketiq.views import run_list, timeline
@@ -25,6 +26,7 @@ from ticketiq.views.run_list import RunPage, RunQuery
 from ticketiq.views.timeline_feed import follow
 
 ENDED_SHOWN = 20  # processes that ended, in `processes()`
+LEFT_SHOWN = 100  # runs left for a newer release, in `processes()`
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class RunViews:
         store = ProcessStore(self.db)
         return {"processes": [dict(row) for row in await store.live()],
                 "ended": [dict(row) for row in await store.ended(ENDED_SHOWN)],
+                "left_for_newer_release": [run.view() for run in await self.left_for_release(LEFT_SHOWN)],
                 "database": (await synchrony.read(self.db)).view()}  # fmt: skip
 
     async def shown_run(self, run_id: str, scope: str | None) -> dict[str, Any] | None:
@@ -95,7 +98,16 @@ class RunViews:
         if run is None:
             return None
         waits = timeline.waited(await self.engine.waiting_for(run_id)) if run.status == "waiting" else []
+        newer = run.status not in TERMINAL and resume.format_unknown(run.state_format, run.seal_format) is not None
+        if newer and await self.left_for_release(1, run_id):
+            # A newer release's checkpoint, and no process of that release lives: it waits for one.
+            waits = [timeline.waits_for_release(run.state_format, run.seal_format), *waits]
         return timeline.run_view(run, waits)
+
+    async def left_for_release(self, limit: int, run_id: str | None = None) -> list[LeftRun]:
+        """Runs no live process can resume: a newer release wrote their checkpoints (resume.format_unknown)."""
+        known = (resume.THIS_RELEASE.state_format, resume.THIS_RELEASE.seal_format)
+        return await self.store.left_for_release(known, limit, run_id)
 
     async def timeline(self, run_id: str, scope: str | None) -> dict[str, Any] | None:
         """The run's timeline (`views/timeline.py`): {run, attempts, steps}; `scope` as `get_run`."""

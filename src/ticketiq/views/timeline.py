@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ticketiq.engine import resume
 from ticketiq.storage.rows import RunRecord, Waiting
 from ticketiq.storage.timeline_store import ApprovalRow, AttemptRow, CallRow, ResumedRow, TimelineRows
 from ticketiq.tools.builtin import REQUEST_INPUT
@@ -58,6 +59,12 @@ def run_view(run: RunRecord, waits: list[dict[str, Any]]) -> dict[str, Any]:
         "waiting_for": waits[0] if waits else None,
         "waiting_for_all": waits,
     }
+
+
+def waits_for_release(state_format: int, seal_format: int) -> dict[str, Any]:
+    """What a run waits for whose checkpoint no live process can resume (engine/resume.py, versioned checkpoints)."""
+    return {"kind": "release", "question": resume.waits_for_release(state_format, seal_format),
+            "state_format": state_format, "seal_format": seal_format}  # fmt: skip
 
 
 def waited(waits: Iterable[Waiting]) -> list[dict[str, Any]]:

@@ -12,8 +12,9 @@ WITH key AS (
 ), announce AS (
     SELECT pg_notify('ticketiq_processes', %(id)s)
 )
-INSERT INTO processes (id, lock_key, pid, host, version, build_commit)
-SELECT %(id)s, locked.lock_key, %(pid)s, %(host)s, %(version)s, %(commit)s FROM locked, announce
+INSERT INTO processes (id, lock_key, pid, host, version, build_commit, state_format, seal_format)
+SELECT %(id)s, locked.lock_key, %(pid)s, %(host)s, %(version)s, %(commit)s, %(state_format)s, %(seal_format)s
+  FROM locked, announce
 RETURNING lock_key
 
 -- name: retake
@@ -80,11 +81,15 @@ SELECT holder, expires_at, expires_at < now() AS lapsed FROM leases WHERE name =
 -- I5: checkpoint leases whose TTL ran out (the database clock decides), each claimed once, except those
 -- of runs this process still drives (it never takes its own runs back while their drivers live). Each
 -- is given to the least loaded live process (give_runs, migration 017): this one drives what lands
--- here, another is told to take its runs up.
+-- here, another is told to take its runs up. A lease whose checkpoint no live process can read (a newer
+-- release's, migration 031) is passed by: left for a process that knows its format, it takes no place in
+-- the batch.
 WITH lapsed AS (
     SELECT name FROM leases
      WHERE expires_at < now() AND name LIKE 'checkpoint:%%'
        AND substr(name, 12) NOT IN (SELECT jsonb_array_elements_text(%(driving)s))
+       AND (knows_checkpoint(%(holder)s, substr(name, 12)::uuid)
+            OR checkpoint_knower(substr(name, 12)::uuid, %(holder)s) IS NOT NULL)
      ORDER BY expires_at
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED
@@ -96,7 +101,24 @@ SELECT g.* FROM (SELECT coalesce(array_agg(name), '{}') AS names FROM lapsed) l,
 -- Seconds until the first checkpoint lease runs out, as things stand (NULL with none held). A lease
 -- that is being renewed never gets near; one whose process stalled does, and the leader sweeps the
 -- moment it lapses instead of at its next interval.
-SELECT extract(epoch FROM min(expires_at) - now())::float8 AS in_s FROM leases WHERE name LIKE 'checkpoint:%%'
+-- A lapsed lease left for a newer release (claim_lapsed passes it by) is no reason to sweep again.
+SELECT extract(epoch FROM min(expires_at) - now())::float8 AS in_s FROM leases
+ WHERE name LIKE 'checkpoint:%%'
+   AND (expires_at >= now() OR knows_checkpoint(%(holder)s, substr(name, 12)::uuid)
+        OR checkpoint_knower(substr(name, 12)::uuid, %(holder)s) IS NOT NULL)
+
+-- name: left_for_release
+-- Runs left for a process that knows their checkpoint's format (migration 031): the lease lapsed, this
+-- release cannot read the checkpoint (state or seal format above the given ones) and no live process
+-- can. For GET /v1/processes, a run's `waiting_for`, and the leader's log.
+SELECT c.run_id, c.state_format, c.seal_format, l.holder AS last_holder, l.expires_at AS lapsed_at
+  FROM leases l JOIN checkpoints c ON c.run_id = substr(l.name, 12)::uuid
+ WHERE l.name LIKE 'checkpoint:%%' AND l.expires_at < now()
+   AND (c.state_format > %(state_format)s OR c.seal_format > %(seal_format)s)
+   AND (%(run_id)s::uuid IS NULL OR c.run_id = %(run_id)s::uuid)
+   AND checkpoint_knower(c.run_id, NULL) IS NULL
+ ORDER BY l.expires_at, c.run_id
+ LIMIT %(limit)s
 
 -- name: claim_dead
 -- Processes whose liveness mark is free are ended, and their checkpoint leases claimed at once, without
@@ -131,9 +153,11 @@ SELECT t.*, 'lapsed' AS why
 -- name: orphaned_queued
 -- Runs queued (or handed back) with no lease, whose creator did not start them in time; and runs
 -- handed back while they handed on their kept answer (I12: `answered`, no lease), which go on at once.
+-- Those whose checkpoint no live process can read are passed by (as claim_lapsed passes them).
 SELECT r.id FROM runs r
  WHERE (r.status = 'answered' OR (r.status = 'queued' AND r.created_at < now() - make_interval(secs => %(grace)s)))
    AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.name = 'checkpoint:' || r.id::text)
+   AND (knows_checkpoint(%(holder)s, r.id) OR checkpoint_knower(r.id, %(holder)s) IS NOT NULL)
  ORDER BY r.created_at
  LIMIT %(limit)s
 

@@ -20,7 +20,7 @@ WITH handed AS (
        FOR UPDATE SKIP LOCKED
 ), given AS (
     SELECT c.run_id, c.attempt, c.step, c.losses, c.state, c.seal, c.key_id, c.prev_seal, c.sealed_attempt,
-           c.sealed_losses, c.seal_format, handed.why, handed.name
+           c.sealed_losses, c.seal_format, c.state_format, handed.why, handed.name
       FROM handed JOIN checkpoints c ON c.run_id = substr(handed.name, 12)::uuid AND c.attempt = handed.attempt
 ), taken AS (
     UPDATE leases l

@@ -5,7 +5,10 @@
 -- whether it leads (holds the leader lease, unexpired), whether it drains (a clean stop began), when
 -- it was found stalled, and the runs and jobs whose leases it holds (given to it and not yet taken up
 -- included). Through leases_holder: one look per process.
-SELECT p.id, p.host, p.pid, p.version, p.build_commit AS commit, p.started_at, process_alive(p.id) AS alive,
+SELECT p.id, p.host, p.pid, p.version, p.build_commit AS commit,
+       -- The newest checkpoint formats it resumes (migration 031; NULL: an older release, which knew these).
+       coalesce(p.state_format, 1) AS state_format, coalesce(p.seal_format, 2) AS seal_format,
+       p.started_at, process_alive(p.id) AS alive,
        p.draining_at IS NOT NULL AS draining,
        p.stalled_at,
        EXISTS (SELECT 1 FROM leases l WHERE l.holder = p.id AND l.name = 'leader' AND l.expires_at >= now())

@@ -13,8 +13,9 @@ WITH run AS (
     ON CONFLICT DO NOTHING
     RETURNING id, status
 ), checkpoint AS (
-    INSERT INTO checkpoints (run_id, attempt, step, state, seal, key_id, sealed_attempt, sealed_losses)
-    SELECT run.id, 0, 0, %(state)s, %(seal)s, %(key_id)s, 0, 0 FROM run
+    INSERT INTO checkpoints (run_id, attempt, step, state, seal, key_id, sealed_attempt, sealed_losses,
+                             state_format, seal_format)
+    SELECT run.id, 0, 0, %(state)s, %(seal)s, %(key_id)s, 0, 0, %(state_format)s, %(seal_format)s FROM run
 ), note AS (
     INSERT INTO transcripts (run_id, kind, body)
     SELECT run.id, 'input', jsonb_build_object('agent', %(agent)s::text, 'input', %(input)s::text) FROM run
@@ -42,10 +43,11 @@ WITH run AS (
     ON CONFLICT DO NOTHING
     RETURNING id, status
 ), checkpoint AS (
-    INSERT INTO checkpoints (run_id, attempt, step, state, seal, key_id, sealed_attempt, sealed_losses)
-    SELECT run.id, 1, 0, %(state)s, %(seal)s, %(key_id)s, 0, 0 FROM run
+    INSERT INTO checkpoints (run_id, attempt, step, state, seal, key_id, sealed_attempt, sealed_losses,
+                             state_format, seal_format)
+    SELECT run.id, 1, 0, %(state)s, %(seal)s, %(key_id)s, 0, 0, %(state_format)s, %(seal_format)s FROM run
     RETURNING run_id, attempt, step, losses, state, seal, key_id, prev_seal, sealed_attempt, sealed_losses,
-              seal_format
+              seal_format, state_format
 ), lease AS (
     INSERT INTO leases (name, holder, expires_at)
     SELECT 'checkpoint:' || run.id::text, %(holder)s, now() + make_interval(secs => %(ttl)s) FROM run
@@ -88,7 +90,7 @@ SELECT id, status, answer, error, durable() AS durable FROM runs WHERE delegatio
 SELECT r.id, r.agent, r.input, r.owner, r.tenant, r.channel, r.may_wait, r.correlation_id, r.parent_run_id,
        r.status, r.answer, r.error, r.stop_requested_at, r.stopped_by, r.created_by,
        r.created_at, r.started_at, r.finished_at,
-       c.attempt, c.step, c.losses, c.written_at AS checkpoint_at,
+       c.attempt, c.step, c.losses, c.written_at AS checkpoint_at, c.state_format, c.seal_format,
        greatest(coalesce(r.updated_at, r.finished_at, r.started_at, r.created_at), c.written_at) AS updated_at
   FROM runs r JOIN checkpoints c ON c.run_id = r.id
  WHERE r.id = %(run_id)s
@@ -137,7 +139,7 @@ SELECT t.*, 'acquired' AS why, target.holder
 -- entries, so a read-only step costs exactly this one write.
 WITH checkpoint AS (
     SELECT seal_checkpoint(%(run_id)s, %(attempt)s, %(step)s, %(state)s, %(seal)s, %(key_id)s, %(prev_seal)s,
-                           %(losses)s) AS run_id
+                           %(losses)s, %(state_format)s::smallint, %(seal_format)s::smallint) AS run_id
 ), finished AS (
     SELECT land_finished(checkpoint.run_id, %(attempt)s, %(finished)s) FROM checkpoint
 ), opened AS (
@@ -157,7 +159,7 @@ SELECT checkpoint.run_id FROM checkpoint, finished
 -- the last finished calls, transcript and audit, in one fenced statement.
 WITH checkpoint AS (
     SELECT seal_checkpoint(%(run_id)s, %(attempt)s, %(step)s, %(state)s, %(seal)s, %(key_id)s, %(prev_seal)s,
-                           %(losses)s) AS run_id
+                           %(losses)s, %(state_format)s::smallint, %(seal_format)s::smallint) AS run_id
 ), finished AS (
     SELECT land_finished(checkpoint.run_id, %(attempt)s, %(finished)s) FROM checkpoint
 ), run AS (
@@ -193,7 +195,7 @@ SELECT checkpoint.run_id FROM checkpoint, finished
 -- the hand-on another takes the run and hands on this answer, never asking the model again.
 WITH checkpoint AS (
     SELECT seal_checkpoint(%(run_id)s, %(attempt)s, %(step)s, %(state)s, %(seal)s, %(key_id)s, %(prev_seal)s,
-                           %(losses)s) AS run_id
+                           %(losses)s, %(state_format)s::smallint, %(seal_format)s::smallint) AS run_id
 ), finished AS (
     SELECT land_finished(checkpoint.run_id, %(attempt)s, %(finished)s) FROM checkpoint
 ), run AS (
@@ -308,7 +310,7 @@ SELECT r.id FROM runs r JOIN checkpoints c ON c.run_id = r.id
 -- running under this attempt and goes on (`suspended` false).
 WITH checkpoint AS (
     SELECT seal_checkpoint(%(run_id)s, %(attempt)s, %(step)s, %(state)s, %(seal)s, %(key_id)s, %(prev_seal)s,
-                           %(losses)s) AS run_id
+                           %(losses)s, %(state_format)s::smallint, %(seal_format)s::smallint) AS run_id
 ), finished AS (
     SELECT land_finished(checkpoint.run_id, %(attempt)s, %(finished)s) FROM checkpoint
 ), asked AS (
@@ -386,7 +388,8 @@ RETURNING id
 -- I1 for a step that has nothing to flush: the sealed checkpoint alone, fenced (I3).
 UPDATE checkpoints
    SET step = %(step)s, state = %(state)s, seal = %(seal)s, key_id = %(key_id)s, prev_seal = %(prev_seal)s,
-           sealed_attempt = %(attempt)s, sealed_losses = %(losses)s, seal_format = 2, written_at = now()
+           sealed_attempt = %(attempt)s, sealed_losses = %(losses)s, seal_format = %(seal_format)s,
+       state_format = %(state_format)s, written_at = now()
  WHERE run_id = %(run_id)s AND attempt = %(attempt)s
 
 -- name: unflushed
@@ -403,9 +406,11 @@ SELECT (SELECT count(*) FROM calls
 
 -- name: waiting_decided
 -- I15: runs left waiting although every request and question they filed was answered (a decision or
--- an input whose wake-up was lost): the sweep takes them.
+-- an input whose wake-up was lost): the sweep takes them. Those whose checkpoint no live process can
+-- read are passed by (as claim_lapsed passes them).
 SELECT r.id FROM runs r
  WHERE r.status = 'waiting'
+   AND (knows_checkpoint(%(holder)s, r.id) OR checkpoint_knower(r.id, %(holder)s) IS NOT NULL)
    AND (EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.id) OR EXISTS (SELECT 1 FROM inputs i WHERE i.run_id = r.id))
    AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.id AND a.status = 'pending')
    AND NOT EXISTS (SELECT 1 FROM inputs i WHERE i.run_id = r.id AND i.status = 'pending')
