@@ -2,9 +2,12 @@
 process of each serves, runs are started on both, and each in turn is SIGKILLed with runs in flight.
 The other release's process takes the runs over and finishes them, each write once.
 
-That release's process runs its own code from a git worktree of the commit, on this venv's libraries
-(PYTHONPATH: the same pinned dependencies), started as a fresh interpreter, never from the suite's fork
-server, which holds today's code."""
+That release's process runs from a venv of its own, into which the package is installed (not editable)
+from a git worktree of the commit, as a deploy of that release installs it: its own code and the files it
+ships (migrations, queries, templates). The libraries are this venv's, reached by a `.pth` line: that
+release pins the same dependencies as this one (`test_the_previous_release_pins_todays_dependencies`),
+and installing them again would cost a minute on every fresh clone. Started as a fresh interpreter, never
+from the suite's fork server, which holds today's code."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -29,9 +33,26 @@ TRIAGE = "Triage OPS-{n}: checkout is failing"
 MODEL_LATENCY_MS = 700  # a triage run spans some 3 s: the kill lands while runs are going
 
 
+def dependencies(pyproject: str) -> str:
+    """The `[project] dependencies` list of a pyproject.toml, as written."""
+    start = pyproject.index("dependencies = [")
+    return pyproject[start : pyproject.index("\n]", start)]
+
+
+def test_the_previous_release_pins_todays_dependencies() -> None:
+    """What lets the previous release's venv share this one's libraries (`previous_python`)."""
+    shown = subprocess.run(
+        ["git", "-C", str(REPO), "show", f"{RELEASE}:pyproject.toml"], capture_output=True, text=True
+    )
+    if shown.returncode != 0:
+        pytest.skip(f"this clone does not hold commit {RELEASE} (a shallow clone): `git fetch --unshallow`")
+    assert dependencies(shown.stdout) == dependencies((REPO / "pyproject.toml").read_text())
+
+
 @pytest.fixture(scope="module")
-def previous_tree() -> Iterator[Path]:
-    """A worktree of the previous release, removed at the end."""
+def previous_python() -> Iterator[Path]:
+    """The interpreter of a venv holding the previous release's package, installed from a worktree of its
+    commit; the worktree and the venv removed at the end."""
     known = subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{RELEASE}^{{commit}}"], capture_output=True)
     if known.returncode != 0:
         pytest.skip(f"this clone does not hold commit {RELEASE} (a shallow clone): `git fetch --unshallow`")
@@ -40,19 +61,32 @@ def previous_tree() -> Iterator[Path]:
         subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), RELEASE], check=True,
                        capture_output=True, timeout=120)  # fmt: skip
         try:
-            yield tree
+            venv = Path(folder) / "venv"
+            subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+            python = venv / "bin" / "python"
+            own = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                 check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
+            shared = sysconfig.get_paths()["purelib"]
+            # A plain path, not a site directory: the .pth files there (today's editable install) are not read.
+            (Path(own) / "shared-libraries.pth").write_text(shared + "\n")
+            subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
+                            "--no-compile", str(tree)], check=True, capture_output=True, timeout=300)  # fmt: skip
+            found = subprocess.run([str(python), "-c", "import ticketiq; print(ticketiq.__file__)"], check=True,
+                                   capture_output=True, text=True).stdout  # fmt: skip
+            assert found.startswith(own), found  # that release's package, not today's
+            yield python
         finally:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], timeout=120)
 
 
-def start_previous(cluster: Cluster, tree: Path, name: str, **settings: str) -> App:
+def start_previous(cluster: Cluster, python: Path, name: str, **settings: str) -> App:
     """A `ticketiq serve` of the previous release, with the cluster's settings, tracked by the cluster."""
     port = free_port()
-    env = {**cluster.env, "PYTHONPATH": str(tree / "src")}
+    env = dict(cluster.env)
     env.update({f"TICKETIQ_{k.upper()}": v for k, v in settings.items()})
     log_path = cluster.tmp / f"{name}.log"
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "ticketiq.cli", "serve", "--port", str(port)], env=env,
+        proc = subprocess.Popen([str(python), "-m", "ticketiq.cli", "serve", "--port", str(port)], env=env,
                                 stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
     app = App(Child(name, proc, log_path, env), f"http://127.0.0.1:{port}")
     cluster.apps.append(app)
@@ -95,16 +129,16 @@ def kill_with_runs_in_flight(cluster: Cluster, victim: App, other: App, tickets:
 
 @pytest.mark.long
 def test_the_previous_release_and_todays_take_over_each_others_runs_whichever_is_killed(
-    make_cluster: Callable[..., Cluster], previous_tree: Path
+    make_cluster: Callable[..., Cluster], previous_python: Path
 ) -> None:
     cluster = make_cluster("--model-latency-ms", str(MODEL_LATENCY_MS))
-    old = start_previous(cluster, previous_tree, "previous-1", lead="true")
+    old = start_previous(cluster, previous_python, "previous-1", lead="true")
     new = cluster.app("today-1")
     assert (release_of(old), release_of(new)) == ("previous", "today")
 
     # The previous release's process dies with runs in flight on both: today's takes its runs over.
     kill_with_runs_in_flight(cluster, victim=old, other=new, tickets=list(range(4101, 4105)))
     # Today's process dies with runs in flight on both: a process of the previous release takes them over.
-    old2 = start_previous(cluster, previous_tree, "previous-2", lead="true")
+    old2 = start_previous(cluster, previous_python, "previous-2", lead="true")
     kill_with_runs_in_flight(cluster, victim=new, other=old2, tickets=list(range(4105, 4109)))
     assert old2.child.alive()
