@@ -386,7 +386,7 @@ async def test_an_idempotency_key_never_reaches_another_tokens_run(db_url: str, 
 
 async def test_a_delegated_child_is_readable_by_whoever_started_its_parent(db_url: str, tmp_path: Path) -> None:
     async with site(db_url, tmp_path) as s:
-        caller = await s.h.token("cal", "caller", ["d"])
+        caller = await s.h.token("cal", "caller", ["d", "a"])  # it may start `a` itself: a delegation may too
         parent = (await s.client.post("/v1/runs", json={"agent": "d", "input": "look at OPS-11"},
                                       headers=bearer(caller))).json()["id"]  # fmt: skip
         assert (await s.until(parent, caller, "succeeded", "failed"))["status"] == "succeeded"

@@ -14,6 +14,8 @@ RETAKEN = "tests/integration/test_mark_retaken.py"
 BORN = "tests/integration/test_born_taken.py"
 FORMATS = "tests/integration/test_checkpoint_formats.py"
 FORMATS_MIGRATION = "migrations/031_checkpoint_formats.sql"
+DELEGATION = "tests/integration/test_delegation_authority.py"
+AUTHORITY_MIGRATION = "migrations/032_starter_authority.sql"
 
 # (statement, the conjunct as written in it, what it becomes, the guard tests)
 DECLARED: list[tuple[str, str, str, list[str]]] = [
@@ -61,6 +63,17 @@ DECLARED: list[tuple[str, str, str, list[str]]] = [
      [f"{FORMATS}::test_the_sweeps_pass_by_what_no_live_process_knows"]),
     ("leader.orphaned_queued", "AND (knows_checkpoint(%(holder)s, r.id)", "AND (true",
      [f"{FORMATS}::test_orphaned_queued_runs_of_a_newer_format_take_no_place_in_the_batch"]),
+    # A delegation starts only what its run's starter may (migration 032): the starter's authority is
+    # read with the facts of a run born taken, and of a run taken (the resume after an approval), and a
+    # revoked token counts.
+    ("runs.create_taken", "LATERAL starter_authority(%(created_by)s)", "LATERAL starter_authority(NULL)",
+     [f"{DELEGATION}::test_a_caller_limited_to_delegator_gets_no_writer_run_through_its_model"]),
+    ("runs.acquire", "LATERAL starter_authority(run.created_by)", "LATERAL starter_authority(NULL)",
+     [f"{DELEGATION}::test_a_caller_limited_to_delegator_gets_no_writer_run_through_its_model"]),
+    ("runs.gate_facts", "LATERAL starter_authority(r.created_by)", "LATERAL starter_authority(NULL)",
+     [f"{DELEGATION}::test_a_token_revoked_while_its_run_goes_on_stops_the_next_delegation"]),
+    (f"{AUTHORITY_MIGRATION}:starter_authority", "coalesce(t.revoked_at IS NOT NULL, false)", "false",
+     [f"{DELEGATION}::test_on_a_resume_the_delegation_is_gated_as_its_starter_stands_then"]),
 ]  # fmt: skip
 
 

@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from ticketiq.engine.gates import GateFacts, Verdict, call_gate, run_gate
+from ticketiq.engine.gates import GateFacts, Verdict, call_gate, delegation_gate, run_gate
 
 BASE = GateFacts(
     agent="triage",
@@ -73,3 +73,29 @@ def test_a_run_may_ask_for_input_only_when_it_may_wait_and_every_run_gate_passes
     assert "may not wait for input" in refused.reason
     stopped = input_gate(replace(BASE, may_wait=True, stopped_by="ops"))
     assert (stopped.verdict, stopped.gate) == (Verdict.REFUSE, "stop")
+
+
+STARTED = replace(BASE, starter="cal", starter_role="caller", starter_agents=frozenset({"delegator"}))
+
+
+@pytest.mark.parametrize(
+    ("facts", "agent", "defined", "words"),
+    [
+        (STARTED, "writer", True, "token cal may not start agent writer; it may start: delegator"),
+        (replace(STARTED, starter_revoked=True), "delegator", True, "token cal that started the run is revoked"),
+        (replace(STARTED, starter_role=None), "delegator", True, "token cal that started the run is gone"),
+        (STARTED, "ghost", False, "no agent named ghost"),
+    ],
+)
+def test_a_delegation_starts_only_what_the_runs_starter_may_start_itself(
+    facts: GateFacts, agent: str, defined: bool, words: str
+) -> None:
+    refused = delegation_gate(facts, agent, defined)
+    assert (refused.verdict, refused.gate) == (Verdict.REFUSE, "delegation")
+    assert words in refused.reason
+
+
+def test_a_delegation_within_the_starters_agents_or_of_a_run_no_token_started_passes() -> None:
+    assert delegation_gate(STARTED, "delegator", True).allowed
+    assert delegation_gate(replace(STARTED, starter_agents=None), "writer", True).allowed  # every agent
+    assert delegation_gate(BASE, "writer", True).allowed  # a cron fire's or a Teams turn's run: no token

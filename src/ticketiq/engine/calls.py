@@ -131,6 +131,7 @@ class CallMaker:
         if call.args_error:
             return self.finish(work, call, {"error": f"arguments rejected: {call.args_error}"}, "refused")
         if decision.verdict is Verdict.REFUSE:
+            await self.audit_refused_delegation(call, decision)
             return self.finish(work, call, {"refused": decision.reason, "gate": decision.gate}, "refused")
         if call.tool == REQUEST_INPUT.name:
             return await self._ask(work, call)
@@ -165,6 +166,15 @@ class CallMaker:
             return self.finish(work, call, {"refused": now.reason, "gate": now.gate}, "refused")
         await self.send_write(work, call, tool, key or call.step_key or fresh_key())
         return happened
+
+    async def audit_refused_delegation(self, call: PlannedCall, decision: GateDecision) -> None:
+        """A delegation its run's starter could not have started is audited (its refusal reaches the model
+        as the call's result, as every refusal does): an operator sees who tried to reach what."""
+        if decision.gate != "delegation":
+            return
+        await self.handle.audit("agent.delegation.refused", self.deps.holder, {
+            "step": self.step, "idx": call.idx, "agent": str(call.args.get("agent", "")), "reason": decision.reason,
+        })  # fmt: skip
 
     def _tool(self, name: str) -> Tool | None:
         """The tool a call names: a vendor's, or a write the engine makes itself (ENGINE_CALLS: the driver's
@@ -456,6 +466,7 @@ class CallWrite:
             )  # fmt: skip
         if gate.verdict is Verdict.ALLOW:
             return None
+        await maker.audit_refused_delegation(call, gate)
         why = f"not sent again: {gate.reason}"
         work.results[call.idx] = await maker._unknown(call, self.key, why, Happened.REFUSED)
         return Settled(Happened.REFUSED, work.results[call.idx])

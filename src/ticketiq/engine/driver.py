@@ -23,7 +23,16 @@ import orjson
 from ticketiq.engine import resume, seal, transcript
 from ticketiq.engine.calls import CallMaker, StepWork
 from ticketiq.engine.context import EngineDeps
-from ticketiq.engine.gates import GateDecision, GateFacts, Verdict, call_gate, ending, input_gate, run_gate
+from ticketiq.engine.gates import (
+    GateDecision,
+    GateFacts,
+    Verdict,
+    call_gate,
+    delegation_gate,
+    ending,
+    input_gate,
+    run_gate,
+)
 from ticketiq.engine.leases import HeldLease
 from ticketiq.engine.settlement import Happened, ToolNow
 from ticketiq.engine.state import PlannedCall, RunState
@@ -303,7 +312,14 @@ class RunDriver:
         offered = frozenset(agent.tools) if agent else frozenset()
         if self.deps.registry.get(call.tool) is None:
             return GateDecision(Verdict.REFUSE, "tools", f"no tool named {call.tool}")
-        return call_gate(facts, call.tool, offered, approved=approved)
+        decision = call_gate(facts, call.tool, offered, approved=approved)
+        if decision.verdict is not Verdict.REFUSE and call.tool_class is ToolClass.DELEGATION:
+            # Refused before the child exists, an approval or not: the starter could not start it itself.
+            target = str(call.args.get("agent", ""))
+            delegated = delegation_gate(facts, target, self.deps.catalog.get(target) is not None)
+            if not delegated.allowed:
+                return delegated
+        return decision
 
     def _engine_call_gate(self, facts: GateFacts, call: PlannedCall) -> GateDecision:
         """A write the engine makes for its entry point (a Teams turn's reply): only once the answer is

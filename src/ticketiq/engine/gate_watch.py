@@ -83,6 +83,7 @@ class GateWatch:
                         self.on_run(heard.payload)  # a run's status: no gate fact changed
                     elif heard.channel == TOKENS:
                         self.tokens.changed(heard.payload)
+                        self.generation += 1  # a run's starter is a token: a delegation's gate reads it again
                     else:
                         self.generation += 1
                 # Notifications that arrive during the ping wait on the connection for the next wait.

@@ -1,7 +1,7 @@
 """The gates every call passes, as one pure decision over facts read from Postgres.
 
-Order matters only for which reason is reported: containment, Stop, channel, run-as authority, then
-approval. A refused call's reason goes back to the model as the tool's result.
+Order matters only for which reason is reported: containment, Stop, channel, run-as authority, a
+delegation's starter, then approval. A refused call's reason goes back to the model as the tool's result.
 """
 
 from __future__ import annotations
@@ -9,11 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from ticketiq.auth.tokens import Principal, Role, start_refusal
 from ticketiq.storage.inspector_store import InspectorFacts
 from ticketiq.storage.rows import GateFacts
 
-__all__ = ["GateDecision", "GateFacts", "InspectorFacts", "Verdict", "call_gate", "ending", "input_gate",
-           "inspector_gate", "run_gate"]  # fmt: skip
+__all__ = ["GateDecision", "GateFacts", "InspectorFacts", "Verdict", "call_gate", "delegation_gate", "ending",
+           "input_gate", "inspector_gate", "run_gate"]  # fmt: skip
 
 
 class Verdict(StrEnum):
@@ -78,6 +79,28 @@ def call_gate(facts: GateFacts, tool: str, offered: frozenset[str], approved: bo
             )
         return GateDecision(Verdict.APPROVAL, "approval", f"tool {tool} needs a person's approval")
     return GateDecision(Verdict.ALLOW, "all")
+
+
+def delegation_gate(facts: GateFacts, agent: str, defined: bool) -> GateDecision:
+    """May the run start a child run of `agent` (a delegation)? Only what the run's starter could start
+    itself, as its token stands now: a caller limited to some agents cannot reach others through a model
+    that names them (the child's own run gates then hold for it as for any run). A run no token started (an
+    entry point's: a cron fire, a Teams turn, a signed hook) has no token to narrow it."""
+    if not defined:
+        return GateDecision(Verdict.REFUSE, "delegation", f"no agent named {agent}")
+    if facts.starter is None:
+        return GateDecision(Verdict.ALLOW, "delegation")
+    if facts.starter_role is None:
+        return GateDecision(Verdict.REFUSE, "delegation", f"token {facts.starter} that started the run is gone")
+    if facts.starter_revoked:
+        return GateDecision(Verdict.REFUSE, "delegation", f"token {facts.starter} that started the run is revoked")
+    starter = Principal(facts.starter, Role(facts.starter_role), facts.starter_agents)
+    refused = start_refusal(starter, agent)
+    if refused is not None:
+        return GateDecision(
+            Verdict.REFUSE, "delegation", f"a delegation starts only what its run's starter may: {refused}"
+        )
+    return GateDecision(Verdict.ALLOW, "delegation")
 
 
 def input_gate(facts: GateFacts) -> GateDecision:

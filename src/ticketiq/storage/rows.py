@@ -156,6 +156,12 @@ class GateFacts:
     owner_may_run: bool = True
     granted: frozenset[str] = field(default_factory=frozenset)
     needs_approval: frozenset[str] = field(default_factory=frozenset)
+    # Who started the run, when an API token did (runs.created_by; a child's is its parent's), and what that
+    # token may do as it stands now (migration 032): a delegation starts only what the starter could.
+    starter: str | None = None
+    starter_role: str | None = None  # None: no such token (any more)
+    starter_agents: frozenset[str] | None = None  # None: every agent
+    starter_revoked: bool = False
 
 
 @dataclass(frozen=True)

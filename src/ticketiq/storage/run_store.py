@@ -106,6 +106,10 @@ def gate_facts_of(row: Row) -> GateFacts:
         owner_may_run=row["owner_may_run"],
         granted=frozenset(row["granted"]),
         needs_approval=frozenset(row["needs_approval"]),
+        starter=row["starter"],
+        starter_role=row["starter_role"],
+        starter_agents=None if row["starter_agents"] is None else frozenset(row["starter_agents"]),
+        starter_revoked=row["starter_revoked"],
     )
 
 

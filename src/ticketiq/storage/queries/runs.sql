@@ -63,8 +63,9 @@ WITH run AS (
 )
 SELECT c.*, NULL::timestamptz AS lease_expired_at, 'acquired' AS why, run.status AS run_status,
        %(agent)s AS agent, %(tenant)s AS tenant, %(owner)s AS owner, %(channel)s AS channel,
-       %(may_wait)s::boolean AS may_wait, NULL::text AS stopped_by, g.*
-  FROM run, checkpoint c, LATERAL gate_context(%(agent)s, %(tenant)s, %(owner)s, %(channel)s) g
+       %(may_wait)s::boolean AS may_wait, NULL::text AS stopped_by, g.*, s.*
+  FROM run, checkpoint c, LATERAL gate_context(%(agent)s, %(tenant)s, %(owner)s, %(channel)s) g,
+       LATERAL starter_authority(%(created_by)s) s
 
 -- name: by_idempotency_key
 -- The run made under a key, with what its maker checks before it takes the run as its own (I19,
@@ -103,17 +104,20 @@ SELECT status, answer, error FROM runs WHERE id = %(run_id)s
 -- kept answer (`answered`, I12): the lease and a new attempt (take_run). Returns the checkpoint to
 -- start from, with the run's status as the take left it (take_run keeps `answered`, else makes it
 -- `running`), so no read follows; or no row when another process has it. With the gates' facts, read in
--- the take (gate_context, migration 028): the run's first step reads none of its own.
+-- the take (gate_context, migration 028; its starter's authority, 032): the run's first step reads none of
+-- its own.
 WITH run AS (
-    SELECT r.id, r.status, r.agent, r.tenant, r.owner, r.channel, r.may_wait, r.stopped_by FROM runs r
+    SELECT r.id, r.status, r.agent, r.tenant, r.owner, r.channel, r.may_wait, r.stopped_by, r.created_by
+      FROM runs r
      WHERE r.id = %(run_id)s AND r.status IN ('queued', 'waiting', 'answered')
        AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.name = 'checkpoint:' || r.id::text AND l.expires_at >= now())
        FOR UPDATE
 )
 SELECT t.*, 'acquired' AS why, CASE WHEN run.status = 'answered' THEN 'answered' ELSE 'running' END AS run_status,
-       run.agent, run.tenant, run.owner, run.channel, run.may_wait, run.stopped_by, g.*
+       run.agent, run.tenant, run.owner, run.channel, run.may_wait, run.stopped_by, g.*, s.*
   FROM run, LATERAL take_run(run.id, %(holder)s, %(ttl)s, false) t,
-       LATERAL gate_context(run.agent, run.tenant, run.owner, run.channel) g
+       LATERAL gate_context(run.agent, run.tenant, run.owner, run.channel) g,
+       LATERAL starter_authority(run.created_by) s
 
 -- name: hand
 -- What `acquire` takes, taken for the least loaded live process (run_targets, migration 012): this one,
@@ -350,9 +354,9 @@ WITH checkpoint AS (
 SELECT checkpoint.run_id, pending.any AS suspended FROM checkpoint, pending, finished
 
 -- name: gate_facts
--- Everything the gates need for one run, in one read.
-SELECT r.agent, r.tenant, r.owner, r.channel, r.may_wait, r.stopped_by, g.*
-  FROM runs r, LATERAL gate_context(r.agent, r.tenant, r.owner, r.channel) g
+-- Everything the gates need for one run, in one read: with its starter's authority (migration 032).
+SELECT r.agent, r.tenant, r.owner, r.channel, r.may_wait, r.stopped_by, g.*, s.*
+  FROM runs r, LATERAL gate_context(r.agent, r.tenant, r.owner, r.channel) g, LATERAL starter_authority(r.created_by) s
  WHERE r.id = %(run_id)s
 
 -- name: stop_idle
