@@ -9,14 +9,15 @@ Meanwhile a client (`edge_load.Load`) keeps asking the edge: a readiness probe a
 each turn. The round fails on any request through the edge that was not served (a /readyz not 200, a POST
 not 201 at its first try, no answer at all), the trials' own first requests included; on a roll that
 exits non-zero; and, beside the trials' verdicts, on any of the client's runs that did not succeed with
-its one Jira comment.
+each of its writes applied once (an incident, a Jira comment, an ops-thread reply).
 
 `ticketiq cluster` starts its stand-ins without the model latency the other modes give theirs, and has no
 option for it: a `sitecustomize` on the cluster's PYTHONPATH (as tests/support/job_kinds.py gives test job
 kinds to a `ticketiq serve`) adds `--model-latency-ms` to the stand-ins' own command line, and nothing else
-changes. The latency is ROLL_MODEL_LATENCY_MS, three times the other modes': triage's steps then span
-some 6 s, so the roll's SIGTERM of the first process (its replacement ready 4-7 s into the roll) lands
-inside the runs that process holds, and they are handed over at their next step boundary.
+changes. The latency is ROLL_MODEL_LATENCY_MS, four times the other modes': triage's four model steps then
+span some 8 s, so the roll's SIGTERM of the first process (its replacement ready some 3-6 s into the roll
+on an idle machine) lands inside the runs that process holds, and they are handed over at their next step
+boundary (with 1.5 s, 2 of 30 were: they were mostly in their last step by then; with 2 s, 7 of 15).
 
 A roll meets every process, so a run is caught in flight when it ran across the roll's start (or was
 handed over by it). A roll has no outage to recover from, so the recovery notion is bent: a caught run's
@@ -35,6 +36,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from tests.support import preforked
@@ -42,15 +44,15 @@ from tests.support.cluster import BASE_SETTINGS, TERMINAL, Cluster
 from tests.support.cluster_process import cli, cluster_env, end_cluster, launch_cluster
 from tests.support.edge_load import Load
 from tests.support.http import web
-from tests.support.trial_entries import declare_trigger, observe
+from tests.support.trial_entries import AGENT_THREAD, declare_trigger, observe
 from tests.support.trial_jobs import prepare, stall_searches
 from tests.support.trial_rig import END_WITHIN_S, Rig, Round
 from tests.support.trials import DEFAULT_MIX, judge
 from ticketiq.operate.launch import free_port
 
-# The roll begins while the round's runs go: they are begun in the first second or so, each some 6 s long.
+# The roll begins while the round's runs go: they are begun in the first second or so, each some 8 s long.
 ROLL_WINDOW_S = (0.8, 2.2)
-ROLL_MODEL_LATENCY_MS = 1500
+ROLL_MODEL_LATENCY_MS = 2000
 # The client: a turn (a probe, a keyed triage run) every 0.4 s, some 50 runs a round, each as long as a
 # trial's: every step of both halves of the roll meets requests and runs in flight, and two cores keep up.
 LOAD_PAUSE_S = 0.4
@@ -210,6 +212,7 @@ class RollRig(Rig):
         trials = self._trials(no)
         for trial in trials:
             prepare(self.cluster, trial)
+        since = self._db_now()
         load = Load(self.edge_base, self.cluster.auth, f"roll-{no}-{uuid.uuid4().hex[:8]}",
                     first_ticket=LOAD_FIRST_TICKET + no * LOAD_TICKETS_A_ROUND, pause_s=LOAD_PAUSE_S)  # fmt: skip
         client = threading.Thread(target=load.run, name="edge-load", daemon=True)
@@ -240,7 +243,7 @@ class RollRig(Rig):
         if len(failed) > SHOWN_FAILURES:
             played.problems.append(f"round {no}: and {len(failed) - SHOWN_FAILURES} more requests not served")
         played.extra.update(client_requests=load.requests + len(trials), client_requests_failed=len(failed))
-        played.problems += self._load_runs(load, played)
+        played.problems += self._load_runs(load, since, played)
         seen = [observe(self.cluster, t) for t in trials]
         # Every process meets a roll: a run going at its start was caught, wherever it ran (spanning).
         played.verdicts = [judge(t, s, event_at, spanning=True) for t, s in zip(trials, seen, strict=True)]
@@ -275,24 +278,20 @@ class RollRig(Rig):
                             f"{done.stdout}")  # fmt: skip
         return problems
 
-    def _load_runs(self, load: Load, played: Round) -> list[str]:
-        """The client's runs: each ended, succeeded, with its one Jira comment (as test_roll judges them)."""
+    def _load_runs(self, load: Load, since: datetime, played: Round) -> list[str]:
+        """The client's runs: each ended, succeeded, with each of its writes applied once (an incident, a Jira
+        comment, an ops-thread reply), whether or not a roll handed it over mid-run."""
         ids = list(load.runs.values())
-        issues = {load.issue(ticket): run_id for ticket, run_id in load.runs.items()}
-        query = """SELECT r.id::text AS id, r.status,
-                          (SELECT count(*) FROM run_attempts a WHERE a.run_id = r.id AND a.ended = 'handed_back')
-                              AS handed
-                     FROM runs r WHERE r.id = ANY(%s::uuid[])"""
         deadline = time.monotonic() + END_WITHIN_S
         while True:
-            runs = {r["id"]: r for r in self.cluster.rows(query, ids)}
+            runs = {r["id"]: r for r in self.cluster.rows(_CLIENT_RUNS, ids)}
             going = [i for i in ids if runs.get(i, {}).get("status") not in TERMINAL]
             if not going or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
-        comments = {r["target"]: int(r["n"]) for r in self.cluster.rows(
-            "SELECT target, count(*) AS n FROM standin.writes WHERE vendor = 'jira' AND operation = 'add_comment' "
-            "AND effect = 'applied' AND target = ANY(%s) GROUP BY target", list(issues))}  # fmt: skip
+        issues = {load.issue(ticket): run_id for ticket, run_id in load.runs.items()}
+        params = {"issues": list(issues), "since": since, "thread": AGENT_THREAD}
+        writes = {r["issue"]: r for r in self.cluster.rows_named(_CLIENT_WRITES, params)}
         played.extra.update(client_runs=len(ids), client_runs_handed_over=sum(int(r["handed"]) > 0
                                                                               for r in runs.values()))  # fmt: skip
         problems = []
@@ -301,10 +300,31 @@ class RollRig(Rig):
             if status != "succeeded":
                 problems.append(f"round {played.no}: the client's run for {issue} ({run_id}) is {status}, "
                                 f"not succeeded, {END_WITHIN_S:g} s after the trials ended")  # fmt: skip
-            elif comments.get(issue, 0) != 1:
-                problems.append(f"round {played.no}: the client's run for {issue} ({run_id}) left "
-                                f"{comments.get(issue, 0)} Jira comments, not 1")  # fmt: skip
+                continue
+            counts = {k: int(writes.get(issue, {}).get(k) or 0) for k in ("incidents", "comments", "replies")}
+            if set(counts.values()) != {1}:
+                problems.append(f"round {played.no}: the client's run for {issue} ({run_id}) left {counts}, "
+                                "not one of each")  # fmt: skip
         return problems
+
+
+# The client's runs, and how many attempts of each were handed back by a stopping process.
+_CLIENT_RUNS = """
+SELECT r.id::text AS id, r.status,
+       (SELECT count(*) FROM run_attempts a WHERE a.run_id = r.id AND a.ended = 'handed_back') AS handed
+  FROM runs r WHERE r.id = ANY(%s::uuid[])
+"""
+# Each of its issues' applied writes, as the trials count theirs (trial_entries._OBSERVE); only the round's.
+_CLIENT_WRITES = """
+WITH w AS (SELECT vendor, target, body::text AS body FROM standin.writes
+            WHERE effect = 'applied' AND received_at >= %(since)s)
+SELECT i AS issue,
+       (SELECT count(*) FROM w WHERE vendor = 'incidentio' AND body LIKE '%%' || i || ':%%') AS incidents,
+       (SELECT count(*) FROM w WHERE vendor = 'jira' AND target = i) AS comments,
+       (SELECT count(*) FROM w WHERE vendor = 'teams' AND target = %(thread)s
+                                 AND body LIKE '%%Triaged ' || i || ':%%') AS replies
+  FROM unnest(%(issues)s::text[]) AS i
+"""
 
 
 def _spread(values: list[float], what: str) -> str:
