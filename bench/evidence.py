@@ -6,10 +6,12 @@ from what they measured. The page is never typed by hand.
 
 The kill trials run as a user runs them, one pytest per mode (`tests/unit/test_kill_trials.py` writes
 `results/kill-trials-<mode>.json` and its histogram). Rounds per mode: EVIDENCE_KILL (200),
-EVIDENCE_STOP (50), EVIDENCE_DB (20), EVIDENCE_VENDOR (20), and EVIDENCE_JOBS (50: mode kill with the
-background jobs in the mix, `results/kill-trials-kill-cron-teams-webhook-sync-workflow.json`), and
+EVIDENCE_STOP (50), EVIDENCE_DB (20), EVIDENCE_DBRESTART (50: the embedded Postgres SIGKILLed, or stopped
+with `ticketiq db stop` and started with `ticketiq db url`), EVIDENCE_VENDOR (20), and EVIDENCE_JOBS (50:
+mode kill with the background jobs in the mix, `results/kill-trials-kill-cron-teams-webhook-sync-workflow.json`),
 EVIDENCE_FAILOVER (20) and EVIDENCE_STALL (20): the primary node of a pg_auto_failover formation killed or
-frozen under the runs, a source sync and a workflow (`make pg-auto-failover` installs it). Extra
+frozen under the runs, a source sync and a workflow (`make pg-auto-failover` installs it), and
+EVIDENCE_ROLL (50: `ticketiq cluster roll` of a real two-process cluster under a client of its edge). Extra
 arguments for a bench, for a quick trial of the generator: EVIDENCE_STEP_ARGS, EVIDENCE_RECOVERY_ARGS,
 EVIDENCE_SCALE_ARGS (e.g. EVIDENCE_RECOVERY_ARGS="--kills 2 --stalls 1 --doubts 2"). Every command is
 written on the page as run.
@@ -48,7 +50,8 @@ from ticketiq.dbserver import embedded
 REPO = Path(__file__).resolve().parent.parent
 KILL_TEST = "tests/unit/test_kill_trials.py"
 ROUNDS_ENV, MODE_ENV = "LIYAGENT_KILL_TRIALS", "LIYAGENT_KILL_MODE"  # read by the kill-trials test
-DEFAULT_ROUNDS = {"kill": 200, "stop": 50, "db": 20, "vendor": 20, "jobs": 50, "failover": 20, "stall": 20}
+DEFAULT_ROUNDS = {"kill": 200, "stop": 50, "db": 20, "dbrestart": 50, "vendor": 20, "jobs": 50, "failover": 20,
+                  "stall": 20, "roll": 50}  # fmt: skip
 MIX_ENV = "LIYAGENT_KILL_MIX"
 BENCH_ARGS_ENV = {
     "step_overhead": "EVIDENCE_STEP_ARGS",

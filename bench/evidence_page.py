@@ -24,10 +24,26 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-MODES = ("kill", "stop", "db", "vendor", "jobs", "failover", "stall")
+MODES = ("kill", "stop", "db", "dbrestart", "vendor", "jobs", "failover", "stall", "roll")
 # `jobs` is mode kill with every trial kind: the entry points and the background jobs (a source sync and
 # a workflow run), each round's victim claiming the jobs it was given (LIYAGENT_KILL_MIX).
 MIXES = {"jobs": ("kill", "cron,teams,webhook,sync,workflow")}
+# What each mode does to the processes, as its section says first (tests/support/trial_rig.py has it whole).
+DESCRIPTIONS = {
+    "kill": "Each round's victim process is SIGKILLed while its runs go; the survivor takes them over.",
+    "stop": "Each round's victim is SIGSTOPped past its lease (the survivor takes its runs over), then let go on: "
+    "it must call no vendor and write nothing to the database.",
+    "db": "The embedded Postgres's postmaster is SIGKILLed under the runs; an app process starts it again.",
+    "dbrestart": "The embedded Postgres is taken away under the runs, each round at random either SIGKILLed "
+    "(an app process starts it again) or stopped with `ticketiq db stop` and started with `ticketiq db url` "
+    "(every process must leave it stopped until then); `way_by_round` says which.",
+    "vendor": "Each round's victim is SIGKILLed while its Jira comment is held at the vendor.",
+    "failover": "The primary node of a pg_auto_failover formation is SIGKILLed under the runs and jobs.",
+    "stall": "The primary node of a pg_auto_failover formation is frozen (SIGSTOP) past its health checks.",
+    "roll": "A real `ticketiq cluster --processes 2` is rolled (`ticketiq cluster roll`: both app processes "
+    "replaced) while the runs go and a client keeps asking its edge; every client request must be served. "
+    "Recovery here is the roll's start to a caught run's end.",
+}
 
 
 def kill_mode(name: str) -> tuple[str, str | None]:
@@ -76,7 +92,8 @@ class Judgement:
 
 def mode_checks(entry: Mapping[str, Any]) -> list[Check]:
     """The targets a mode is held to: nothing lost, nothing doubled, every recovery within 15 s, at
-    least half the runs caught in flight, and the test itself passed."""
+    least half the runs caught in flight, the test itself passed, and (the roll mode) every request of its
+    client through the edge served."""
     result: Mapping[str, Any] = entry.get("result") or {}
     checks: list[Check] = []
     exit_code = entry.get("exit_code")
@@ -94,6 +111,10 @@ def mode_checks(entry: Mapping[str, Any]) -> list[Check]:
     checks.append(
         Check("slowest recovery", _seconds(worst), f"<= {RECOVERY_LIMIT_S:g} s", _le(worst, RECOVERY_LIMIT_S))
     )
+    extra = result.get("extra")
+    unserved = extra.get("client_requests_failed") if isinstance(extra, Mapping) else None
+    if unserved is not None:  # the roll mode's client of the edge: every request served
+        checks.append(Check("client requests through the edge not served", _count(unserved), "0", unserved == 0))
     in_flight, trials = result.get("in_flight"), result.get("trials")
     share = in_flight / trials if _number(in_flight) and _number(trials) and trials else None
     checks.append(
@@ -249,8 +270,8 @@ def _mode_section(name: str, entry: Mapping[str, Any] | None, sha: str | None) -
     if mix:
         out += [f"Mode `{mode}` with every trial kind in each round (`LIYAGENT_KILL_MIX={mix}`): the entry "
                 "points, a source sync job and a workflow run.", ""]  # fmt: skip
-    if result.get("description"):
-        out += [str(result["description"]), ""]
+    if result.get("description") or DESCRIPTIONS.get(name):
+        out += [str(result.get("description") or DESCRIPTIONS[name]), ""]
     if not result:
         out += [f"The test wrote no results (pytest exit status {entry.get('exit_code')}).", ""]
     else:

@@ -21,7 +21,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.acceptance.test_edge import cli, end_leftover, gone, pids, read_until
+from tests.support.cluster_process import cli, end_leftover, gone, pids, read_until
 from tests.support.http import web
 from ticketiq.dbserver.formation import Formation, FormationError, down
 from ticketiq.operate.launch import free_port

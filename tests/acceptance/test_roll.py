@@ -10,67 +10,19 @@ import subprocess
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from tests.acceptance.test_edge import cli, cluster_env, end_cluster, gone, launch_cluster, pids, wait_for_count
 from tests.support.cluster import create_token
+from tests.support.cluster_process import cli, cluster_env, end_cluster, gone, launch_cluster, pids, wait_for_count
+from tests.support.edge_load import Load
 from tests.support.http import web
 from ticketiq.operate.launch import free_port
 from ticketiq.settings import Settings
-
-
-@dataclass
-class Load:
-    """A client of the edge: a readiness probe and a keyed triage run (a Jira comment, an incident, a Teams
-    reply) each turn, every answer kept."""
-
-    base: str
-    auth: dict[str, str]
-    prefix: str
-    readyz: list[tuple[float, int | None, str]] = field(default_factory=list)  # when, status, process
-    posts: dict[int, list[int | None]] = field(default_factory=dict)  # ticket -> each try's status
-    runs: dict[int, str] = field(default_factory=dict)  # ticket -> run id
-    halt: threading.Event = field(default_factory=threading.Event)
-
-    def run(self) -> None:
-        with httpx.Client(base_url=self.base, headers=self.auth, timeout=30) as client:
-            ticket = 0
-            while not self.halt.is_set():
-                self._probe(client)
-                self._post(client, ticket)
-                ticket += 1
-                self.halt.wait(0.02)
-
-    def _probe(self, client: httpx.Client) -> None:
-        try:
-            got = client.get("/readyz")
-        except httpx.TransportError as exc:
-            self.readyz.append((time.monotonic(), None, repr(exc)))
-            return
-        who = got.json().get("process", "") if got.status_code == 200 else got.text[:200]
-        self.readyz.append((time.monotonic(), got.status_code, who))
-
-    def _post(self, client: httpx.Client, ticket: int) -> None:
-        tries = self.posts.setdefault(ticket, [])
-        body = {"agent": "triage", "input": f"Triage OPS-{9000 + ticket}: checkout is failing"}
-        while len(tries) < 20:  # a key repeated until answered, as a client of the edge must
-            try:
-                made = client.post("/v1/runs", json=body, headers={"Idempotency-Key": f"{self.prefix}-{ticket}"})
-            except httpx.TransportError:
-                tries.append(None)
-                continue
-            tries.append(made.status_code)
-            if made.status_code == 201:
-                self.runs[ticket] = str(made.json()["id"])
-                return
-            time.sleep(0.05)
 
 
 def statuses(db_url: str, ids: list[str]) -> dict[str, str]:

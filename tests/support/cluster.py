@@ -22,8 +22,12 @@ from tests.support import preforked
 from tests.support.engine import TEST_POOL_MIN
 from tests.support.http import web
 from ticketiq.operate.launch import Child, start_serve, start_standins
+from ticketiq.standins.server import settings_env
 
 TERMINAL = ("succeeded", "failed", "interrupted", "stopped")
+# What every app process of a test runs with, beside its database and home.
+BASE_SETTINGS = {"TICKETIQ_SEAL_KEYS": "crash:crash-test-secret", "TICKETIQ_LOG_LEVEL": "INFO",
+                 "TICKETIQ_DB_POOL_MIN": str(TEST_POOL_MIN)}  # fmt: skip
 
 
 @dataclass
@@ -43,6 +47,7 @@ class Cluster:
     standin_args: tuple[str, ...] = ()
     standins_db_url: str | None = None  # where the stand-ins keep their records, when not beside the app's
     standins: Child | None = None
+    standins_base: str = ""  # stand-ins another process started (attach), else those start() started
     apps: list[App] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     token: str = ""
@@ -52,16 +57,20 @@ class Cluster:
 
     def start(self) -> Cluster:
         base = {k: v for k, v in os.environ.items() if not k.startswith("TICKETIQ_")}
-        base.update({
-            "TICKETIQ_DATABASE_URL": self.db_url, "TICKETIQ_HOME": str(self.tmp / "home"),
-            "TICKETIQ_SEAL_KEYS": "crash:crash-test-secret", "TICKETIQ_LOG_LEVEL": "INFO",
-            "TICKETIQ_DB_POOL_MIN": str(TEST_POOL_MIN),
-        })  # fmt: skip
+        base.update({"TICKETIQ_DATABASE_URL": self.db_url, "TICKETIQ_HOME": str(self.tmp / "home"), **BASE_SETTINGS})
         self.token = create_token(base, "cluster-admin", "admin")
         standins_env = {**base, "TICKETIQ_DATABASE_URL": self.standins_db_url or self.db_url}
         self.standins = start_standins(standins_env, self.tmp, *self.standin_args)
         # The stand-ins print their settings, their database's URL among them: the apps keep theirs.
         self.env = {**base, **self.standins.env, "TICKETIQ_DATABASE_URL": self.db_url}
+        return self
+
+    def attach(self, standins_base: str, env: dict[str, str]) -> Cluster:
+        """Act and judge beside processes another process started (`ticketiq cluster`), whose environment is
+        `env`, and its stand-ins at `standins_base`: the token is made as start() makes it, nothing is started."""
+        self.token = create_token(env, "cluster-admin", "admin")
+        self.standins_base = standins_base
+        self.env = {**env, **settings_env(standins_base), "TICKETIQ_DATABASE_URL": self.db_url}
         return self
 
     @property
@@ -94,6 +103,8 @@ class Cluster:
 
     @property
     def standin_url(self) -> str:
+        if self.standins_base:
+            return self.standins_base
         assert self.standins is not None
         return self.standins.env["TICKETIQ_MODEL_BASE_URL"].removesuffix("/v1")
 

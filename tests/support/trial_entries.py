@@ -36,16 +36,17 @@ def declare_trigger(cluster: Cluster, base: str) -> None:
     assert made.status_code == 201, made.text
 
 
-def begin(cluster: Cluster, trial: Trial, victim_base: str, edge_base: str) -> None:
-    """Start the trial's record on the victim; deliver it again through the edge if the event cut it."""
+def begin(cluster: Cluster, trial: Trial, victim_base: str, edge_base: str, first_try_s: float = FIRST_TRY_S) -> None:
+    """Start the trial's record on the victim; deliver it again through the edge if the event cut it (no
+    answer within `first_try_s`, or a 5xx)."""
     if trial.kind == "cron":
         trial.ref = schedule_due_now(cluster, edge_base, trial.ticket)
         return
     if trial.kind in JOB_KINDS:
-        begin_job(cluster, trial, victim_base, edge_base)
+        begin_job(cluster, trial, victim_base, edge_base, first_try_s)
         return
     send = _webhook if trial.kind == "webhook" else _teams
-    if send(cluster, trial, victim_base, FIRST_TRY_S):
+    if send(cluster, trial, victim_base, first_try_s):
         return
     trial.interrupted = True
     deadline = time.monotonic() + REDELIVER_FOR_S
@@ -134,12 +135,13 @@ _RUN_OF = {
 
 _OBSERVE = """
 WITH rec AS ({run_of}),
-     run AS (SELECT r.status, r.created_at, r.finished_at, c.losses, rec.recorded
+     run AS (SELECT r.status, r.created_at, r.finished_at, c.losses, rec.recorded,
+                    (SELECT count(*) FROM run_attempts a WHERE a.run_id = r.id AND a.ended = 'handed_back') AS handed
                FROM rec JOIN runs r ON r.id = rec.run_id JOIN checkpoints c ON c.run_id = r.id),
      w AS (SELECT vendor, target, body::text AS body FROM standin.writes WHERE effect = 'applied')
 SELECT (SELECT status FROM run) AS status, (SELECT losses FROM run) AS losses,
        (SELECT created_at FROM run) AS created_at, (SELECT finished_at FROM run) AS finished_at,
-       (SELECT recorded FROM run) AS recorded,
+       (SELECT recorded FROM run) AS recorded, (SELECT handed FROM run) AS handed,
        (SELECT count(*) FROM w WHERE vendor = 'incidentio' AND body LIKE %(incident)s) AS incidents,
        (SELECT count(*) FROM w WHERE vendor = 'jira' AND target = %(issue)s) AS comments,
        (SELECT count(*) FROM w WHERE vendor = 'teams' AND target = %(agent_thread)s AND body LIKE %(reply)s)

@@ -50,7 +50,9 @@ def prepare(cluster: Cluster, trial: Trial) -> None:
     assert made.json()["issues"] == SYNC_ISSUES, made.text
 
 
-def begin_job(cluster: Cluster, trial: Trial, victim_base: str, edge_base: str) -> None:
+def begin_job(
+    cluster: Cluster, trial: Trial, victim_base: str, edge_base: str, first_try_s: float = FIRST_TRY_S
+) -> None:
     """Make the trial's job on the victim; if the event cut the request, again through the edge with
     the same Idempotency-Key. The job's id becomes the trial's ref."""
     if trial.kind == "sync":
@@ -60,7 +62,7 @@ def begin_job(cluster: Cluster, trial: Trial, victim_base: str, edge_base: str) 
         path = f"/v1/workflows/{WORKFLOW}/runs"
         body = {"input": {"issue": trial.subject}}
     headers = {**cluster.auth, "Idempotency-Key": f"kill-trial-{trial.kind}-{trial.ticket}"}
-    answered = _post(f"{victim_base}{path}", body, headers, FIRST_TRY_S)
+    answered = _post(f"{victim_base}{path}", body, headers, first_try_s)
     if answered is None:
         trial.interrupted = True
         deadline = time.monotonic() + REDELIVER_FOR_S

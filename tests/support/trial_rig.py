@@ -15,12 +15,18 @@ Modes (LIYAGENT_KILL_MODE):
   and nobody restarts it but the app processes, which run with the suite's home as their TICKETIQ_HOME
   and so know its URL for their home's embedded server: one of them starts it again on its port, and
   every process reconnects and goes on. Measured: the SIGKILL to the server answering again.
+- `dbrestart`: as `db`, but each round at random either the same SIGKILL, or `ticketiq db stop` then
+  `ticketiq db url` as a person runs them by hand (`trial_postgres.py`): stopped on purpose, the server must
+  be left stopped by every process until `db url` starts it again on its port. Which way is recorded.
 - `failover` and `stall` (`trial_formation.py`): the processes run on a pg_auto_failover formation whose
   primary node is SIGKILLed (failover) or SIGSTOPped past its health checks (stall) while the round's
   runs, its source sync and its workflow go; the old node is brought back between rounds.
 - `vendor`: Jira stalls the round's comments; the victim is SIGKILLed while its comment is held at the
   vendor (which then applies it). Jira has no idempotency key, so the survivor must wait until the
   comment can no longer be in flight and read it back (I14): still one comment.
+- `roll` (`trial_roll.py`, its own rig): the processes are a real `ticketiq cluster --processes 2`, and
+  each round `ticketiq cluster roll` replaces both while the round's runs go and a client keeps sending
+  requests through the cluster's edge, every one of which must be served.
 """
 
 from __future__ import annotations
@@ -42,25 +48,24 @@ import psycopg
 
 from tests.support.cluster import App, Cluster
 from tests.support.http import web
-from tests.support.trial_entries import begin, declare_trigger, finished, observe
+from tests.support.trial_entries import FIRST_TRY_S, begin, declare_trigger, finished, observe
 from tests.support.trial_formation import FORMATION_MODES, STRIKE_WINDOW_S, SYNC_SEARCH_STALL_S, FormationRig
 from tests.support.trial_jobs import SEARCH_STALL_S, SURVIVOR_JOB_POLL_S, first_claim, prepare, stall_searches
+from tests.support.trial_postgres import KILL, POSTGRES_MODES, STOP_AND_URL, Restarts
 from tests.support.trials import DEFAULT_MIX, JOB_KINDS, Trial, Verdict, judge
-from ticketiq.dbserver import embedded
 from ticketiq.operate.edge import Backend, start_edge
 from ticketiq.operate.launch import Child, free_port
 
-MODES = ("kill", "stop", "db", "vendor", *FORMATION_MODES)
+MODES = ("kill", "stop", *POSTGRES_MODES, "vendor", *FORMATION_MODES, "roll")
 KILL_WINDOW_S = (0.2, 4.0)
-# db mode strikes while the round's runs go (begun about 0.4 s after the victim is up, each about 2.2 s
-# long): a Postgres killed before they began or after they ended tests only that the processes reconnect.
+# The Postgres modes strike while the round's runs go (begun about 0.4 s after the victim is up, each about
+# 2.2 s long): a Postgres killed before they began or after they ended tests only that the processes reconnect.
 DB_KILL_WINDOW_S = (0.8, 2.2)
 MODEL_LATENCY_MS = 500  # triage's four steps then span about 2 s, so kills land before, in and after runs
 END_WITHIN_S = 45.0  # a trial not ended this long after the event is lost
 STALLED_ROLE = "tq_stalled"
 FIRE_LANDS_S = 1.0  # how long the delivery and the Teams turn wait for the cron fire's run to be made
 STALL_S = 4.0  # vendor mode: how long Jira holds a comment
-BACK_WITHIN_S = 60.0  # db mode: the killed Postgres answers again within this (generous: a loaded machine)
 RESUME_WATCH_S = 3.0  # stop mode: how long the resumed process is watched
 # Stop mode shortens the lease (4 s, renewed every 1 s) and a write's budget (5 s), so a round waits 4 s
 # rather than 8 s for the takeover, and a write the stalled process marked in doubt just before it
@@ -111,7 +116,9 @@ class Rig:
         self.edge: Child | None = None
         self.survivor: App | None = None
         self.next_ticket = 1000
-        self.back_s: list[float] = []  # db mode: each round's SIGKILL of Postgres to its answering again
+        self.first_try_s = FIRST_TRY_S  # a request to the victim not answered by then was cut by the event
+        # The Postgres modes: the suite's embedded server, which the processes' URL names.
+        self.restarts = Restarts(pg_home, cluster.db_url) if mode in POSTGRES_MODES and pg_home is not None else None
 
     @property
     def edge_base(self) -> str:
@@ -139,6 +146,10 @@ class Rig:
         if self.edge is not None:
             self.edge.stop()
 
+    def logs(self) -> str:
+        """The end of each app process's log, for a failure's message."""
+        return self.cluster.logs()
+
     # ----- one round -------------------------------------------------------------------------------
 
     def play(self, no: int) -> Round:
@@ -165,7 +176,7 @@ class Rig:
                     except Exception as exc:
                         played.problems.append(f"round {no} {trial.kind}: could not begin: {exc}")
             self._await_end(trials)
-            if self.mode in ("db", *FORMATION_MODES):
+            if self.mode in (*POSTGRES_MODES, *FORMATION_MODES):
                 played.problems += self._reconnected(victim, played.no)
             if self.mode == "stop":
                 played.problems += self._resumed_quietly(victim, before, played)
@@ -175,7 +186,7 @@ class Rig:
             if claimed:
                 played.extra["jobs_claimed_by_survivor"] = claimed.count("survivor")
                 played.extra["jobs_claimed_by_victim"] = claimed.count("victim")
-            spanning = self.mode in ("db", *FORMATION_MODES)
+            spanning = self.mode in (*POSTGRES_MODES, *FORMATION_MODES)
             seen = [observe(self.cluster, t) for t in trials]
             played.verdicts = [judge(t, s, event_at, spanning) for t, s in zip(trials, seen, strict=True)]
             if self.formation is not None:
@@ -191,7 +202,7 @@ class Rig:
             if victim.child.alive():
                 os.kill(victim.pid, signal.SIGCONT)
                 victim.child.kill()
-        if self.mode in ("db", *FORMATION_MODES):
+        if self.mode in (*POSTGRES_MODES, *FORMATION_MODES):
             assert self.survivor is not None
             played.problems += self._reconnected(self.survivor, played.no)
         if self.formation is not None:
@@ -204,12 +215,12 @@ class Rig:
         fire's run is made (or after a second). A job's first claim is recorded."""
         if trial.kind != "cron":
             fired.wait(FIRE_LANDS_S)
-            begin(self.cluster, trial, victim_base, self.edge_base)
+            begin(self.cluster, trial, victim_base, self.edge_base, self.first_try_s)
             if trial.kind in JOB_KINDS:
                 trial.claimed_by = first_claim(self.cluster, trial, holder)
             return
         try:
-            begin(self.cluster, trial, victim_base, self.edge_base)
+            begin(self.cluster, trial, victim_base, self.edge_base, self.first_try_s)
             deadline = time.monotonic() + FIRE_LANDS_S
             query = "SELECT 1 FROM schedule_fires WHERE schedule_id::text = %s AND run_id IS NOT NULL"
             while time.monotonic() < deadline and not self._rows_unless_down(query, trial.ref):
@@ -239,9 +250,9 @@ class Rig:
         return {"TICKETIQ_DATABASE_URL": with_user(self.cluster.db_url, STALLED_ROLE)}
 
     def _home_env(self) -> dict[str, str]:
-        """db mode: the suite's home, whose embedded server the processes' URL names: they watch it and
-        start it again once it is killed."""
-        return {"TICKETIQ_HOME": str(self.pg_home)} if self.mode == "db" and self.pg_home is not None else {}
+        """The Postgres modes: the suite's home, whose embedded server the processes' URL names: they watch
+        it and start it again once it is killed."""
+        return {"TICKETIQ_HOME": str(self.pg_home)} if self.restarts is not None else {}
 
     # ----- the event ---------------------------------------------------------------------------------
 
@@ -253,7 +264,8 @@ class Rig:
             played.extra["stall_engaged"] = held
             time.sleep(self.rng.uniform(0.3, STALL_S - 1.0) if held else 0.0)
         else:
-            window = DB_KILL_WINDOW_S if self.mode == "db" else STRIKE_WINDOW_S if self.formation else KILL_WINDOW_S
+            window = (DB_KILL_WINDOW_S if self.mode in POSTGRES_MODES else STRIKE_WINDOW_S if self.formation
+                      else KILL_WINDOW_S)  # fmt: skip
             time.sleep(max(0.0, up + self.rng.uniform(*window) - time.monotonic()))
         at = self._db_now()
         if self.formation is not None:
@@ -267,7 +279,7 @@ class Rig:
             os.kill(victim.pid, signal.SIGSTOP)
             self.cluster.wait_until(lambda: not self._holds_leases(holder), 60, "the survivor taking the stalled runs")
         else:
-            self._kill_postgres(played)
+            self._restart_postgres(victim, played)
         before = self._statements() if self.mode == "stop" else {}
         return at, before
 
@@ -370,35 +382,22 @@ class Rig:
         problems += [f"round {played.no}: the resumed process wrote {w}" for w in wrote]
         return problems
 
-    # ----- db mode: the processes start the killed server again, and every process reconnects ----------
+    # ----- the Postgres modes: the server back on its port, and every process reconnects -----------------
 
-    def _kill_postgres(self, played: Round) -> None:
-        """SIGKILL the postmaster; return once one of the processes started it again and it answers
-        (nothing else starts it). A server back on another port is a problem: the URLs would be stale."""
-        assert self.pg_home is not None
-        port = embedded.kept_port(self.pg_home)
-        killed = embedded.postmaster_pid(self.pg_home)
-        assert killed is not None, f"no embedded postgres runs in {self.pg_home}"
-        os.kill(killed, signal.SIGKILL)
-        at = time.monotonic()
-        while True:
-            try:
-                psycopg.connect(self.cluster.db_url, connect_timeout=2).close()
-                break
-            except psycopg.OperationalError:
-                if time.monotonic() - at > BACK_WITHIN_S:
-                    raise AssertionError(f"nobody started the killed postgres again within {BACK_WITHIN_S:g} s:\n"
-                                         f"{self.cluster.logs()}") from None  # fmt: skip
-                time.sleep(0.05)
-        self.back_s.append(time.monotonic() - at)
-        now, kept = embedded.postmaster_pid(self.pg_home), embedded.kept_port(self.pg_home)
-        if now in (None, killed) or kept != port:
-            played.problems.append(f"round {played.no}: postgres came back as pid {now} on port {kept}, "
-                                   f"not a new postmaster on port {port}")  # fmt: skip
-        backs = sorted(self.back_s)
-        # Text, so that the rounds' figures are not summed: the SIGKILL to the server answering again.
-        played.extra["postgres_back_s"] = (f"median {backs[len(backs) // 2]:.2f} s, max {backs[-1]:.2f} s "
-                                           f"over {len(backs)} kills")  # fmt: skip
+    def _restart_postgres(self, victim: App, played: Round) -> None:
+        """db: SIGKILL the postmaster. dbrestart: at random that, or `ticketiq db stop` then `ticketiq db url`.
+        Returns once the server answers again (`trial_postgres.py`)."""
+        assert self.restarts is not None and self.survivor is not None
+        way = KILL if self.mode == "db" or self.rng.random() < 0.5 else STOP_AND_URL
+        if way == KILL:
+            problems = self.restarts.kill(self.cluster.logs)
+        else:
+            problems = self.restarts.stop_and_start([self.survivor, victim], self.cluster.logs)
+        played.problems += [f"round {played.no}: {p}" for p in problems]
+        if self.mode == "db":  # text, so that the rounds' figures are not summed
+            played.extra["postgres_back_s"] = self.restarts.spread(KILL)
+        else:
+            played.extra.update(self.restarts.extra(way))
 
     def _reconnected(self, app: App, no: int) -> list[str]:
         """The process is up and ready again (its pool, liveness and leases back on the new server)."""
@@ -410,7 +409,7 @@ class Rig:
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
-        return [f"round {no}: {app.child.name} was not ready again within 15 s of its trials' end (Postgres killed)"]
+        return [f"round {no}: {app.child.name} was not ready again within 15 s of its trials' end (Postgres struck)"]
 
     def _rows_unless_down(self, query: str, *params: Any) -> list[dict[str, Any]]:
         """The rows; none while Postgres is down (db mode kills it while records are begun)."""

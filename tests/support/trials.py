@@ -16,8 +16,10 @@ ticket (read, summarise, comment, check, comment again, check). It is judged as 
   sync with more rows (or keys, or imported issues in its result) than the project has issues, a
   workflow comment applied twice under one step key or with one text, or more comments than the
   workflow's comment steps executed;
-- caught in flight: the event (a kill, a stall, Postgres killed) found it unfinished: its run or job
-  was taken over (losses > 0), its request was cut and sent again, or it was running across the event;
+- caught in flight: the event (a kill, a stall, Postgres killed, a roll) found it unfinished: its run or
+  job was taken over (losses > 0), its run was handed over by a process stopping cleanly (a roll's
+  SIGTERM: an attempt ended `handed_back`), its request was cut and sent again, or it was running across
+  the event;
 - recovery: from the event to the trial's end (the run's or job's `finished_at`, on the database
   clock), for every trial caught in flight.
 """
@@ -97,6 +99,7 @@ class Observed:
     comments: int
     agent_replies: int
     turn_replies: int  # Teams turns only; 0 for the others
+    handed: int = 0  # attempts of its run handed back by a process stopping cleanly (no loss counted)
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Observed:
@@ -104,7 +107,7 @@ class Observed:
             run_status=row.get("status"), losses=int(row.get("losses") or 0), created_at=row.get("created_at"),
             finished_at=row.get("finished_at"), ended=bool(row.get("ended")), incidents=int(row["incidents"]),
             comments=int(row["comments"]), agent_replies=int(row["agent_replies"]),
-            turn_replies=int(row.get("turn_replies") or 0),
+            turn_replies=int(row.get("turn_replies") or 0), handed=int(row.get("handed") or 0),
         )  # fmt: skip
 
 
@@ -130,6 +133,7 @@ class JobSeen:
     comments: int = 0
     most_per_key: int = 0
     most_per_text: int = 0
+    handed: int = 0  # not read for a job: it counts as caught by its losses, its cut request or spanning
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> JobSeen:
@@ -231,10 +235,10 @@ def _job_duplicates_of(trial: Trial, seen: JobSeen) -> tuple[str, ...]:
 
 
 def caught(trial: Trial, seen: Seen, event_at: datetime, spanning: bool) -> bool:
-    """Whether the event found the trial unfinished: its run was taken over from the dead process or its
-    request was cut. With `spanning` (an event every process meets: Postgres killed), also a run that
-    was running across the event wherever it ran."""
-    if trial.interrupted or seen.losses > 0:
+    """Whether the event found the trial unfinished: its run was taken over from the dead process, handed
+    over by one stopping, or its request was cut. With `spanning` (an event every process meets: Postgres
+    killed, a roll), also a run that was running across the event wherever it ran."""
+    if trial.interrupted or seen.losses > 0 or seen.handed > 0:
         return True
     if not spanning:
         return False

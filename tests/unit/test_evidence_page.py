@@ -195,7 +195,8 @@ def test_a_missing_mode_is_said_not_run() -> None:
     assert "Mode `vendor` was not run" in section(page, "### Mode `vendor`: not run")
     assert "| `vendor` | **not run** |" in page
     assert judge(evidence()).not_run == [
-        "kill trials, mode vendor", "kill trials, mode jobs", "kill trials, mode failover", "kill trials, mode stall"
+        "kill trials, mode dbrestart", "kill trials, mode vendor", "kill trials, mode jobs",
+        "kill trials, mode failover", "kill trials, mode stall", "kill trials, mode roll",
     ]  # fmt: skip
 
 
@@ -212,6 +213,29 @@ def test_the_jobs_entry_is_mode_kill_with_every_trial_kind() -> None:
     jobs = section(render(given), "### Mode `jobs`: passed")
     assert "`LIYAGENT_KILL_MIX=cron,teams,webhook,sync,workflow`" in jobs
     assert "| sync | 2 | 2 | 0 | 0 |" in jobs
+
+
+def test_the_roll_mode_fails_on_a_client_request_the_edge_did_not_serve() -> None:
+    given = evidence()
+    given["modes"]["roll"] = kill_trials("roll", 50, extra={"client_requests_failed": 0, "client_requests": 4210})
+    roll = section(render(given), "### Mode `roll`: passed")
+    assert "| client requests through the edge not served | 0 | 0 | met |" in roll
+    assert "`ticketiq cluster roll`" in roll  # what the mode does, first
+    given["modes"]["roll"] = kill_trials("roll", 50, extra={"client_requests_failed": 2, "client_requests": 4210})
+    roll = section(render(given), "### Mode `roll`: FAILED")
+    assert "| client requests through the edge not served | 2 | 0 | **NOT met** |" in roll
+    assert "kill trials, mode roll" in judge(given).failed
+    # The other modes have no client of their own: no such target.
+    assert "client requests" not in section(render(given), "### Mode `kill`: passed")
+
+
+def test_the_dbrestart_mode_says_what_it_does() -> None:
+    given = evidence()
+    given["modes"]["dbrestart"] = kill_trials("dbrestart", 50, extra={"way_by_round": "kill, stop+url"})
+    dbrestart = section(render(given), "### Mode `dbrestart`: passed")
+    assert "`ticketiq db stop`" in dbrestart and "`ticketiq db url`" in dbrestart
+    assert "- way_by_round: kill, stop+url" in dbrestart
+    assert "| `dbrestart` | **passed** | 50 |" in render(given)
 
 
 def test_a_mode_whose_test_wrote_nothing_failed() -> None:

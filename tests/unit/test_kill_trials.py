@@ -9,9 +9,13 @@ Slow (about 10 s a round), so it runs only when asked:
     LIYAGENT_KILL_TRIALS=200 .venv/bin/python -m pytest tests/unit/test_kill_trials.py -q
 
 TICKETIQ_KILL_TRIALS is accepted too. LIYAGENT_KILL_SEED fixes the kill timings for a repeat run (the
-seed is printed). LIYAGENT_KILL_MODE is kill (default), stop, db, vendor, failover or stall (see
-trial_rig.py; failover and stall run the processes on a pg_auto_failover formation and strike its
-primary node, `trial_formation.py`: `make pg-auto-failover` installs it).
+seed is printed). LIYAGENT_KILL_MODE is kill (default), stop, db, dbrestart, vendor, failover, stall or
+roll (see trial_rig.py; db and dbrestart take the suite's embedded Postgres away, SIGKILLed or stopped
+with `ticketiq db stop` and started with `ticketiq db url`, `trial_postgres.py`: they need it embedded,
+TICKETIQ_DATABASE_URL unset; failover and stall run the processes on a pg_auto_failover formation and
+strike its primary node, `trial_formation.py`: `make pg-auto-failover` installs it; roll runs a real
+`ticketiq cluster --processes 2` and rolls it each round under a client of its edge whose every request
+must be served, `trial_roll.py`: `make haproxy` installs HAProxy).
 LIYAGENT_KILL_MIX is the comma list of trial kinds each round begins: cron, teams, webhook (the
 default; every kind in the formation modes), sync (a source sync of its own Jira project) and workflow
 (a run of the `follow-up` workflow), e.g. LIYAGENT_KILL_MIX=cron,teams,webhook,sync,workflow. The results land in
@@ -35,7 +39,9 @@ from tests.support import trial_report
 from tests.support.cluster import Cluster
 from tests.support.postgres import SuitePostgres
 from tests.support.trial_formation import FORMATION_MODES, FormationRig
+from tests.support.trial_postgres import POSTGRES_MODES
 from tests.support.trial_rig import MODE_SETTINGS, MODEL_LATENCY_MS, MODES, Rig
+from tests.support.trial_roll import RolledCluster, RollRig
 from tests.support.trials import RECOVERY_LIMIT_S, Tally, default_mix, parse_mix
 
 
@@ -82,7 +88,29 @@ def formation(tmp_path: Path) -> Iterator[FormationRig | None]:
 
 
 @pytest.fixture
-def cluster(mix: tuple[str, ...], db_url: str, tmp_path: Path, formation: FormationRig | None) -> Iterator[Cluster]:
+def rolled(db_url: str, tmp_path: Path) -> Iterator[RolledCluster | None]:
+    """Mode roll's `ticketiq cluster --processes 2` on the test's database; ended after, as a person ends it."""
+    if MODE != "roll":
+        yield None
+        return
+    made = RolledCluster.launch(db_url, tmp_path)
+    try:
+        yield made
+    finally:
+        made.end()
+
+
+@pytest.fixture
+def cluster(
+    mix: tuple[str, ...], db_url: str, tmp_path: Path, formation: FormationRig | None, rolled: RolledCluster | None
+) -> Iterator[Cluster]:
+    if rolled is not None:  # the roll mode's processes and stand-ins are the cluster command's own
+        beside = Cluster(db_url, tmp_path).attach(rolled.standins_base, rolled.env)
+        try:
+            yield beside
+        finally:
+            beside.stop()
+        return
     # On the formation the stand-ins keep their records in the suite's Postgres (a vendor does not fail
     # over with us), read from the formation through postgres_fdw.
     app_url = formation.url if formation is not None else db_url
@@ -109,14 +137,16 @@ def test_kill_trials_lose_nothing_and_double_nothing(
     mix: tuple[str, ...],
     cluster: Cluster,
     formation: FormationRig | None,
+    rolled: RolledCluster | None,
     pg: SuitePostgres,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert MODE in MODES, f"LIYAGENT_KILL_MODE must be one of {', '.join(MODES)}, not {MODE!r}"
-    if MODE == "db" and pg.server is None:
-        pytest.skip("db mode restarts the suite's embedded Postgres; unset TICKETIQ_DATABASE_URL to run it")
+    if MODE in POSTGRES_MODES and pg.server is None:
+        pytest.skip(f"{MODE} mode restarts the suite's embedded Postgres; unset TICKETIQ_DATABASE_URL to run it")
     home = pg.server.home if pg.server is not None else None
-    rig = Rig(cluster, MODE, random.Random(SEED), home, mix, formation)
+    rig = (RollRig(cluster, rolled, random.Random(SEED), mix) if rolled is not None
+           else Rig(cluster, MODE, random.Random(SEED), home, mix, formation))  # fmt: skip
     tally = Tally()
     tally.extra["settings"] = ", ".join(f"TICKETIQ_{k.upper()}={v}" for k, v in MODE_SETTINGS.get(MODE, {}).items())
     started, clock = trial_report.now(), time.monotonic()
@@ -142,7 +172,7 @@ def test_kill_trials_lose_nothing_and_double_nothing(
             console.print(trial_report.summary_table(tally, MODE, SEED))
             console.print(trial_report.kinds_table(tally))
             console.print(f"result: {path}; histogram: {path.with_suffix('.png')}")
-    assert not tally.failures, (f"seed {SEED}: " + "; ".join(tally.failures[:20]), cluster.logs()[-20000:])
+    assert not tally.failures, (f"seed {SEED}: " + "; ".join(tally.failures[:20]), rig.logs()[-20000:])
     assert tally.enough_in_flight(), (
         f"seed {SEED}: only {tally.in_flight} of {tally.trials} trials were caught in flight; the harness tests nothing"
     )

@@ -59,6 +59,14 @@ def test_caught_only_when_taken_over_or_cut_unless_the_event_met_every_process()
     assert not verdict.in_flight and verdict.recovery_s is None
 
 
+def test_a_run_handed_over_by_a_process_stopping_cleanly_is_caught() -> None:
+    # A roll's SIGTERM: the run goes on elsewhere under a new attempt, no loss counted, its request not cut.
+    handed = seen(losses=0, handed=1, created_at=KILL + timedelta(seconds=1))  # begun after the event
+    verdict = judge(Trial("webhook", 1, 0, "d"), handed, KILL)
+    assert verdict.in_flight and verdict.recovery_s == 2.5
+    assert not judge(Trial("webhook", 1, 0, "d"), seen(losses=0, handed=0), KILL).in_flight
+
+
 def test_a_recovery_over_fifteen_seconds_fails_the_trial() -> None:
     slow = judge(Trial("webhook", 1, 0, "d"), seen(finished_at=KILL + timedelta(seconds=15.5)), KILL)
     assert slow.lost is None and slow.duplicates == () and slow.failed
