@@ -101,9 +101,18 @@ def test_db_url_starts_an_embedded_server_that_a_second_caller_reuses(tmp_path: 
         assert first.stdout == second.stdout
         assert first.stdout.startswith("postgresql://")
         import psycopg
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-        with psycopg.connect(first.stdout.strip()) as conn:
+        url = first.stdout.strip()
+        with psycopg.connect(url) as conn:
             assert conn.execute("SELECT 1").fetchone() == (1,)
+        # It works for the home's owner, by the password in it (kept in the home, 0600); without it, no.
+        params = conninfo_to_dict(url)
+        assert params["password"] == (tmp_path / "home" / "pg.password").read_text().strip()
+        assert oct((tmp_path / "home" / "pg.password").stat().st_mode & 0o777) == "0o600"
+        del params["password"]
+        with pytest.raises(psycopg.OperationalError, match="no password supplied"):
+            psycopg.connect(make_conninfo("", **params), passfile="/nonexistent/.pgpass").close()
     finally:
         stopped = subprocess.run([*cli, "stop"], env=env, capture_output=True, text=True, timeout=120)
     assert stopped.stdout.strip() == "stopped"

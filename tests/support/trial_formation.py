@@ -118,6 +118,7 @@ class FormationRig:
         options = {"host": parts.hostname or "127.0.0.1", "port": str(parts.port or 5432),
                    "dbname": parts.path.lstrip("/")}  # fmt: skip
         user = parts.username or "postgres"
+        password = f", password '{parts.password}'" if parts.password else ""
         # The stand-ins make their schema at their first write; it is made now, so it can be imported.
         with psycopg.connect(standins_db_url, autocommit=True) as conn:
             conn.execute(SCHEMA.encode())
@@ -127,7 +128,7 @@ class FormationRig:
             conn.execute("DROP SERVER IF EXISTS standins CASCADE")
             listed = ", ".join(f"{k} '{v}'" for k, v in options.items())
             conn.execute(f"CREATE SERVER standins FOREIGN DATA WRAPPER postgres_fdw OPTIONS ({listed})")
-            conn.execute(f"CREATE USER MAPPING FOR CURRENT_USER SERVER standins OPTIONS (user '{user}')")
+            conn.execute(f"CREATE USER MAPPING FOR CURRENT_USER SERVER standins OPTIONS (user '{user}'{password})")
             conn.execute("CREATE SCHEMA standin")
             conn.execute("IMPORT FOREIGN SCHEMA standin FROM SERVER standins INTO standin")
 

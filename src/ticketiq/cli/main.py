@@ -77,7 +77,7 @@ def serve(settings: Settings, host: str, port: int) -> int:
 
 
 def db_command(settings: Settings, action: str, check: bool = False) -> int:
-    from ticketiq.dbserver import embedded
+    from ticketiq.dbserver import authentication, embedded
     from ticketiq.dbserver.target import resolve
 
     if action == "url":
@@ -89,7 +89,12 @@ def db_command(settings: Settings, action: str, check: bool = False) -> int:
         # TICKETIQ_DATABASE_URL exported as the README's run-by-hand does, that URL names it, and the
         # processes holding it wait for it on its port.
         target = resolve(dataclasses.replace(settings, database_url=None), keep=True)
-        print(settings.database_url or target.url)
+        # With its password (kept 0600 in the home), printed on purpose for the home's owner: it works for
+        # them and for no other user of the machine, who cannot read the password.
+        server = target.server
+        assert server is not None
+        print(authentication.with_password(settings.database_url, server.password) if settings.database_url
+              else target.url)  # fmt: skip
         return 0
     if action == "migrate":
         target = resolve(settings)
@@ -283,8 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_db = sub.add_parser("db", help="the embedded Postgres of TICKETIQ_HOME, or its HA formation (`db ha`)")
     db_actions = p_db.add_subparsers(dest="action", required=True)
     db_actions.add_parser(
-        "url", help="print the embedded Postgres's URL, starting it if needed on the port the home keeps (it keeps "
-        "running)"
+        "url", help="print the embedded Postgres's URL, with the password kept in the home (pg.password), starting "
+        "it if needed on the port the home keeps (it keeps running)"
     )  # fmt: skip
     p_migrate = db_actions.add_parser(
         "migrate", help="apply the pending migrations (every process does at its start); refused while one "
