@@ -37,7 +37,6 @@ import psutil
 import psycopg
 
 from ticketiq.dbserver.formation import Formation, FormationError, down, up
-from ticketiq.dbserver.formation.plan import monitor_url
 from ticketiq.standins.records import SCHEMA
 
 FORMATION_MODES = ("failover", "stall")
@@ -147,7 +146,7 @@ class FormationRig:
         lines = []
         with contextlib.suppress(Exception):
             lines += [f"{n.name}: {n.to_json()}" for n in formation.nodes()]
-        with contextlib.suppress(Exception), psycopg.connect(monitor_url(formation.plan.monitor_port)) as conn:
+        with contextlib.suppress(Exception), psycopg.connect(formation.monitor_url) as conn:
             events = conn.execute("SELECT eventtime, nodename, reportedstate, goalstate, description "
                                   "FROM pgautofailover.event ORDER BY eventid DESC LIMIT 25").fetchall()  # fmt: skip
             lines += [" | ".join(str(v) for v in e) for e in reversed(events)]
@@ -214,8 +213,8 @@ class FormationRig:
 def node_url(url: str, port: int) -> str:
     """The one node at `port`, without target_session_attrs: what an app that kept its address reaches."""
     parts = urlsplit(url)
-    user = parts.username or "postgres"
-    return f"postgresql://{user}@127.0.0.1:{port}{parts.path}"
+    userinfo = parts.netloc.rpartition("@")[0] or "postgres"
+    return f"postgresql://{userinfo}@127.0.0.1:{port}{parts.path}"
 
 
 class OldPrimaryProbe:
