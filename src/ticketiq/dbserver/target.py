@@ -4,7 +4,7 @@ started when no process of that home runs it yet."""
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
@@ -18,7 +18,7 @@ from ticketiq.storage.database import APP_DATABASE, ConnectionLimits
 class Target:
     """Where the database is, and the embedded server to release when done (if one was used)."""
 
-    url: str
+    url: str = field(repr=False)  # with the password
     server: embedded.EmbeddedServer | None = None
 
     def release(self) -> None:
