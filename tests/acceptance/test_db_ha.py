@@ -32,7 +32,7 @@ import pytest
 from tests.support import preforked
 from ticketiq.dbserver.authentication import without_password
 from ticketiq.dbserver.formation import Formation
-from ticketiq.dbserver.formation.plan import HBA_TEXT, monitor_url, node_url
+from ticketiq.dbserver.formation.plan import HBA_TEXT, monitor_url, multi_host_url, node_url
 
 INSTALLED = shutil.which("pg_autoctl") is not None or os.access("/usr/bin/pg_autoctl", os.X_OK)
 pytestmark = pytest.mark.skipif(
@@ -45,6 +45,8 @@ URL = re.compile(
     r"\?target_session_attrs=read-write"
 )
 WRITE_WITHIN_S = 30.0
+# What initdb --auth=trust left in every server's pg_hba.conf (what counts of it), before passwords.
+TRUSTING_HBA = "local all all trust\nhost all all 127.0.0.1/32 trust\nhost replication all 127.0.0.1/32 trust\n"
 
 
 @dataclass
@@ -129,6 +131,30 @@ def shut_out(home: Home, url: str) -> None:
                                     "SELECT 1"], env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
             assert tried.returncode != 0, tried.stdout
             assert "no password supplied" in tried.stderr or "Permission denied" in tried.stderr, tried.stderr
+
+
+def as_made_before_passwords(formation: Formation) -> None:
+    """The formation as a release before passwords left it: no passfile, its roles without a password,
+    every pg_hba.conf trusting 127.0.0.1 (as initdb --auth=trust wrote it), reloaded."""
+    layout, plan = formation.layout, formation.plan
+    primary = formation.primary()
+    assert primary is not None
+    roles = {plan.monitor_port: ("autoctl_node",), primary.port: ("postgres", "pgautofailover_replicator")}
+    for port, names in roles.items():
+        with psycopg.connect(host=str(layout.sockets), port=port, user=formation.run_as.user,
+                             dbname="postgres", autocommit=True) as conn:  # fmt: skip
+            conn.execute("SET synchronous_commit = remote_apply")
+            for role in names:
+                conn.execute(f"ALTER ROLE {role} PASSWORD NULL")
+    for name, port in plan.ports.items():
+        hba = layout.pgdata(name) / "pg_hba.conf"
+        owner = hba.stat()
+        hba.write_text(TRUSTING_HBA)
+        os.chown(hba, owner.st_uid, owner.st_gid)
+        with psycopg.connect(host=str(layout.sockets), port=port, user=formation.run_as.user,
+                             dbname="postgres", autocommit=True) as conn:  # fmt: skip
+            conn.execute("SELECT pg_reload_conf()")
+    layout.passfile.unlink()
 
 
 def write(url: str, mark: str) -> int:
@@ -218,6 +244,18 @@ def test_the_formation_fails_over_loses_nothing_and_comes_back_synchronous(home:
     assert together["synchrony"] == "synchronous", together
     assert together["standby"] == primary.name
     assert marks(url) == {"before", "after"}
+
+    # A formation made before passwords (every server trusting, no passfile) is moved to a new password by
+    # the `up` after its `down`, with its rows.
+    as_made_before_passwords(formation)
+    assert marks(multi_host_url(formation.plan.node_ports.values(), None)) == {"before", "after"}  # anyone's
+    assert home.cli("down").returncode == 0
+    moved = home.cli("up")
+    assert moved.returncode == 0 and "giving every role the formation's password" in moved.stdout, moved.stdout
+    new_url = moved.stdout.splitlines()[-1]
+    assert URL.fullmatch(new_url) and new_url != url
+    shut_out(home, new_url)
+    assert marks(new_url) == {"before", "after"}
 
     stopped = home.cli("down")
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr

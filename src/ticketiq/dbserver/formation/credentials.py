@@ -5,11 +5,12 @@ formation is given as PGPASSFILE: pg_autoctl's connections to the monitor, pg_ba
 standby's stream find it there, so it is on no command line, in no environment and in no pg_autoctl
 file. The URL `up` prints carries it.
 
-pg_autoctl 2.0 makes each server with initdb --auth=trust, and its own lines come after initdb's: a
-server trusts every local user until `secure` has given the roles their password (as verifiers, over the
-servers' Unix sockets, which only the formation's user and root reach) and written `plan.HBA_TEXT` in
-place of every pg_hba.conf. A formation made before passwords is moved so by the first `up` that starts
-its processes (theirs must carry PGPASSFILE, or they could no longer reach each other).
+pg_autoctl 2.0 makes each server with initdb --auth=trust, and its own lines come after initdb's: such a
+server trusts every local user. So `up` makes the data folders itself and writes `plan.HBA_TEXT` before a
+server first listens (`write_hba`), and a server just made gives its roles the password (as verifiers,
+over its Unix socket, which only the formation's user and root reach) before anything reaches it over TCP
+(`give_passwords`). A formation made before passwords is moved by the first `up` that starts its
+processes (theirs must carry PGPASSFILE, or they could no longer reach each other): `secure`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -40,6 +42,7 @@ from ticketiq.dbserver.formation.plan import (
 from ticketiq.dbserver.formation.processes import RunAs
 
 CONNECT_TIMEOUT_S = 10
+STARTED_WITHIN_S = 60.0  # a server just made, started by its keeper: seconds here
 # A role's password, set on the primary, is applied on the standby before its pg_hba.conf asks for it; a
 # standby that is gone makes the statement give up waiting after this (the password is on the primary).
 APPLIED_WITHIN_MS = 30_000
@@ -133,10 +136,31 @@ def secure(layout: Layout, run_as: RunAs, ports: dict[str, int], primary: str, s
         _set_passwords(conn, NODE_ROLES, secret)
     for name in (MONITOR, *NODES):
         if _hba(layout, name) != HBA_TEXT:
-            run_as.write(layout.pgdata(name) / "pg_hba.conf", HBA_TEXT)
-            os.chmod(layout.pgdata(name) / "pg_hba.conf", 0o600)
+            write_hba(layout, run_as, name)
         with _over_socket(layout, run_as, ports[name], "postgres") as conn:
             conn.execute("SELECT pg_reload_conf()")
+
+
+def write_hba(layout: Layout, run_as: RunAs, name: str) -> None:
+    path = layout.pgdata(name) / "pg_hba.conf"
+    run_as.write(path, HBA_TEXT)
+    os.chmod(path, 0o600)
+
+
+def give_passwords(layout: Layout, run_as: RunAs, port: int, roles: Iterable[str], secret: str) -> None:
+    """A server just made and started: its roles given the password, once it answers on its socket (its
+    keeper starts it; bounded by STARTED_WITHIN_S)."""
+    deadline = time.monotonic() + STARTED_WITHIN_S
+    while True:
+        try:
+            conn = _over_socket(layout, run_as, port, "postgres")
+            break
+        except FormationError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    with conn:
+        _set_passwords(conn, roles, secret)
 
 
 def _set_passwords(conn: psycopg.Connection[tuple[object, ...]], roles: Iterable[str], secret: str) -> None:

@@ -30,7 +30,9 @@ from ticketiq.dbserver.authentication import without_password
 from ticketiq.dbserver.formation import credentials, monitor
 from ticketiq.dbserver.formation.plan import (
     MONITOR,
+    MONITOR_ROLES,
     MONITOR_SETTINGS,
+    NODE_ROLES,
     NODE_SETTINGS,
     NODES,
     SYSTEM_USER,
@@ -42,6 +44,7 @@ from ticketiq.dbserver.formation.plan import (
     config_set_commands,
     create_monitor_command,
     create_node_command,
+    initdb_command,
     monitor_url,
     multi_host_url,
     new_plan,
@@ -353,19 +356,39 @@ class Formation:
                 f"port {port}, which {name} keeps (in {self.layout.state_file}), is in use by another program: stop "
                 "that program, or `ticketiq db ha down --purge` and `up` for new ports"
             )
+        made = False
         if not self._made(name):
             self.say(f"making {name} (port {self.plan.ports[name]}) ...")
             pg_ctl = self.bin_dir / "pg_ctl"
+            if name != NODES[1]:  # the second node is the first's base backup, its pg_hba.conf with it
+                self._initdb(name)
             if name == MONITOR:
                 command = create_monitor_command(self.layout, pg_ctl, self.plan.monitor_port)
             else:
                 command = create_node_command(self.layout, pg_ctl, name, self.plan.ports[name], self.plan.monitor_port)
             self.run_as.run(command, self._env(name), self.layout.log("create"), timeout_s=CREATE_TIMEOUT_S)
             self._clear_leftovers(name)
+            made = name != NODES[1]
         if self.tree(name).keeper is None:
             self._tune(name)
             self.start(name)
             self.say(f"started {name}'s pg_autoctl (pid {self.plan.keepers[name].pid}; log {self.layout.log(name)})")
+        if made:
+            # Before anything reaches it over TCP: the nodes' keepers reach the monitor as autoctl_node, the
+            # second node's base backup reads the first as pgautofailover_replicator, the app connects.
+            password = self.password
+            assert password is not None  # kept by _prepare_folders
+            roles = MONITOR_ROLES if name == MONITOR else NODE_ROLES
+            credentials.give_passwords(self.layout, self.run_as, self.plan.ports[name], roles, password)
+
+    def _initdb(self, name: str) -> None:
+        """The server's data folder with our pg_hba.conf, before pg_autoctl starts it: it never trusts over
+        TCP (pg_autoctl's own initdb trusts 127.0.0.1, and its lines come after initdb's)."""
+        pgdata = self.layout.pgdata(name)
+        if not (pgdata / "PG_VERSION").exists():
+            command = initdb_command(self.layout, self.bin_dir, name)
+            self.run_as.run(command, self._env(name), self.layout.log("create"), timeout_s=CREATE_TIMEOUT_S)
+        credentials.write_hba(self.layout, self.run_as, name)
 
     def _clear_leftovers(self, name: str) -> None:
         """`pg_autoctl create` runs its own services and, now and then under load, exits before its

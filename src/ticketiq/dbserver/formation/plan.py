@@ -292,9 +292,17 @@ def with_include(postgresql_conf: str) -> str | None:
     return postgresql_conf.rstrip("\n") + "\n" + INCLUDE_LINE + "\n"
 
 
+def initdb_command(layout: Layout, bin_dir: Path, name: str) -> list[str]:
+    """The data folder of the monitor or the first node, made before `pg_autoctl create` (which takes a
+    folder it finds stopped as its own, as if it had made it): so that `HBA_TEXT` is in place before its
+    server first listens. Made as pg_autoctl would (its `pg_ctl initdb --option --auth=trust`; the locale
+    from LANG): the trust lines never serve, HBA_TEXT replaces them at once."""
+    return [str(bin_dir / "initdb"), "--pgdata", str(layout.pgdata(name)), "--auth=trust", "--no-instructions"]
+
+
 def create_monitor_command(layout: Layout, pg_ctl: Path, port: int) -> list[str]:
-    # scram-sha-256: pg_autoctl's own lines in pg_hba.conf ask for a password, and password_encryption is
-    # set to match; the lines initdb wrote (trust) are replaced by HBA_TEXT once the roles have theirs.
+    # scram-sha-256: pg_autoctl's own lines in pg_hba.conf ask for a password (below HBA_TEXT they never
+    # match), and password_encryption is set to match.
     return ["pg_autoctl", "create", "monitor", "--pgdata", str(layout.pgdata(MONITOR)), "--pgport", str(port),
             "--pgctl", str(pg_ctl), "--hostname", HOST, "--listen", HOST, "--auth", METHOD, "--no-ssl"]  # fmt: skip
 
