@@ -5,6 +5,7 @@ password kept out of its repr."""
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
+from ticketiq.cli.main import SecretFilter
 from ticketiq.dbserver.authentication import (
     keep_password,
     password_of,
@@ -23,6 +25,7 @@ from ticketiq.dbserver.authentication import (
 )
 from ticketiq.dbserver.embedded import EmbeddedServer
 from ticketiq.errors import StorageError
+from ticketiq.settings import Settings
 
 # What initdb --auth=trust (PostgreSQL 18) wrote in a home made before passwords, its comments trimmed,
 # with a line an operator added (an address and a mask) and one with an option.
@@ -123,3 +126,18 @@ def test_a_server_shown_in_a_log_or_an_error_does_not_show_its_password() -> Non
     assert "Zx_9-secret" not in repr(server) and "Zx_9-secret" not in str(server)
     assert password_of(server.url("ticketiq")) == "Zx_9-secret"
     assert conninfo_to_dict(server.url("ticketiq"))["dbname"] == "ticketiq"
+
+
+def test_the_database_url_s_password_is_a_secret_no_log_line_shows() -> None:
+    """The URL is no secret (it is printed, masked); its password is, as the API keys are: every log line
+    and transcript is scrubbed of `Settings.secrets()`."""
+    settings = Settings(database_url="postgresql://postgres:Zx_9-secret-Zx_9-secret@127.0.0.1:20123/ticketiq")
+    assert "Zx_9-secret-Zx_9-secret" in settings.secrets()
+    assert Settings(database_url="postgresql://postgres@127.0.0.1:20123/ticketiq").secrets() == Settings().secrets()
+    # A developer's `postgres` would scrub the word from every transcript: a short password is not taken.
+    assert Settings(database_url="postgresql://postgres:postgres@db:5432/t").secrets() == Settings().secrets()
+    record = logging.LogRecord(
+        "ticketiq", logging.ERROR, __file__, 1, "cannot reach %s", (settings.database_url,), None
+    )
+    SecretFilter(settings.secrets()).filter(record)
+    assert "Zx_9-secret" not in record.getMessage() and "127.0.0.1:20123" in record.getMessage()

@@ -47,11 +47,21 @@ class SecretFilter(logging.Filter):
 def configure_logging(settings: Settings) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(SecretFilter(settings.secrets()))
+    handler.addFilter(SecretFilter([*settings.secrets(), *_home_password(settings)]))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.log_level.upper())
     logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def _home_password(settings: Settings) -> list[str]:
+    """The embedded server's password, once its home has one (a URL carries it, never a log line)."""
+    from ticketiq.dbserver.embedded import password_path
+
+    try:
+        return [password_path(Path(settings.home)).read_text().strip()]
+    except OSError:
+        return []
 
 
 def serve(settings: Settings, host: str, port: int) -> int:
