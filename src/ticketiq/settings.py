@@ -12,6 +12,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
 from ticketiq.errors import ConfigError
 
 T = TypeVar("T")
@@ -20,6 +23,7 @@ _SAMPLE_AGENTS = Path(__file__).parent / "agents" / "sample.yaml"
 # Idempotency-Keys are kept at least this long (issue 7).
 IDEMPOTENCY_TTL_FLOOR_S = 86400.0
 CRON_MISSED = ("latest", "skip")  # values.schedules.Missed
+_SCRUBBED_PASSWORD_MIN = 16
 
 
 def _setting(default: Any, doc: str, secret: bool = False) -> Any:
@@ -28,7 +32,10 @@ def _setting(default: Any, doc: str, secret: bool = False) -> Any:
 
 @dataclass(frozen=True)
 class Settings:
-    home: Path = _setting(Path(".ticketiq"), "Data folder: the embedded Postgres, the generated seal key.")
+    home: Path = _setting(
+        Path(".ticketiq"),
+        "Data folder: the embedded Postgres and its password (pg.password, 0600), the generated seal key.",
+    )
     database_url: str | None = _setting(
         None, "Postgres to use. Unset: an embedded server in TICKETIQ_HOME, shared by its processes."
     )
@@ -300,8 +307,23 @@ class Settings:
     def _secret_values(self) -> tuple[str, ...]:
         # Computed once per settings object (they are frozen), stored beside the fields: this is asked
         # for every call a run makes, and hashing the whole settings object to find it cost more.
-        values = (getattr(self, f.name) for f in fields(self) if f.metadata.get("secret"))
+        values = [getattr(self, f.name) for f in fields(self) if f.metadata.get("secret")]
+        # The URL is no secret; its password is. Not a short one (`postgres` on a developer's server): it
+        # would be scrubbed from every transcript wherever the word stands; ours are 43 characters.
+        password = _password_in(self.database_url)
+        values.append(password if password is not None and len(password) >= _SCRUBBED_PASSWORD_MIN else None)
         return tuple(v for v in values if isinstance(v, str) and v not in ("", "unset"))
+
+
+def _password_in(url: str | None) -> str | None:
+    """The password a database URL (or conninfo string) carries, as libpq reads it."""
+    if not url:
+        return None
+    try:
+        found = conninfo_to_dict(url).get("password")
+    except psycopg.Error:
+        return None
+    return str(found) if found else None
 
 
 def _parser(type_name: Any) -> Callable[[str], Any]:

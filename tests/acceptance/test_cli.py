@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -90,9 +91,16 @@ def test_the_cli_says_what_to_do_on_bad_settings(tmp_path: Path) -> None:
     assert "Fix or unset it" in result.stderr
 
 
-def test_db_url_starts_an_embedded_server_that_a_second_caller_reuses(tmp_path: Path) -> None:
+def test_db_url_starts_an_embedded_server_that_a_second_caller_reuses() -> None:
+    # A home outside pytest's temporary root: as root the server runs as another user, who loses its way
+    # in when a pytest session started meanwhile narrows that root's mode (seen: initdb's PANIC).
+    with tempfile.TemporaryDirectory(prefix="ticketiq-test-db-url-") as folder:
+        db_url_for_its_owner_only(Path(folder))
+
+
+def db_url_for_its_owner_only(folder: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "TICKETIQ_DATABASE_URL"}
-    env["TICKETIQ_HOME"] = str(tmp_path / "home")
+    env["TICKETIQ_HOME"] = str(folder / "home")
     cli = [sys.executable, "-m", "ticketiq.cli", "db"]
     try:
         first = preforked.run([*cli, "url"], env=env, timeout=120)
@@ -101,9 +109,18 @@ def test_db_url_starts_an_embedded_server_that_a_second_caller_reuses(tmp_path: 
         assert first.stdout == second.stdout
         assert first.stdout.startswith("postgresql://")
         import psycopg
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-        with psycopg.connect(first.stdout.strip()) as conn:
+        url = first.stdout.strip()
+        with psycopg.connect(url) as conn:
             assert conn.execute("SELECT 1").fetchone() == (1,)
+        # It works for the home's owner, by the password in it (kept in the home, 0600); without it, no.
+        params = conninfo_to_dict(url)
+        assert params["password"] == (folder / "home" / "pg.password").read_text().strip()
+        assert oct((folder / "home" / "pg.password").stat().st_mode & 0o777) == "0o600"
+        del params["password"]
+        with pytest.raises(psycopg.OperationalError, match="no password supplied"):
+            psycopg.connect(make_conninfo("", **params), passfile="/nonexistent/.pgpass").close()
     finally:
         stopped = subprocess.run([*cli, "stop"], env=env, capture_output=True, text=True, timeout=120)
     assert stopped.stdout.strip() == "stopped"

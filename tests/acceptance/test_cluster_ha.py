@@ -23,6 +23,7 @@ import pytest
 
 from tests.support.cluster_process import cli, end_leftover, gone, pids, read_until
 from tests.support.http import web
+from ticketiq.dbserver.authentication import password_of, without_password
 from ticketiq.dbserver.formation import Formation, FormationError, down
 from ticketiq.operate.launch import free_port
 
@@ -74,7 +75,10 @@ def test_cluster_on_the_formation_serves_through_the_edge_and_leaves_the_formati
         assert {"stand-ins", "app1", "app2", "edge"} <= set(started), lines
         url = Formation.load(home).url
         assert "target_session_attrs=read-write" in url and url.count("127.0.0.1:") == 2
-        assert any(url in line for line in lines), lines  # the apps' database is the formation's URL
+        # The apps' database is the formation's URL, shown without its password.
+        assert any(without_password(url) in line for line in lines), lines
+        secret = password_of(url)
+        assert secret is not None and secret not in "".join(lines)
         answered: set[Any] = set()
         for _ in range(6):
             response = web.get(f"http://127.0.0.1:{port}/readyz", timeout=10)

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -29,7 +30,9 @@ import psycopg
 import pytest
 
 from tests.support import preforked
+from ticketiq.dbserver.authentication import without_password
 from ticketiq.dbserver.formation import Formation
+from ticketiq.dbserver.formation.plan import HBA_TEXT, monitor_url, multi_host_url, node_url
 
 INSTALLED = shutil.which("pg_autoctl") is not None or os.access("/usr/bin/pg_autoctl", os.X_OK)
 pytestmark = pytest.mark.skipif(
@@ -38,9 +41,12 @@ pytestmark = pytest.mark.skipif(
     "or with sudo)",
 )
 URL = re.compile(
-    r"postgresql://postgres@127\.0\.0\.1:(\d+),127\.0\.0\.1:(\d+)/ticketiq\?target_session_attrs=read-write"
+    r"postgresql://postgres:([A-Za-z0-9_-]{40,})@127\.0\.0\.1:(\d+),127\.0\.0\.1:(\d+)/ticketiq"
+    r"\?target_session_attrs=read-write"
 )
 WRITE_WITHIN_S = 30.0
+# What initdb --auth=trust left in every server's pg_hba.conf (what counts of it), before passwords.
+TRUSTING_HBA = "local all all trust\nhost all all 127.0.0.1/32 trust\nhost replication all 127.0.0.1/32 trust\n"
 
 
 @dataclass
@@ -97,6 +103,60 @@ def home(tmp_path: Path) -> Iterator[Home]:
         assert not leftovers, f"down --purge left pids {leftovers} running (SIGKILLed now)"
 
 
+def shut_out(home: Home, url: str) -> None:
+    """Every server of the formation asks for its password over TCP (on a node, the app's URL without it is
+    refused, and so is pg_autoctl's health-check role, whose password is public; the monitor refuses its
+    own role without the password), keeps it in a passfile only its user reads, and its sockets (where it
+    trusts) are in a folder only that user reaches."""
+    layout = Formation.load(home.path).layout
+    assert stat.S_IMODE(layout.passfile.stat().st_mode) == 0o600
+    assert stat.S_IMODE(layout.sockets.stat().st_mode) == 0o700
+    for name in ("monitor", "node1", "node2"):
+        assert (layout.pgdata(name) / "pg_hba.conf").read_text().startswith(HBA_TEXT)
+    plan = Formation.load(home.path).plan
+    for port in plan.node_ports.values():
+        with pytest.raises(psycopg.OperationalError, match="no password supplied"):
+            psycopg.connect(node_url(port, None), passfile="/nonexistent/.pgpass", connect_timeout=5).close()
+        with pytest.raises(psycopg.OperationalError, match="rejects connection"):
+            psycopg.connect(f"postgresql://pgautofailover_monitor:pgautofailover_monitor@127.0.0.1:{port}/ticketiq",
+                            connect_timeout=5).close()  # fmt: skip
+    with pytest.raises(psycopg.OperationalError, match="no password supplied"):
+        psycopg.connect(monitor_url(plan.monitor_port), passfile="/nonexistent/.pgpass", connect_timeout=5).close()
+    if os.geteuid() == 0:  # root can be another user; the formation runs as ticketiq-pg
+        psql = Formation.load(home.path).bin_dir / "psql"
+        for target in (node_url(plan.node_ports["node1"], None), f"host={layout.sockets} port={plan.monitor_port} "
+                       "dbname=postgres user=ticketiq-pg"):  # fmt: skip
+            env = {"PATH": "/usr/sbin:/usr/bin:/bin", "PGPASSFILE": "/nonexistent/.pgpass"}
+            tried = subprocess.run(["runuser", "-u", "nobody", "--", str(psql), "-w", "-X", "-d", target, "-c",
+                                    "SELECT 1"], env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+            assert tried.returncode != 0, tried.stdout
+            assert "no password supplied" in tried.stderr or "Permission denied" in tried.stderr, tried.stderr
+
+
+def as_made_before_passwords(formation: Formation) -> None:
+    """The formation as a release before passwords left it: no passfile, its roles without a password,
+    every pg_hba.conf trusting 127.0.0.1 (as initdb --auth=trust wrote it), reloaded."""
+    layout, plan = formation.layout, formation.plan
+    primary = formation.primary()
+    assert primary is not None
+    roles = {plan.monitor_port: ("autoctl_node",), primary.port: ("postgres", "pgautofailover_replicator")}
+    for port, names in roles.items():
+        with psycopg.connect(host=str(layout.sockets), port=port, user=formation.run_as.user,
+                             dbname="postgres", autocommit=True) as conn:  # fmt: skip
+            conn.execute("SET synchronous_commit = remote_apply")
+            for role in names:
+                conn.execute(f"ALTER ROLE {role} PASSWORD NULL")
+    for name, port in plan.ports.items():
+        hba = layout.pgdata(name) / "pg_hba.conf"
+        owner = hba.stat()
+        hba.write_text(TRUSTING_HBA)
+        os.chown(hba, owner.st_uid, owner.st_gid)
+        with psycopg.connect(host=str(layout.sockets), port=port, user=formation.run_as.user,
+                             dbname="postgres", autocommit=True) as conn:  # fmt: skip
+            conn.execute("SELECT pg_reload_conf()")
+    layout.passfile.unlink()
+
+
 def write(url: str, mark: str) -> int:
     """Insert a row through the URL; the port of the node that took it."""
     with psycopg.connect(url, autocommit=True, connect_timeout=2) as conn:
@@ -131,7 +191,11 @@ def test_the_formation_fails_over_loses_nothing_and_comes_back_synchronous(home:
     made = home.cli("up")
     assert made.returncode == 0, made.stdout + made.stderr
     url = made.stdout.splitlines()[-1]
-    assert URL.fullmatch(url), made.stdout
+    printed = URL.fullmatch(url)
+    assert printed, made.stdout
+    secret = printed.group(1)
+    assert secret not in "\n".join(made.stdout.splitlines()[:-1])  # on the last line only, printed on purpose
+    shut_out(home, url)
     took = re.search(r"formation up in \d+\.\d s", made.stdout)
     assert took, made.stdout
     print(f"\n{took.group(0)}")
@@ -143,7 +207,7 @@ def test_the_formation_fails_over_loses_nothing_and_comes_back_synchronous(home:
     assert shown["synchrony"] == "synchronous", shown
     assert sorted((n["reported"], n["assigned"]) for n in shown["nodes"]) == [("primary", "primary"),
                                                                               ("secondary", "secondary")]  # fmt: skip
-    assert shown["url"] == url
+    assert shown["url"] == without_password(url)
 
     first_port = write(url, "before")
     formation = Formation.load(home.path)
@@ -171,6 +235,7 @@ def test_the_formation_fails_over_loses_nothing_and_comes_back_synchronous(home:
     assert alone["message"].startswith("ONE COPY")
     text = home.cli("status")
     assert text.returncode == 0 and "ONE COPY: commits are acknowledged by the primary alone" in text.stdout
+    assert secret not in text.stdout + json.dumps(alone)
 
     back_at = time.monotonic()
     formation.restart(primary.name, timeout_s=60)
@@ -179,6 +244,18 @@ def test_the_formation_fails_over_loses_nothing_and_comes_back_synchronous(home:
     assert together["synchrony"] == "synchronous", together
     assert together["standby"] == primary.name
     assert marks(url) == {"before", "after"}
+
+    # A formation made before passwords (every server trusting, no passfile) is moved to a new password by
+    # the `up` after its `down`, with its rows.
+    as_made_before_passwords(formation)
+    assert marks(multi_host_url(formation.plan.node_ports.values(), None)) == {"before", "after"}  # anyone's
+    assert home.cli("down").returncode == 0
+    moved = home.cli("up")
+    assert moved.returncode == 0 and "giving every role the formation's password" in moved.stdout, moved.stdout
+    new_url = moved.stdout.splitlines()[-1]
+    assert URL.fullmatch(new_url) and new_url != url
+    shut_out(home, new_url)
+    assert marks(new_url) == {"before", "after"}
 
     stopped = home.cli("down")
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr

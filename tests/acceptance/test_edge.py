@@ -27,6 +27,7 @@ import pytest
 from tests.support.cluster import Cluster
 from tests.support.cluster_process import cli, cluster_env, end_cluster, gone, launch_cluster, pids, wait_for_count
 from tests.support.http import TLS, web
+from ticketiq.dbserver.authentication import password_of
 from ticketiq.operate.edge import Backend, start_edge
 from ticketiq.operate.launch import Child, free_port, start_serve
 
@@ -336,7 +337,10 @@ def test_cluster_starts_a_killed_process_again_leaves_a_crash_loop_down_and_stop
     try:
         started = pids(lines)
         assert set(started) == {"stand-ins", "app1", "app2", "edge"}, lines
-        assert "password" not in "".join(lines)
+        # The database's password reaches the processes (their environment), never the output or a log.
+        secret = password_of(db_url)
+        assert secret is not None and secret not in "".join(lines)
+        assert any(line.startswith("database  postgresql://postgres:***@127.0.0.1:") for line in lines), lines
         assert pid_file.read_text().strip() == str(proc.pid)
         # A second cluster on the same home is refused, and starts nothing.
         second = subprocess.run(cli("cluster", "--port", str(free_port())), env=env, capture_output=True, text=True,
@@ -385,6 +389,8 @@ def test_cluster_starts_a_killed_process_again_leaves_a_crash_loop_down_and_stop
         assert [name for name, pid in pids(lines).items() if not gone(pid)] == []
         assert all(gone(pid) for pid in seen)
         assert not pid_file.exists()
+        logs = [p for p in tmp_path.glob("ticketiq-cluster-*/*") if p.is_file()]
+        assert logs and not [p.name for p in logs if secret in p.read_text(errors="replace")]
     finally:
         end_cluster(proc, lines, seen)
 

@@ -51,7 +51,7 @@ def _with_database(url: str, name: str) -> str:
 
 @dataclass
 class SuitePostgres:
-    admin_url: str
+    admin_url: str = field(repr=False)  # with the password
     server: embedded.EmbeddedServer | None = None
     template: str = field(default_factory=lambda: f"tq_template_{os.getpid()}")
     seed: Seed | None = None

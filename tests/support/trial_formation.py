@@ -37,7 +37,6 @@ import psutil
 import psycopg
 
 from ticketiq.dbserver.formation import Formation, FormationError, down, up
-from ticketiq.dbserver.formation.plan import monitor_url
 from ticketiq.standins.records import SCHEMA
 
 FORMATION_MODES = ("failover", "stall")
@@ -118,6 +117,7 @@ class FormationRig:
         options = {"host": parts.hostname or "127.0.0.1", "port": str(parts.port or 5432),
                    "dbname": parts.path.lstrip("/")}  # fmt: skip
         user = parts.username or "postgres"
+        password = f", password '{parts.password}'" if parts.password else ""
         # The stand-ins make their schema at their first write; it is made now, so it can be imported.
         with psycopg.connect(standins_db_url, autocommit=True) as conn:
             conn.execute(SCHEMA.encode())
@@ -127,7 +127,7 @@ class FormationRig:
             conn.execute("DROP SERVER IF EXISTS standins CASCADE")
             listed = ", ".join(f"{k} '{v}'" for k, v in options.items())
             conn.execute(f"CREATE SERVER standins FOREIGN DATA WRAPPER postgres_fdw OPTIONS ({listed})")
-            conn.execute(f"CREATE USER MAPPING FOR CURRENT_USER SERVER standins OPTIONS (user '{user}')")
+            conn.execute(f"CREATE USER MAPPING FOR CURRENT_USER SERVER standins OPTIONS (user '{user}'{password})")
             conn.execute("CREATE SCHEMA standin")
             conn.execute("IMPORT FOREIGN SCHEMA standin FROM SERVER standins INTO standin")
 
@@ -146,7 +146,7 @@ class FormationRig:
         lines = []
         with contextlib.suppress(Exception):
             lines += [f"{n.name}: {n.to_json()}" for n in formation.nodes()]
-        with contextlib.suppress(Exception), psycopg.connect(monitor_url(formation.plan.monitor_port)) as conn:
+        with contextlib.suppress(Exception), psycopg.connect(formation.monitor_url) as conn:
             events = conn.execute("SELECT eventtime, nodename, reportedstate, goalstate, description "
                                   "FROM pgautofailover.event ORDER BY eventid DESC LIMIT 25").fetchall()  # fmt: skip
             lines += [" | ".join(str(v) for v in e) for e in reversed(events)]
@@ -213,8 +213,8 @@ class FormationRig:
 def node_url(url: str, port: int) -> str:
     """The one node at `port`, without target_session_attrs: what an app that kept its address reaches."""
     parts = urlsplit(url)
-    user = parts.username or "postgres"
-    return f"postgresql://{user}@127.0.0.1:{port}{parts.path}"
+    userinfo = parts.netloc.rpartition("@")[0] or "postgres"
+    return f"postgresql://{userinfo}@127.0.0.1:{port}{parts.path}"
 
 
 class OldPrimaryProbe:

@@ -53,6 +53,7 @@ from tests.support.trial_formation import FORMATION_MODES, STRIKE_WINDOW_S, SYNC
 from tests.support.trial_jobs import SEARCH_STALL_S, SURVIVOR_JOB_POLL_S, first_claim, prepare, stall_searches
 from tests.support.trial_postgres import KILL, POSTGRES_MODES, STOP_AND_URL, Restarts
 from tests.support.trials import DEFAULT_MIX, JOB_KINDS, Trial, Verdict, judge
+from ticketiq.dbserver.authentication import password_of
 from ticketiq.operate.edge import Backend, start_edge
 from ticketiq.operate.launch import Child, free_port
 
@@ -141,6 +142,10 @@ class Rig:
                 f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{STALLED_ROLE}') THEN "
                 f"CREATE ROLE {STALLED_ROLE} LOGIN SUPERUSER; END IF; END $$"
             )
+            # The URL's own password (the suite's server asks every role for one): with_user keeps it.
+            password = password_of(self.cluster.db_url)
+            if password is not None:
+                self.cluster.rows(f"ALTER ROLE {STALLED_ROLE} PASSWORD '{password}'")
 
     def stop(self) -> None:
         if self.edge is not None:
@@ -431,7 +436,8 @@ class Rig:
 
 
 def with_user(url: str, user: str) -> str:
-    """The same database URL, connecting as `user` (no password: the suite's Postgres trusts local users)."""
+    """The same database URL with its password, connecting as `user` (made with that password)."""
     parts = urlsplit(url)
-    host = parts.netloc.rsplit("@", 1)[-1]
-    return urlunsplit(parts._replace(netloc=f"{user}@{host}"))
+    userinfo, _, host = parts.netloc.rpartition("@")
+    _, colon, password = userinfo.partition(":")
+    return urlunsplit(parts._replace(netloc=f"{user}{colon}{password}@{host}"))

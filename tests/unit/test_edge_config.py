@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from ticketiq.dbserver.authentication import without_password
 from ticketiq.errors import ConfigError, RequestError
-from ticketiq.operate.cluster import Exited, admin_socket_path, app_names, last_roll, stop_reason, without_password
+from ticketiq.operate.cluster import Exited, admin_socket_path, app_names, last_roll, stop_reason
 from ticketiq.operate.edge import Backend, haproxy_binary, haproxy_config
 from ticketiq.operate.edge_admin import current_sessions, refused
 from ticketiq.operate.slots import how_it_ended

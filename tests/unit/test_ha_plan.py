@@ -10,9 +10,13 @@ from pathlib import Path
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
+from ticketiq.dbserver.authentication import trusting_lines, without_trust
 from ticketiq.dbserver.formation.plan import (
+    HBA_TEXT,
     KEEPER_TIMEOUTS,
+    MONITOR_ROLES,
     MONITOR_SETTINGS,
+    NODE_ROLES,
     NODE_SETTINGS,
     FormationError,
     Keeper,
@@ -23,9 +27,12 @@ from ticketiq.dbserver.formation.plan import (
     config_set_commands,
     create_monitor_command,
     create_node_command,
+    monitor_url,
     multi_host_url,
     new_plan,
     parse_keeper_pidfile,
+    passfile_text,
+    password_in,
     postgres_bin_dir,
     settings_text,
     socket_dir,
@@ -69,14 +76,44 @@ def test_a_state_file_this_version_cannot_read_is_refused_with_a_reason(text: st
 
 
 def test_the_url_names_both_nodes_and_asks_for_the_one_that_takes_writes() -> None:
-    url = multi_host_url([21001, 21002])
-    assert url == "postgresql://postgres@127.0.0.1:21001,127.0.0.1:21002/ticketiq?target_session_attrs=read-write"
+    url = multi_host_url([21001, 21002], "pw-of-the-formation")
+    assert url == (
+        "postgresql://postgres:pw-of-the-formation@127.0.0.1:21001,127.0.0.1:21002/ticketiq"
+        "?target_session_attrs=read-write"
+    )
     params = conninfo_to_dict(url)  # what libpq will try, host by host
     assert params["host"] == "127.0.0.1,127.0.0.1"
     assert params["port"] == "21001,21002"
     assert params["dbname"] == "ticketiq"
     assert params["user"] == "postgres"
+    assert params["password"] == "pw-of-the-formation"
     assert params["target_session_attrs"] == "read-write"
+    # A formation made before passwords (it trusts until its next `up`) is reached without one.
+    assert "password" not in conninfo_to_dict(multi_host_url([21001, 21002], None))
+    assert conninfo_to_dict(monitor_url(21000, "pw"))["password"] == "pw"
+
+
+def test_the_passfile_gives_each_role_that_connects_over_tcp_the_formation_s_password() -> None:
+    text = passfile_text("s3cret-pw")
+    assert password_in(text) == "s3cret-pw"
+    assert sorted(line.rsplit(":", 2)[1] for line in text.splitlines()) == sorted((*MONITOR_ROLES, *NODE_ROLES))
+    assert all(line.startswith("*:*:*:") and line.endswith(":s3cret-pw") for line in text.splitlines())
+    assert password_in("") is None and password_in("# nothing\n") is None
+
+
+def test_every_server_asks_for_the_password_over_tcp_and_refuses_the_health_check_role() -> None:
+    """pg_hba.conf as `up` writes it on the monitor and both nodes: nothing over TCP is trusted (what trusts
+    is the Unix socket, in a folder only the formation's user reaches), the health-check role (whose
+    password pg_auto_failover publishes) is refused before the line that would take its password, and a
+    line pg_autoctl appends later (trust) never comes first."""
+    trusting = trusting_lines(HBA_TEXT)
+    assert trusting and all(line.startswith("local") for line in trusting)
+    rules = [line.split() for line in HBA_TEXT.splitlines() if line and not line.startswith("#")]
+    host = [r for r in rules if r[0] == "host"]
+    assert all(r[3] == "127.0.0.1/32" and r[4] in ("scram-sha-256", "reject") for r in host)
+    assert host[0][2] == "pgautofailover_monitor" and host[0][4] == "reject"
+    assert {(r[1], r[4]) for r in host[1:]} == {("all", "scram-sha-256"), ("replication", "scram-sha-256")}
+    assert trusting_lines(without_trust(HBA_TEXT)) == []
 
 
 def _megabytes(value: str) -> int:
@@ -132,13 +169,14 @@ def test_the_commands_make_a_local_formation_reached_on_127_0_0_1_only() -> None
     for command in (mon, node):
         opts = _options(command)
         assert opts["--listen"] == opts["--hostname"] == "127.0.0.1"
-        assert "--no-ssl" in command and opts["--auth"] == "trust"
+        assert "--no-ssl" in command and opts["--auth"] == "scram-sha-256"
         assert opts["--pgctl"] == str(PG_CTL)
     assert mon[:5] == ["pg_autoctl", "create", "monitor", "--pgdata", "/srv/tq/ha/monitor"]
     assert _options(mon)["--pgport"] == "21000"
     opts = _options(node)
     assert opts["--pgport"] == "21001" and opts["--name"] == "node1" and opts["--dbname"] == "ticketiq"
     assert opts["--username"] == "postgres"
+    # No password on a command line (any user reads it) nor in pg_autoctl's configuration: the passfile has it.
     assert opts["--monitor"] == "postgresql://autoctl_node@127.0.0.1:21000/pg_auto_failover?sslmode=disable"
     assert opts["--replication-quorum"] == "true"
 
@@ -155,6 +193,7 @@ def test_pg_autoctl_files_live_under_the_formation_folder_named_after_the_data_f
     assert env["PG_REGRESS_SOCK_DIR"] == env["PGHOST"] == "/srv/tq/ha/sockets"
     assert env["PATH"].startswith("/usr/lib/postgresql/15/bin:")
     assert not any(k in env for k in ("PGPORT", "PGUSER", "PGDATABASE", "PGPASSWORD"))
+    assert env["PGPASSFILE"] == "/srv/tq/ha/pgpass" == str(LAYOUT.passfile)
     # Each node's own runtime folder: its processes are known by it in their environment.
     runtime = {LAYOUT.environment(name, Path("/b"), "C")["XDG_RUNTIME_DIR"] for name in ("monitor", "node1", "node2")}
     assert len(runtime) == 3

@@ -25,6 +25,7 @@ import httpx
 from ticketiq.auth import tokens
 from ticketiq.auth.tokens import Role
 from ticketiq.cli.client import console_link
+from ticketiq.dbserver.authentication import without_password
 from ticketiq.dbserver.target import resolve
 from ticketiq.errors import TicketIQError
 from ticketiq.operate.launch import Child, start_serve, start_standins
@@ -167,7 +168,7 @@ def run_demo(settings: Settings, keep: bool = False, port: int | None = None) ->
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         env = {**os.environ, "TICKETIQ_DATABASE_URL": target.url}
-        print(f"database  {target.url}  (logs in {logs})", flush=True)
+        print(f"database  {without_password(target.url)}  (logs in {logs})", flush=True)
         standins = start_standins(env, logs)
         children.append(standins)
         print(f"stand-ins pid {standins.pid}: {standins.env['TICKETIQ_MODEL_BASE_URL']}", flush=True)

