@@ -9,7 +9,7 @@ import re
 from playwright.async_api import Page, expect
 
 from tests.browser.conftest import Dialogs
-from tests.browser.rig import HELD_TOOL, Console, sign_in
+from tests.browser.rig import HELD_TOOL, Console, shot, sign_in
 
 PAYLOAD = ('<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2; alert(2)">'
            '<a href="javascript:window.__pwned = 3">click me</a>')  # fmt: skip
@@ -34,6 +34,21 @@ async def test_sign_in_then_out(console: Console, page: Page) -> None:
     await expect(page.locator(".notice")).to_have_text("Signed out.")
     await page.goto(f"{console.base}/console/runs")
     await expect(page).to_have_url(re.compile(r"/console/login"))
+
+
+async def test_a_long_pasted_token_shows_the_sign_in_form_again_naming_the_field(console: Console, page: Page) -> None:
+    token = console.token("paster", "operator")
+    await page.goto(f"{console.base}/console/login?next=/console/jobs")
+    await page.fill("#token", "tiq_" + "A" * 197)  # 201 characters: a 500 before issue 32
+    async with page.expect_navigation() as refused:
+        await page.click("button[type=submit]")
+    assert (await refused.value).status == 422
+    await expect(page.locator("p.refusal")).to_have_text("body.token: token is longer than 200 characters")
+    await expect(page.locator("#token")).to_have_value("")  # nothing of it echoed
+    await shot(page, "sign-in-long-token")
+    await page.fill("#token", token)  # the form shown again signs in, and goes where it was going
+    await page.click("button[type=submit]")
+    await expect(page).to_have_url(f"{console.base}/console/jobs")
 
 
 async def test_the_list_shows_a_new_run_and_its_status_change_without_a_reload(console: Console, page: Page) -> None:
