@@ -150,6 +150,35 @@ async def test_the_approvals_queue_decides_with_a_reason(console: Console, page:
     await expect(page.locator(f'tr[data-approval="{approval}"]')).to_contain_text("not this one")
 
 
+async def test_a_request_withdrawn_with_its_run_leaves_the_queue_and_deciding_it_says_why(
+    console: Console, page: Page
+) -> None:
+    token = console.token("withdrawer", "operator")
+    run_id = console.start_run(token, "triage", "Triage OPS-53: stopped while its comment is held")
+    approval = console.waiting(run_id, "approval")["approval_id"]
+    await sign_in(page, console.base, token, "/console/approvals")
+    held = page.locator(f'tr[data-approval="{approval}"]')
+    await expect(held).to_contain_text(HELD_TOOL)
+    # Stopped elsewhere while this queue is open; then approved from it (issue 32: "Approved: the run goes on").
+    console.api("POST", f"/v1/runs/{run_id}/stop", token, json={}).raise_for_status()
+    async with page.expect_navigation() as answered:
+        await held.locator("button[value=approve]").click()
+    assert (await answered.value).status == 409
+    said = f"approval {approval} was withdrawn, so nothing was decided: its run ended (stopped): stopped by withdrawer"
+    await expect(page.locator("p.refusal")).to_have_text(f"path.approval_id: {said}")
+    await expect(page.locator(f'tr[data-approval="{approval}"]')).to_have_count(0)  # the queue, without it
+    await expect(page.locator(".notice")).to_have_count(0)
+    await shot(page, "approval-withdrawn-409")
+    await page.goto(f"{console.base}/console/approvals?status=withdrawn")
+    await expect(page.locator(f'tr[data-approval="{approval}"]')).to_contain_text("its run ended (stopped)")
+    await shot(page, "approvals-withdrawn")
+    await page.goto(f"{console.base}/console/runs/{run_id}")
+    await expect(page.locator("#run-status .badge")).to_have_text("stopped")
+    await expect(page.locator("#waiting")).not_to_contain_text(HELD_TOOL)
+    await shot(page, "run-withdrawn")
+    assert console.run(run_id)["status"] == "stopped"
+
+
 async def test_give_input_to_a_waiting_run(console: Console, page: Page) -> None:
     token = console.token("inputter", "caller")
     run_id = console.start_run(token, "asker", "Note OPS-61")

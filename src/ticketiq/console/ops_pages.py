@@ -32,7 +32,7 @@ LIST_LIMIT = 100
 FIRES_SHOWN = 10
 # A caller sees its own workflow runs among this many of the newest (the job list is not scoped by token).
 WORKFLOW_WINDOW = 500
-APPROVAL_STATUSES = ("pending", "approved", "rejected")
+APPROVAL_STATUSES = ("pending", "approved", "rejected", "withdrawn")  # withdrawn: with its run, which ended
 
 
 def _denied(request: Request, session: Session, permission: Permission) -> Response | None:
