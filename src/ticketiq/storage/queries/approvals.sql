@@ -27,15 +27,11 @@ SELECT id, run_id, step, idx, tool, args, step_key, binding, status, decided_by,
   FROM approvals WHERE run_id = %(run_id)s AND step = %(step)s ORDER BY created_at
 
 -- name: decide
--- A person's decision on a pending request of a run that has not ended. The same decision by the same
--- person again (a retry whose first answer was lost with its process) matches too and changes nothing:
--- its `decided_at` is kept, so it is not `fresh` (a fresh decision's is this transaction's now()), and it
--- writes no note and no audit row (I18). Either way the row is written, so the answer waited for the
--- standby (I20). No row: the request was decided otherwise, withdrawn with its run, or its run ended.
--- A request is decided only while its run has not ended (issue 32). The run's row is read FOR SHARE: a
--- statement ending the run meanwhile is waited for and then seen, whether it withdrew the request (this
--- release's) or left it pending (the previous release's, migration 034), so no request is decided for a
--- run that ended before the decision committed.
+-- A decision on a pending request of a run that has not ended (issue 32: a withdrawn one matches nothing).
+-- The same decision by the same person again (a retry whose answer was lost) matches and changes nothing:
+-- its `decided_at` is kept, so not `fresh`: no note, no audit row (I18). A row is written either way, so
+-- the answer waited for the standby (I20). The run's row is read FOR SHARE: a statement ending the run
+-- meanwhile is waited for and seen, whether it withdrew the request or left it pending (migration 034).
 WITH run AS (
     SELECT r.id, r.status IN ('succeeded', 'failed', 'interrupted', 'stopped') AS ended
       FROM runs r JOIN approvals a ON a.run_id = r.id
