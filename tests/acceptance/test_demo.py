@@ -1,5 +1,7 @@
 """`ticketiq demo`, twice over one database, as a newcomer runs it: each counts only its own run's
-writes, and `--keep` prints settings the README's examples and the CLI work with as printed."""
+writes, and `--keep` prints settings the README's examples and the CLI work with as printed. The operator
+token each makes lives as long as the demo: revoked when it ends, the kept one when it is stopped (issue
+32, finding 8: it stayed valid for good)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 
 from tests.support.http import web
@@ -54,6 +58,20 @@ def _end_group(group: int) -> None:
             time.sleep(0.2)
 
 
+def token_of(printed: str) -> str:
+    """The name of the token the demo made, from its `token` line."""
+    [line] = [line for line in printed.splitlines() if line.startswith("token ") and "(operator)" in line]
+    return line.split()[1]
+
+
+def revoked(db_url: str, name: str) -> list[tuple[Any, ...]]:
+    """The token's revocation: when, and who revoked it (its audit row)."""
+    with psycopg.connect(db_url) as conn:
+        return list(conn.execute(
+            "SELECT t.revoked_at IS NOT NULL, a.actor FROM api_tokens t LEFT JOIN audit_log a "
+            "ON a.action = 'token.revoked' AND a.detail ->> 'name' = t.name WHERE t.name = %s", (name,)))  # fmt: skip
+
+
 def three_writes(counted: str) -> bool:
     """Whether the demo's line counts 3 writes: the incident (a step of its own), then the Jira comment and
     the Teams reply, which the triage script sends at once in one step, so they land in either order."""
@@ -74,6 +92,9 @@ def test_a_second_demo_counts_its_own_writes_and_keep_prints_what_the_examples_n
     assert first.returncode == 0, printed[-3000:]
     [counted] = [line for line in printed.splitlines() if line.startswith(WRITES)]
     assert three_writes(counted), counted
+    first_token = token_of(printed)
+    assert f"token     {first_token} revoked: the demo is over" in printed
+    assert revoked(db_url, first_token) == [(True, "demo")]
 
     # The second, kept running: the stand-ins hold the first one's writes too, in the same database.
     with demo(env, "--keep") as kept:
@@ -97,7 +118,11 @@ def test_a_second_demo_counts_its_own_writes_and_keep_prints_what_the_examples_n
         )  # fmt: skip
         assert listed.returncode == 0, listed.stderr
         assert web.get(f"{standins}/_standin/writes", params={"vendor": "teams"}).status_code == 200
+        kept_token = token_of("".join(lines))
+        assert revoked(db_url, kept_token) == [(False, None)]  # valid while the kept app runs
         kept.send_signal(signal.SIGTERM)
         rest, _ = kept.communicate(timeout=120)
     assert kept.returncode == 0, rest
     assert rest.rstrip().endswith(f"run {run_id}: succeeded")
+    assert f"token     {kept_token} revoked: the demo is over" in rest
+    assert revoked(db_url, kept_token) == [(True, "demo")]

@@ -114,6 +114,13 @@ async def sign_in(page: Page, base: str, token: str, then: str = "/console/runs"
     await page.wait_for_url(f"{base}{then}*")
 
 
+async def shot(page: Page, name: str) -> None:
+    """A full-page picture for a person to look at, when TICKETIQ_CONSOLE_SHOTS names a folder."""
+    folder = os.environ.get("TICKETIQ_CONSOLE_SHOTS")
+    if folder:  # page.screenshot makes the folder when it is missing
+        await page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
+
+
 def start_console(db_url: str, tmp: Path, *standin_args: str) -> Console:
     cluster = Cluster(db_url, tmp, standin_args=standin_args).start()
     try:

@@ -9,7 +9,7 @@ import re
 from playwright.async_api import Page, expect
 
 from tests.browser.conftest import Dialogs
-from tests.browser.rig import HELD_TOOL, Console, sign_in
+from tests.browser.rig import HELD_TOOL, Console, shot, sign_in
 
 PAYLOAD = ('<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2; alert(2)">'
            '<a href="javascript:window.__pwned = 3">click me</a>')  # fmt: skip
@@ -34,6 +34,21 @@ async def test_sign_in_then_out(console: Console, page: Page) -> None:
     await expect(page.locator(".notice")).to_have_text("Signed out.")
     await page.goto(f"{console.base}/console/runs")
     await expect(page).to_have_url(re.compile(r"/console/login"))
+
+
+async def test_a_long_pasted_token_shows_the_sign_in_form_again_naming_the_field(console: Console, page: Page) -> None:
+    token = console.token("paster", "operator")
+    await page.goto(f"{console.base}/console/login?next=/console/jobs")
+    await page.fill("#token", "tiq_" + "A" * 197)  # 201 characters: a 500 before issue 32
+    async with page.expect_navigation() as refused:
+        await page.click("button[type=submit]")
+    assert (await refused.value).status == 422
+    await expect(page.locator("p.refusal")).to_have_text("body.token: token is longer than 200 characters")
+    await expect(page.locator("#token")).to_have_value("")  # nothing of it echoed
+    await shot(page, "sign-in-long-token")
+    await page.fill("#token", token)  # the form shown again signs in, and goes where it was going
+    await page.click("button[type=submit]")
+    await expect(page).to_have_url(f"{console.base}/console/jobs")
 
 
 async def test_the_list_shows_a_new_run_and_its_status_change_without_a_reload(console: Console, page: Page) -> None:
@@ -133,6 +148,35 @@ async def test_the_approvals_queue_decides_with_a_reason(console: Console, page:
     assert run["status"] == "succeeded"  # the model was told and went on without the comment
     await page.goto(f"{console.base}/console/approvals?status=rejected")
     await expect(page.locator(f'tr[data-approval="{approval}"]')).to_contain_text("not this one")
+
+
+async def test_a_request_withdrawn_with_its_run_leaves_the_queue_and_deciding_it_says_why(
+    console: Console, page: Page
+) -> None:
+    token = console.token("withdrawer", "operator")
+    run_id = console.start_run(token, "triage", "Triage OPS-53: stopped while its comment is held")
+    approval = console.waiting(run_id, "approval")["approval_id"]
+    await sign_in(page, console.base, token, "/console/approvals")
+    held = page.locator(f'tr[data-approval="{approval}"]')
+    await expect(held).to_contain_text(HELD_TOOL)
+    # Stopped elsewhere while this queue is open; then approved from it (issue 32: "Approved: the run goes on").
+    console.api("POST", f"/v1/runs/{run_id}/stop", token, json={}).raise_for_status()
+    async with page.expect_navigation() as answered:
+        await held.locator("button[value=approve]").click()
+    assert (await answered.value).status == 409
+    said = f"approval {approval} was withdrawn, so nothing was decided: its run ended (stopped): stopped by withdrawer"
+    await expect(page.locator("p.refusal")).to_have_text(f"path.approval_id: {said}")
+    await expect(page.locator(f'tr[data-approval="{approval}"]')).to_have_count(0)  # the queue, without it
+    await expect(page.locator(".notice")).to_have_count(0)
+    await shot(page, "approval-withdrawn-409")
+    await page.goto(f"{console.base}/console/approvals?status=withdrawn")
+    await expect(page.locator(f'tr[data-approval="{approval}"]')).to_contain_text("its run ended (stopped)")
+    await shot(page, "approvals-withdrawn")
+    await page.goto(f"{console.base}/console/runs/{run_id}")
+    await expect(page.locator("#run-status .badge")).to_have_text("stopped")
+    await expect(page.locator("#waiting")).not_to_contain_text(HELD_TOOL)
+    await shot(page, "run-withdrawn")
+    assert console.run(run_id)["status"] == "stopped"
 
 
 async def test_give_input_to_a_waiting_run(console: Console, page: Page) -> None:

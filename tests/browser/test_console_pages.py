@@ -6,16 +6,14 @@ is a real `ticketiq serve` (with the test job kinds, `tests/support/job_kinds.py
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.async_api import Page, expect
 
-from tests.browser.rig import Console, agents_file, sign_in
+from tests.browser.rig import Console, agents_file, shot, sign_in
 from tests.support import job_kinds
 from tests.support.cluster import Cluster
 from tests.support.http import web
@@ -54,13 +52,6 @@ def until(check: Callable[[], Any], what: str, timeout_s: float = 60) -> Any:
             return found
         assert time.monotonic() < deadline, f"{what} never happened"
         time.sleep(0.1)
-
-
-async def shot(page: Page, name: str) -> None:
-    """A full-page picture for a person to look at, when TICKETIQ_CONSOLE_SHOTS names a folder."""
-    folder = os.environ.get("TICKETIQ_CONSOLE_SHOTS")
-    if folder:  # page.screenshot makes the folder when it is missing
-        await page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
 
 
 def job(site: Console, token: str, job_id: str) -> dict[str, Any]:

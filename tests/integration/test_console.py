@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from fastapi.routing import APIRoute
 
 from tests.support.engine import Harness, engine_under_test, read_rows
 from tests.support.http import TLS, serving
 from ticketiq.console import sessions, web
-from ticketiq.entries.api import create_app
+from ticketiq.entries import auth
+from ticketiq.entries.api import ROUTES, create_app
 from ticketiq.storage.token_store import TokenStore
 
 WRITE: dict[str, Any] = {"calls": [{"tool": "probe_write", "arguments": {"note": "{jira_key}"}}]}
@@ -168,15 +170,17 @@ async def test_a_session_lends_reads_of_runs_only_and_never_a_write(db_url: str,
         token = await s.h.token("oncall", "operator")
         run_id = await s.run_waiting(token, "asker")
         async with s.sign_in(token) as client:
-            assert (await client.get(f"/v1/runs/{run_id}")).json()["status"] == "waiting"
-            assert (await client.get("/v1/runs")).status_code == 200
+            listed = await client.get("/v1/runs")
+            assert [r["status"] for r in listed.json()["runs"] if r["id"] == run_id] == ["waiting"]
             # The run page's live updates: its events, as the script's EventSource reads them.
             async with client.stream("GET", f"/v1/runs/{run_id}/events") as events:
                 assert events.status_code == 200
                 assert events.headers["content-type"].startswith("text/event-stream")
                 first = await anext(events.aiter_lines())
                 assert first.startswith("event: ")
-            # Anything else of the API, and any write, needs the token itself.
+            # Anything else of the API, and any write, needs the token itself: a run's own reads included.
+            for path in (f"/v1/runs/{run_id}", f"/v1/runs/{run_id}/transcript", f"/v1/runs/{run_id}/timeline"):
+                assert (await client.get(path)).status_code == 401, path
             assert (await client.post("/v1/runs", json={"agent": "a", "input": "x"})).status_code == 401
             assert (await client.post(f"/v1/runs/{run_id}/stop", json={})).status_code == 401
             assert (await client.get("/v1/approvals")).status_code == 401
@@ -223,7 +227,7 @@ async def test_roles_apply_as_on_the_api(db_url: str, tmp_path: Path) -> None:
         approval = (await read_rows(db_url, "SELECT id FROM approvals WHERE run_id = %s", theirs))[0]["id"]
         async with s.sign_in(caller) as client:
             assert (await client.get(f"/console/runs/{theirs}")).status_code == 404
-            assert (await client.get(f"/v1/runs/{theirs}")).status_code == 404
+            assert theirs not in (await client.get("/v1/runs")).text  # the list the session reads
             for path in ("/console/approvals", "/console/jobs", "/console/processes", "/console/teams"):
                 assert (await client.get(path)).status_code == 403, path
             page = await client.get("/console/runs")
@@ -251,3 +255,34 @@ async def test_every_console_response_forbids_inline_script_and_framing(db_url: 
             page = answers[2].text  # a signed-in page
             assert "<script>" not in page and '<script src="/console/static/console.js" defer></script>' in page
             assert re.search(r"\son[a-z]+\s*=", page) is None  # no inline handler
+
+
+def readme_session_reads() -> set[str]:
+    """The routes the README says a session cookie opens ("The console"), each `{name}` as `{}`."""
+    text = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    start = text.index("The session also authenticates")
+    said = text[start : text.index("HEAD only", start)]
+    return {re.sub(r"{\w+}", "{}", path) for path in re.findall(r"`GET (/v1/[^`]+)`", said)}
+
+
+async def test_the_routes_a_session_opens_are_the_ones_the_readme_lists(db_url: str, tmp_path: Path) -> None:
+    """Every GET route of the app, asked for with a session cookie and no token: those that answer are
+    exactly the README's list (finding 5 of issue 32: the code opened a run, its transcript and timeline
+    too)."""
+    routes = [r for r in ROUTES.routes if isinstance(r, APIRoute)]
+    gets = sorted({r.path for r in routes if "GET" in (r.methods or ()) and r.path.startswith("/v1/")})
+    assert {"/v1/runs", "/v1/runs/{run_id}", "/v1/runs/{run_id}/events", "/v1/approvals"} <= set(gets)
+    documented = readme_session_reads()
+    assert documented == {"/v1/runs", "/v1/runs/{}/events"}, documented
+    async with site(db_url, tmp_path) as s:
+        token = await s.h.token("oncall", "admin")
+        run_id = await s.run_waiting(token, "asker")
+        opened = set()
+        async with s.sign_in(token) as client:
+            for template in gets:
+                path = re.sub(r"{\w+}", run_id, template)
+                async with client.stream("GET", path) as answer:  # an event stream is left at its headers
+                    if answer.status_code != 401:
+                        opened.add(re.sub(r"{\w+}", "{}", template))
+        assert opened == documented
+        assert {re.sub(r"{\w+}", "{}", t) for t in auth.SESSION_READS} == documented

@@ -69,6 +69,12 @@ async def pending_approval(h: RunHandle, db: Database) -> None:
     await h.file_approval(approval())
 
 
+async def kept_answer_and_a_pending_approval(h: RunHandle, db: Database) -> None:
+    # The statements that end a run withdraw what it still held (issue 32): under another's attempt, not.
+    await pending_approval(h, db)
+    await kept_answer(h, db)
+
+
 def approval() -> dict[str, Any]:
     return {"id": str(uuid.uuid4()), "step": 1, "idx": 0, "tool": "probe_write", "args": {"note": "x"},
             "step_key": "tqkey0", "binding": "binding-0"}  # fmt: skip
@@ -86,13 +92,15 @@ class Case:
 CASES = {
     "runs.write_checkpoint_only": Case(lambda h: h.write_checkpoint(sealed(1), None)),
     "runs.write_checkpoint": Case(lambda h: h.write_checkpoint(sealed(1), Flush([FINISHED_READ], [ENTRY]))),
-    "runs.end": Case(lambda h: h.end(sealed(1), Flush([FINISHED_READ], [ENTRY]), "succeeded", ANSWER, None, HOLDER)),
+    "runs.end": Case(lambda h: h.end(sealed(1), Flush([FINISHED_READ], [ENTRY]), "succeeded", ANSWER, None, HOLDER),
+                     pending_approval),
     "runs.answered": Case(lambda h: h.answered(sealed(1), Flush([FINISHED_READ], [ENTRY]), ANSWER, HOLDER)),
-    "runs.hand_on": Case(lambda h: h.hand_on(ANSWER.text, [ENTRY], HOLDER, {"channel": "copilot"}), kept_answer,
-                         "copilot"),
+    "runs.hand_on": Case(lambda h: h.hand_on(ANSWER.text, [ENTRY], HOLDER, {"channel": "copilot"}),
+                         kept_answer_and_a_pending_approval, "copilot"),
     "runs.suspend": Case(lambda h: h.suspend(sealed(1), Flush([FINISHED_READ], [ENTRY]), [ENTRY], HOLDER),
                          pending_approval),
-    "runs.fail": Case(lambda h: h.fail("the checkpoint failed verification", "agent.run.failed", HOLDER)),
+    "runs.fail": Case(lambda h: h.fail("the checkpoint failed verification", "agent.run.failed", HOLDER),
+                      pending_approval),
     "runs.audit": Case(lambda h: h.audit("agent.run.crash_resumed", HOLDER, {"step": 1})),
     "calls.mark_in_doubt": Case(lambda h: h.mark_in_doubt(mark())),
     "calls.record_outcome": Case(lambda h: h.record_outcome(outcome({"ok": True})), marked),

@@ -16,6 +16,8 @@ FORMATS = "tests/integration/test_checkpoint_formats.py"
 FORMATS_MIGRATION = "migrations/031_checkpoint_formats.sql"
 DELEGATION = "tests/integration/test_delegation_authority.py"
 AUTHORITY_MIGRATION = "migrations/032_starter_authority.sql"
+WITHDRAWN = "tests/integration/test_withdrawn_approvals.py"
+_ENDS = "test_the_statement_that_ends_a_run_withdraws_its_pending_request_and_only_that"
 
 # (statement, the conjunct as written in it, what it becomes, the guard tests)
 DECLARED: list[tuple[str, str, str, list[str]]] = [
@@ -74,6 +76,27 @@ DECLARED: list[tuple[str, str, str, list[str]]] = [
      [f"{DELEGATION}::test_a_token_revoked_while_its_run_goes_on_stops_the_next_delegation"]),
     (f"{AUTHORITY_MIGRATION}:starter_authority", "coalesce(t.revoked_at IS NOT NULL, false)", "false",
      [f"{DELEGATION}::test_on_a_resume_the_delegation_is_gated_as_its_starter_stands_then"]),
+    # Approvals follow their run (issue 32). A Stop of a waiting run withdraws its pending requests: without
+    # the withdrawal the request stays in the queue and deciding it says the run goes on.
+    ("runs.stop_idle", "WHERE a.run_id = run.id AND a.status = 'pending'", "WHERE false",
+     [f"{WITHDRAWN}::{_ENDS}[runs.stop_idle]",
+      f"{WITHDRAWN}::test_approving_the_held_call_of_a_stopped_run_answers_409_and_the_queue_no_longer_lists_it"]),
+    # Each ending statement withdraws the pending requests only: a request decided before keeps its decision.
+    ("runs.stop_idle", "AND a.status = 'pending'", "", [f"{WITHDRAWN}::{_ENDS}[runs.stop_idle]"]),
+    ("runs.end", "AND a.status = 'pending'", "",
+     [f"{WITHDRAWN}::{_ENDS}[runs.end]",
+      f"{WITHDRAWN}::test_a_gate_that_fails_the_woken_run_withdraws_the_request_still_held"]),
+    ("runs.fail", "AND a.status = 'pending'", "",
+     [f"{WITHDRAWN}::{_ENDS}[runs.fail]",
+      f"{WITHDRAWN}::test_a_checkpoint_that_fails_verification_on_waking_withdraws_the_request_still_held"]),
+    ("runs.hand_on", "AND a.status = 'pending'", "", [f"{WITHDRAWN}::{_ENDS}[runs.hand_on]"]),
+    # A request is decided only while its run has not ended: one the previous release left pending when it
+    # stopped the run is refused, not approved for a run that will never send it.
+    ("approvals.decide", "(status = 'pending' AND NOT run.ended)", "(status = 'pending')",
+     [f"{WITHDRAWN}::test_a_request_its_run_left_pending_when_it_ended_is_not_decided"]),
+    # The run's row read FOR SHARE: a Stop not yet committed is waited for and seen, not decided past.
+    ("approvals.decide", "FOR SHARE OF r", "",
+     [f"{WITHDRAWN}::test_a_decision_waits_for_a_stop_in_flight_and_then_finds_its_run_ended"]),
 ]  # fmt: skip
 
 

@@ -182,3 +182,7 @@ def test_a_narrow_terminal_gets_every_id_whole_and_the_fields_stacked() -> None:
     assert RUN in out and approval["id"] in out  # never cut
     assert "approval of jira_transition (approval a-1)" in " ".join(out.split())
     assert '"transition": "Done"' in out and "closer · api · by ana" in out
+    # A request withdrawn with its run (issue 32) says how the run ended, though no one decided it.
+    withdrawn = {**approval, "status": "withdrawn", "reason": "its run ended (stopped): stopped by ana"}
+    console.print(render.approvals_table([withdrawn], URL, console.width))
+    assert "its run ended (stopped): stopped by ana" in " ".join(console.export_text().split())

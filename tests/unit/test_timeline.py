@@ -127,6 +127,10 @@ def test_an_outcome_is_read_from_what_was_recorded() -> None:
     assert outcome({"outcome": "unknown", "message": "not sent again"}, "unknown_not_sent", "settled") == "unknown"
     assert outcome({"error": None, "outcome": "unknown: the vendor's answer leaves it open"}) == "unknown"
     assert outcome(None, None, "in_doubt") is None
+    # Never made: held while its request is pending, withdrawn once its run ended first (issue 32).
+    for status, said in (("pending", "held"), ("withdrawn", "withdrawn"), ("rejected", None)):
+        request = ApprovalRow("ap-1", 1, 0, "t", status, at(1), None)
+        assert timeline.outcome(None, request, "t") == said
 
 
 def test_a_follower_is_told_what_is_new_or_changed_and_then_the_end() -> None:

@@ -4,7 +4,8 @@ once: a co-pilot turn, an A2A task (JSON-RPC `SendMessage`), and a run that wait
 and goes on with it. With `--keep` the services stay up for the README's examples until Ctrl-C.
 
 The API takes a bearer token: the demo makes an operator token in its database first, sends it with its
-own requests and prints how to use it."""
+own requests and prints how to use it. The token lives as long as the demo: it is revoked when the demo
+ends (with `--keep`, when the kept app is stopped), however it ends but SIGKILL."""
 
 from __future__ import annotations
 
@@ -79,6 +80,23 @@ def make_token(url: str, settings: Settings) -> tuple[str, str]:
 
     asyncio.run(save())
     return name, token
+
+
+def revoke_token(url: str, settings: Settings, name: str) -> str:
+    """Revoke the demo's token; the line that says so, or what to do when it could not be (the database
+    gone): a token left valid is an operator's key to whatever this database serves next."""
+
+    async def revoke() -> None:
+        async with TokenStore.opened(url, database.ConnectionLimits.from_settings(settings)) as store:
+            if await store.revoke(name, "demo") is None and (await store.get(name)) is None:
+                raise TicketIQError(f"no token named {name}")
+
+    try:
+        asyncio.run(revoke())
+    except (TicketIQError, OSError) as exc:
+        return (f"token     {name} was NOT revoked ({exc}); revoke it with `ticketiq tokens revoke --name {name}` "
+                "against the demo's database (the `database` line above)")  # fmt: skip
+    return f"token     {name} revoked: the demo is over, requests with it are refused"
 
 
 def step_keys(entries: list[dict[str, Any]]) -> set[str]:
@@ -162,6 +180,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 def run_demo(settings: Settings, keep: bool = False, port: int | None = None) -> int:
     target = resolve(settings)
     children: list[Child] = []
+    name: str | None = None  # the demo's token, once made
     logs = Path(tempfile.mkdtemp(prefix="ticketiq-demo-"))
     # Ctrl-C, or SIGTERM (a background job ignores SIGINT), at any moment stops the stand-ins and the app
     # through the `finally`: a demo ended by a signal leaves no process of its own behind.
@@ -206,6 +225,8 @@ def run_demo(settings: Settings, keep: bool = False, port: int | None = None) ->
     finally:
         for child in reversed(children):
             child.stop()
+        if name is not None:  # before the database it is kept in may stop
+            print(revoke_token(target.url, settings, name), flush=True)
         target.release()
     # Last, after everything was stopped: the line that says how the run ended.
     print(f"entry points: {'all answered' if entries_ok else 'NOT all answered (see above)'}", flush=True)

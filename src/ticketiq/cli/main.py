@@ -397,7 +397,7 @@ def _approvals_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], 
     p_approvals = sub.add_parser("approvals", help="calls held for a person's decision (operator): list, decide")
     actions = p_approvals.add_subparsers(dest="action", required=True)
     p_list = actions.add_parser("list", parents=[api], help="the approvals, pending ones by default")
-    p_list.add_argument("--status", choices=["pending", "approved", "rejected"], default="pending")
+    p_list.add_argument("--status", choices=["pending", "approved", "rejected", "withdrawn"], default="pending")
     p_list.add_argument("--limit", type=int, default=100)
     p_list.add_argument("--json", action="store_true", help="print the API's JSON")
     p_approve = actions.add_parser("approve", parents=[api], help="approve a held call: it is sent, the run goes on")

@@ -24,7 +24,7 @@ from ticketiq.cli.client import console_link
 ENDED = frozenset({"succeeded", "failed", "interrupted", "stopped"})
 STATUS_STYLE = {
     "succeeded": "green", "failed": "red", "interrupted": "red", "stopped": "magenta", "waiting": "yellow",
-    "running": "cyan", "answered": "cyan", "queued": "dim",
+    "running": "cyan", "answered": "cyan", "queued": "dim", "withdrawn": "magenta",
 }  # fmt: skip
 # A terminal at least this wide gets a column for every field; a narrower one (80 columns, a pipe) gets
 # the run or approval id whole in its own column and the other fields stacked beside it.
@@ -281,6 +281,8 @@ def approvals_table(approvals: Iterable[Mapping[str, Any]], url: str, width: int
         call = f"{a.get('tool')} {args}\nstep {a.get('step')}, asked {when(a.get('created_at'))}"
         if decided:
             call += f"\ndecided by {decided}" + (f": {a.get('reason')}" if a.get("reason") else "")
+        elif a.get("reason"):  # withdrawn with its run: how the run ended
+            call += f"\n{a.get('reason')}"
         table.add_row(ids, status, cell(call))
     return table
 

@@ -17,7 +17,7 @@ from ticketiq.auth import tokens
 from ticketiq.auth.tokens import Permission
 from ticketiq.console import web
 from ticketiq.console.sessions import Session
-from ticketiq.console.web import FormRefused, Signed
+from ticketiq.console.web import FormRefused, Refusal, Signed
 from ticketiq.engine.engine import Engine
 from ticketiq.errors import RequestError
 from ticketiq.intake.scheduler import Scheduler
@@ -32,15 +32,40 @@ LIST_LIMIT = 100
 FIRES_SHOWN = 10
 # A caller sees its own workflow runs among this many of the newest (the job list is not scoped by token).
 WORKFLOW_WINDOW = 500
+APPROVAL_STATUSES = ("pending", "approved", "rejected", "withdrawn")  # withdrawn: with its run, which ended
 
 
 def _denied(request: Request, session: Session, permission: Permission) -> Response | None:
     refusal = tokens.refusal(session.principal, permission)
-    return None if refusal is None else web.refused(request, session, 403, refusal, "session")
+    return None if refusal is None else web.refused(request, session, Refusal(403, refusal, "session"))
 
 
 def _notice(request: Request) -> str | None:
     return web.NOTICES.get(request.query_params.get("done", ""))
+
+
+async def approvals_page(
+    request: Request, session: Session, engine: Engine, status: str, refusal: Refusal | None = None
+) -> Response:
+    """The approvals of one status; with `refusal`, the queue shown again for a decision it refused."""
+    denied = _denied(request, session, Permission.DECIDE_APPROVALS)
+    if denied is not None:
+        return denied
+    # Who asked: the run's agent, on behalf of the token that started it (read with the requests).
+    found = await engine.asked_approvals(status, LIST_LIMIT)
+    shown = [{**a.approval.shown(), "agent": a.agent, "asked_by": a.asked_by} for a in found]
+    return web.render(request, "approvals.html", 200, session, refusal, approvals=shown, status=status,
+                      statuses=APPROVAL_STATUSES, notice=_notice(request))  # fmt: skip
+
+
+async def jobs_page(request: Request, session: Session, queue: JobQueue, refusal: Refusal | None = None) -> Response:
+    """The background jobs; with `refusal`, shown again for an action it refused."""
+    denied = _denied(request, session, Permission.READ_JOBS)
+    if denied is not None:
+        return denied
+    found = await queue.listed(None, None, LIST_LIMIT)
+    shown = [{**asdict(j), "unit": unit_of(j.kind)} for j in found]
+    return web.render(request, "jobs.html", 200, session, refusal, jobs=shown, notice=_notice(request))
 
 
 def add_routes(
@@ -52,40 +77,30 @@ def add_routes(
 
     @router.get("/console/approvals", include_in_schema=False)
     async def approvals(request: Request, session: Signed) -> Response:
-        denied = _denied(request, session, Permission.DECIDE_APPROVALS)
-        if denied is not None:
-            return denied
         status = request.query_params.get("status", "pending")
-        if status not in ("pending", "approved", "rejected"):
-            return web.refused(request, session, 422, "status is pending, approved or rejected", "query.status")
-        # Who asked: the run's agent, on behalf of the token that started it (read with the requests).
-        found = await engine(request).asked_approvals(status, LIST_LIMIT)
-        shown = [{**a.approval.shown(), "agent": a.agent, "asked_by": a.asked_by} for a in found]
-        return web.render(request, "approvals.html", 200, session, approvals=shown, status=status,
-                          notice=_notice(request))  # fmt: skip
+        if status not in APPROVAL_STATUSES:
+            wrong = Refusal(422, f"status is one of {', '.join(APPROVAL_STATUSES)}", "query.status")
+            return _denied(request, session, Permission.DECIDE_APPROVALS) or web.refused(request, session, wrong)
+        return await approvals_page(request, session, engine(request), status)
 
     @router.get("/console/jobs", include_in_schema=False)
     async def jobs(request: Request, session: Signed) -> Response:
-        denied = _denied(request, session, Permission.READ_JOBS)
-        if denied is not None:
-            return denied
-        found = await queue(request).listed(None, None, LIST_LIMIT)
-        shown = [{**asdict(j), "unit": unit_of(j.kind)} for j in found]
-        return web.render(request, "jobs.html", 200, session, jobs=shown, notice=_notice(request))
+        return await jobs_page(request, session, queue(request))
 
     @router.post("/console/jobs/{job_id}/{action}", include_in_schema=False)
     async def job_action(job_id: str, action: str, request: Request, session: Signed) -> Response:
+        # A refused field shows the jobs page again with the 4xx, naming the field (issue 32).
         try:
             await web.checked_form(request, session.csrf)
         except FormRefused as refused:
-            return web.refused(request, session, refused.status, refused.message, refused.field)
+            return await jobs_page(request, session, queue(request), refused.refusal)
         denied = _denied(request, session, Permission.RUN_JOBS)
         if denied is not None:
             return denied
         try:
             checked = str(uuid.UUID(job_id))
         except ValueError:
-            return web.refused(request, session, 404, f"no job {job_id}", "path.job_id")
+            return await jobs_page(request, session, queue(request), Refusal(404, f"no job {job_id}", "path.job_id"))
         try:
             if action == "cancel":
                 await queue(request).cancel(checked, session.principal.name)
@@ -94,8 +109,9 @@ def add_routes(
                 await queue(request).restart(checked, session.principal.name)
                 return web.after_post("/console/jobs", "restarted")
         except RequestError as refused:
-            return web.refused(request, session, refused.status, refused.message, refused.field)
-        return web.refused(request, session, 404, f"no action {action} on jobs", "path.action")
+            return await jobs_page(request, session, queue(request), Refusal.of(refused))
+        return await jobs_page(request, session, queue(request), Refusal(404, f"no action {action} on jobs",
+                                                                         "path.action"))  # fmt: skip
 
     @router.get("/console/workflows", include_in_schema=False)
     async def workflows(request: Request, session: Signed) -> Response:
@@ -118,10 +134,10 @@ def add_routes(
             # Scoped as GET /v1/workflows/{name}/runs/{id}: a caller reads its own runs only.
             found = await workflow_runs.read(eng, name, checked, session.principal)
         except ValueError:
-            return web.refused(request, session, 404, f"no workflow run {job_id}", "path.job_id")
+            return web.refused(request, session, Refusal(404, f"no workflow run {job_id}", "path.job_id"))
         except RequestError as refused:
             status = 404 if refused.status in (403, 404) else refused.status
-            return web.refused(request, session, status, f"no workflow run {job_id}", "path.job_id")
+            return web.refused(request, session, Refusal(status, f"no workflow run {job_id}", "path.job_id"))
         return web.render(request, "workflow.html", 200, session, run=found.shown())
 
     @router.get("/console/schedules", include_in_schema=False)

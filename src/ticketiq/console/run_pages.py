@@ -13,9 +13,9 @@ from starlette.responses import JSONResponse, Response
 
 from ticketiq.auth import tokens
 from ticketiq.auth.tokens import Permission
-from ticketiq.console import sessions, views, web
+from ticketiq.console import ops_pages, sessions, views, web
 from ticketiq.console.sessions import Session
-from ticketiq.console.web import FormRefused, Signed
+from ticketiq.console.web import FormRefused, Refusal, Signed
 from ticketiq.engine.engine import TERMINAL, Engine
 from ticketiq.engine.questions import to_question
 from ticketiq.errors import RequestError
@@ -32,14 +32,54 @@ def _checked_id(run_id: str) -> str | None:
         return None
 
 
-def _denied(request: Request, session: Session, permission: Permission) -> Response | None:
+def _denied(session: Session, permission: Permission) -> Refusal | None:
     refusal = tokens.refusal(session.principal, permission)
-    return None if refusal is None else web.refused(request, session, 403, refusal, "session")
+    return None if refusal is None else Refusal(403, refusal, "session")
+
+
+def _no_run(run_id: str) -> Refusal:
+    return Refusal(404, f"no run {run_id}", "path.run_id")
+
+
+async def run_page(
+    request: Request, session: Session, run_id: str, seen: RunViews, refusal: Refusal | None = None
+) -> Response:
+    """A run's page; with `refusal`, shown again for one of its forms whose POST was refused. Another
+    token's run is not told apart from no run (as the API answers it)."""
+    scope = tokens.run_scope(session.principal)
+    checked = _checked_id(run_id)
+    record = await seen.engine.get_run(checked, scope) if checked else None
+    timeline = await seen.timeline(checked, scope) if checked and record else None
+    if record is None or timeline is None:
+        return web.refused(request, session, _no_run(run_id))
+    shown = {**timeline["run"], "input": record.input, "owner": record.owner, "answer": record.answer,
+             "error": record.error}  # fmt: skip
+    waiting = shown.get("waiting_for_all") or ([shown["waiting_for"]] if shown.get("waiting_for") else [])
+    found = await seen.transcript(record.id, 0, TRANSCRIPT_LIMIT, scope)
+    transcript = views.transcript_entries(found.rows, found.pending) if found else []
+    return web.render(
+        request, "run.html", 200, session, refusal, run=shown, terminal=shown["status"] in TERMINAL | {"stopped"},
+        waiting=waiting, fall=views.waterfall(timeline["steps"]), ledger=views.ledger(timeline["steps"]),
+        attempts=views.recovery(timeline["attempts"]), transcript=transcript,
+    )  # fmt: skip
+
+
+async def _back(request: Request) -> str:
+    """The console page an approval's form was posted from (its `back` field), else the approvals queue."""
+    back = (await request.form()).get("back")  # read once already: Starlette keeps the parsed form
+    return sessions.safe_next(back if isinstance(back, str) else "/console/approvals")
 
 
 def add_routes(
     router: APIRouter, engine: Callable[[Request], Engine], run_views: Callable[[Request], RunViews]
 ) -> None:
+    async def decided_again(request: Request, session: Session, back: str, refusal: Refusal) -> Response:
+        """An approval's form refused: the page it was posted from, again, saying why."""
+        run_id = back.removeprefix("/console/runs/")
+        if back.startswith("/console/runs/") and _checked_id(run_id) is not None:
+            return await run_page(request, session, run_id, run_views(request), refusal)
+        return await ops_pages.approvals_page(request, session, engine(request), "pending", refusal)
+
     @router.get("/console/runs", include_in_schema=False)
     async def runs(request: Request, session: Signed) -> Response:
         shown = run_views(request)
@@ -72,40 +112,24 @@ def add_routes(
 
     @router.get("/console/runs/{run_id}", include_in_schema=False)
     async def run(run_id: str, request: Request, session: Signed) -> Response:
-        seen = run_views(request)
-        scope = tokens.run_scope(session.principal)
-        checked = _checked_id(run_id)
-        record = await seen.engine.get_run(checked, scope) if checked else None
-        timeline = await seen.timeline(checked, scope) if checked and record else None
-        if record is None or timeline is None:
-            # Another token's run is not told apart from no run (as the API answers it).
-            return web.refused(request, session, 404, f"no run {run_id}", "path.run_id")
-        shown = {**timeline["run"], "input": record.input, "owner": record.owner, "answer": record.answer,
-                 "error": record.error}  # fmt: skip
-        waiting = shown.get("waiting_for_all") or ([shown["waiting_for"]] if shown.get("waiting_for") else [])
-        found = await seen.transcript(record.id, 0, TRANSCRIPT_LIMIT, scope)
-        transcript = views.transcript_entries(found.rows, found.pending) if found else []
-        return web.render(
-            request, "run.html", 200, session, run=shown, terminal=shown["status"] in TERMINAL | {"stopped"},
-            waiting=waiting, fall=views.waterfall(timeline["steps"]), ledger=views.ledger(timeline["steps"]),
-            attempts=views.recovery(timeline["attempts"]), transcript=transcript,
-            notice=web.NOTICES.get(request.query_params.get("done", "")),
-        )  # fmt: skip
+        return await run_page(request, session, run_id, run_views(request))
+
+    # Each POST: a refused field shows its form's page again with the 4xx, naming the field (issue 32).
 
     @router.post("/console/runs/{run_id}/stop", include_in_schema=False)
     async def stop(run_id: str, request: Request, session: Signed) -> Response:
         try:
             await web.checked_form(request, session.csrf)
         except FormRefused as refused:
-            return web.refused(request, session, refused.status, refused.message, refused.field)
-        denied = _denied(request, session, Permission.STOP_RUNS)
+            return await run_page(request, session, run_id, run_views(request), refused.refusal)
+        denied = _denied(session, Permission.STOP_RUNS)
         checked = _checked_id(run_id)
         if denied is not None or checked is None:
-            return denied or web.refused(request, session, 404, f"no run {run_id}", "path.run_id")
+            return web.refused(request, session, denied or _no_run(run_id))
         try:
             await engine(request).request_stop(checked, session.principal.name)
         except RequestError as refused:
-            return web.refused(request, session, refused.status, refused.message, refused.field)
+            return await run_page(request, session, checked, run_views(request), Refusal.of(refused))
         return web.after_post(f"/console/runs/{checked}", "stopped")
 
     @router.post("/console/runs/{run_id}/input", include_in_schema=False)
@@ -117,19 +141,20 @@ def add_routes(
             if question is None:
                 raise FormRefused(422, "question_id is not a question's id", "body.question_id")
         except FormRefused as refused:
-            return web.refused(request, session, refused.status, refused.message, refused.field)
-        denied = _denied(request, session, Permission.START_RUNS)
+            return await run_page(request, session, run_id, run_views(request), refused.refusal)
+        denied = _denied(session, Permission.START_RUNS)
         checked = _checked_id(run_id)
         if denied is not None or checked is None:
-            return denied or web.refused(request, session, 404, f"no run {run_id}", "path.run_id")
+            return web.refused(request, session, denied or _no_run(run_id))
         answer = to_question(text, session.principal.name, question)  # I18: bound to the question shown
         try:
             answered = await engine(request).give_input(checked, answer, tokens.run_scope(session.principal))
         except RequestError as refused:
-            return web.refused(request, session, refused.status, refused.message, refused.field)
+            return await run_page(request, session, checked, run_views(request), Refusal.of(refused))
         problem = views.input_refusal(answered.verdict.value)
         if problem is not None:
-            return web.refused(request, session, problem[0], problem[1], "body.question_id")
+            refusal = Refusal(problem[0], problem[1], "body.question_id")
+            return await run_page(request, session, checked, run_views(request), refusal)
         return web.after_post(f"/console/runs/{checked}", "input")
 
     @router.post("/console/approvals/{approval_id}", include_in_schema=False)
@@ -141,17 +166,17 @@ def add_routes(
             if decision not in ("approve", "reject"):
                 raise FormRefused(422, "decision is approve or reject", "body.decision")
         except FormRefused as refused:
-            return web.refused(request, session, refused.status, refused.message, refused.field)
-        denied = _denied(request, session, Permission.DECIDE_APPROVALS)
+            return await decided_again(request, session, await _back(request), refused.refusal)
+        denied = _denied(session, Permission.DECIDE_APPROVALS)
         checked = _checked_id(approval_id)
         if denied is not None or checked is None:
-            return denied or web.refused(request, session, 404, f"no approval {approval_id}", "path.approval_id")
+            return web.refused(request, session, denied or Refusal(404, f"no approval {approval_id}",
+                                                                   "path.approval_id"))  # fmt: skip
         try:
             await engine(request).decide_approval(
                 checked, decision == "approve", session.principal.name, reason or None
             )
         except RequestError as refused:
-            return web.refused(request, session, refused.status, refused.message, refused.field)
-        back = form.get("back")
-        target = sessions.safe_next(back if isinstance(back, str) else None)
-        return web.after_post(target, "approved" if decision == "approve" else "rejected")
+            # A request decided already, or withdrawn with its run: the page again, saying which.
+            return await decided_again(request, session, await _back(request), Refusal.of(refused))
+        return web.after_post(await _back(request), "approved" if decision == "approve" else "rejected")

@@ -81,7 +81,7 @@ def status_tone(status: str | None) -> str:
         "waiting": "wait", "held": "wait", "in_doubt": "wait", "handed_back": "wait", "settled": "wait",
         "failed": "bad", "error": "bad", "rejected": "bad", "refused": "bad", "lost": "bad", "died": "bad",
         "stalled": "bad", "interrupted": "bad", "unknown": "bad",
-        "stopped": "off", "cancelled": "off", "skipped": "off",
+        "stopped": "off", "cancelled": "off", "skipped": "off", "withdrawn": "off",
         "synchronous": "ok", "one copy": "wait",  # the database's commits: on two servers, or on one
     }  # fmt: skip
     return tones.get(status or "", "idle")

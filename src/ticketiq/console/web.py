@@ -10,6 +10,7 @@ attributes, which CSP does not govern.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote, urlsplit
@@ -24,6 +25,7 @@ from ticketiq.auth import tokens
 from ticketiq.auth.tokens import Permission
 from ticketiq.console import sessions, views
 from ticketiq.console.sessions import Session
+from ticketiq.errors import RequestError
 from ticketiq.values.storable import is_storable
 
 HERE = Path(__file__).parent
@@ -108,20 +110,23 @@ Signed = Annotated[Session, Depends(signed_in)]
 
 
 def render(request: Request, template: str, code: int = 200, session: Session | None = None,
-           **values: Any) -> HTMLResponse:  # fmt: skip
+           refusal: Refusal | None = None, **values: Any) -> HTMLResponse:  # fmt: skip
+    """A page; with `refusal`, the page of a form whose POST was refused, shown again with the refusal's
+    status and, above the form, what was refused and the field."""
     values.setdefault("notice", NOTICES.get(request.query_params.get("done", "")))
     page = TEMPLATES.get_template(template).render(
         request=request, session=session, me=session.principal if session else None, path=request.url.path,
         may=(lambda p: session is not None and tokens.may(session.principal.role, p)), Permission=Permission,
-        **values,
+        refusal=refusal, **values,
     )  # fmt: skip
-    return HTMLResponse(page, status_code=code)
+    return HTMLResponse(page, status_code=refusal.status if refusal else code)
 
 
-def refused(request: Request, session: Session | None, status: int, message: str, field: str | None = None) -> Response:
-    """The page a refused request gets: what was refused and why, with a way back."""
-    return render(request, "refused.html", status, session, status=status, message=message, field=field,
-                  back=_same_site_path(request))  # fmt: skip
+def refused(request: Request, session: Session | None, refusal: Refusal) -> Response:
+    """The page a refused request gets when it has no form to show again (no such run, a role that may
+    not): what was refused and why, with a way back."""
+    return render(request, "refused.html", refusal.status, session, status=refusal.status, message=refusal.message,
+                  field=refusal.field, back=_same_site_path(request))  # fmt: skip
 
 
 def failed(request: Request, status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
@@ -143,25 +148,42 @@ def _same_site_path(request: Request) -> str:
     return "/console/runs"
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """Why a form's POST was refused: a 4xx, what to do, and the field at fault (`body.token`)."""
+
+    status: int
+    message: str
+    field: str | None = None
+
+    @classmethod
+    def of(cls, error: RequestError) -> Refusal:
+        return cls(error.status, error.message, error.field)
+
+
 class FormRefused(Exception):
+    """A posted field refused before anything was read or written; its page shows the form again."""
+
     def __init__(self, status: int, message: str, field: str | None = None) -> None:
         super().__init__(message)
-        self.status = status
-        self.message = message
-        self.field = field
+        self.refusal = Refusal(status, message, field)
 
 
 async def checked_form(request: Request, expected_csrf: str | None) -> FormData:
     """The posted form once its CSRF token matched (403 otherwise, before anything is read or written),
     every field storable text (I16: 422 naming it)."""
     form = await request.form()
+    files = [name for name, value in form.multi_items() if not isinstance(value, str)]
+    if files:
+        await form.close()  # the upload's temporary files go at once, whatever is refused first
     sent = form.get(sessions.CSRF_FIELD)
     if not sessions.csrf_ok(sent if isinstance(sent, str) else None, expected_csrf):
         raise FormRefused(403, "this form's CSRF token is missing or wrong: reload the page and send it again",
                           f"body.{sessions.CSRF_FIELD}")  # fmt: skip
+    if files:
+        raise FormRefused(422, "the console takes no files", f"body.{files[0]}")
     for name, value in form.multi_items():
-        if not isinstance(value, str):
-            raise FormRefused(422, "the console takes no files", f"body.{name}")
+        assert isinstance(value, str)  # files were refused above
         if not is_storable(name) or not is_storable(value):
             raise FormRefused(422, "holds text that cannot be stored (a NUL character or an unpaired surrogate); "
                               "remove it", f"body.{name}")  # fmt: skip
@@ -169,6 +191,7 @@ async def checked_form(request: Request, expected_csrf: str | None) -> FormData:
 
 
 def text_field(form: FormData, name: str, *, required: bool, max_length: int) -> str:
+    """A posted text field, stripped; FormRefused (422 naming it) when required and empty, or too long."""
     value = form.get(name)
     text = value.strip() if isinstance(value, str) else ""
     if required and not text:

@@ -26,3 +26,22 @@ def for_call(approvals: Iterable[Approval], bound_by: str) -> Approval | None:
         if approval.binding == bound_by:
             return approval
     return None
+
+
+def undecided(approval_id: str, found: Approval, run_status: str | None) -> str:
+    """Why a decision on this request matched nothing, as its 409 says it. `run_status`: the run's,
+    read only for a request still pending (its run ended, so it is no longer decided)."""
+    if found.status == "withdrawn":  # with its run, which ended first (issue 32)
+        return f"approval {approval_id} was withdrawn, so nothing was decided: {found.reason}"
+    if found.status == "pending":
+        # Its run ended under a release whose ending statements did not withdraw (migration 033).
+        return f"approval {approval_id} can no longer be decided: its run ended ({run_status})"
+    return f"approval {approval_id} was already {found.status}"
+
+
+def not_approved(found: Approval) -> str:
+    """What the model is told of a held call a person did not approve: rejected, or (never for a run still
+    driven, whose requests are withdrawn only when it ends) withdrawn."""
+    if found.status == "rejected":
+        return f"approval rejected by {found.decided_by}"
+    return f"approval {found.status}: {found.reason}"

@@ -142,8 +142,8 @@ class CallMaker:
                 work.waiting = True
                 work.approvals_held += 1
                 return Happened.APPROVAL_FILED
-            if approval.status == "rejected":
-                refusal = {"refused": f"approval rejected by {approval.decided_by}", "gate": "approval"}
+            if approval.status != "approved":  # rejected; or withdrawn, which no driven run's request is
+                refusal = {"refused": approvals.not_approved(approval), "gate": "approval"}
                 return self.finish(work, call, refusal, "refused")
             key = approval_key(approval.id)  # I11: an approved call's key is the approval's
             happened = Happened.APPROVAL_DECIDED
@@ -319,8 +319,8 @@ class CallMaker:
             return await self._make(work, call, self.run.decide(facts, call))
         if item.route is Route.APPROVAL_DECIDED:
             assert item.approval is not None
-            if item.approval.status == "rejected":
-                refusal = {"refused": f"approval rejected by {item.approval.decided_by}", "gate": "approval"}
+            if item.approval.status != "approved":
+                refusal = {"refused": approvals.not_approved(item.approval), "gate": "approval"}
                 return self.finish(work, call, refusal, "refused")
             decision = self.run.decide(facts, call, approved=True)
             # I11: an approved call's key is the approval's, however often it is sent.
@@ -462,7 +462,7 @@ class CallWrite:
                 return Settled(Happened.APPROVAL_FILED, None)  # no result yet: the call waits for a person
             approved = filed.status == "approved"
             gate = maker.run.decide(facts, call, approved=approved) if approved else GateDecision(
-                Verdict.REFUSE, "approval", f"approval rejected by {filed.decided_by}"
+                Verdict.REFUSE, "approval", approvals.not_approved(filed)
             )  # fmt: skip
         if gate.verdict is Verdict.ALLOW:
             return None

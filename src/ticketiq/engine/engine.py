@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 from ticketiq.agents.catalog import Agent
 from ticketiq.engine import resume, run_keys, seal
+from ticketiq.engine.approvals import undecided
 from ticketiq.engine.context import EngineDeps
 from ticketiq.engine.driver import HANDED_OVER, RunDriver
 from ticketiq.engine.questions import Answer, Answered, Verdict, judge
@@ -138,14 +139,16 @@ class Engine:
         """Decide a request and wake its run (I15): a waiting run is taken at once; one still running
         sees the decision when it would suspend, and the sweep takes any run left waiting with every
         request decided. The same decision by the same person again (a retry after the first answer
-        was lost) is answered with the decision as it stands (I18, I19); any other is a Conflict."""
+        was lost) is answered with the decision as it stands (I18, I19); any other is a Conflict, and so is
+        a decision on a request withdrawn with its run, which ended first (issue 32: nothing is sent)."""
         decided = await self.store.decide(approval_id, "approved" if approve else "rejected", by, reason)
         if decided is None:
             # I20: "decided already" is answered once that decision is on the synchronous standby.
             existing = await self.store.approval(approval_id)
             if existing is None:
                 raise NotFound("path.approval_id", f"no approval {approval_id}")
-            raise Conflict("path.approval_id", f"approval {approval_id} was already {existing.status}")
+            run = await self.store.status(existing.run_id) if existing.status == "pending" else None
+            raise Conflict("path.approval_id", undecided(approval_id, existing, None if run is None else run.status))
         await self.start(decided.run_id)
         return decided
 

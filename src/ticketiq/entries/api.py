@@ -272,7 +272,7 @@ def _routes() -> APIRouter:
     async def approvals(
         request: Request,
         _: Annotated[Principal, Depends(requires(Permission.DECIDE_APPROVALS))],
-        status: Literal["pending", "approved", "rejected"] | None = "pending",
+        status: Literal["pending", "approved", "rejected", "withdrawn"] | None = "pending",
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> dict[str, Any]:
         return {"approvals": [_approval(a) for a in await _engine(request).approvals(status, limit)]}

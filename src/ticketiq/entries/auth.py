@@ -42,13 +42,22 @@ OPEN_PATHS = frozenset({
 # let through here, each route checks its own signature before anything is stored. Path templates: a
 # `{name}` matches one path segment.
 SIGNED_PATHS = ("/v1/hooks/{name}", "/v1/ticket-events", "/v1/teams/messages")  # the last: a Bot Framework JWT
-_SIGNED = re.compile("|".join(re.sub(r"\\{\w+\\}", "[^/]+", re.escape(t)) for t in SIGNED_PATHS))
+
+
+def _paths_of(templates: tuple[str, ...]) -> re.Pattern[str]:
+    """The paths a list of route templates matches, a `{name}` standing for one path segment."""
+    return re.compile("|".join(re.sub(r"\\{\w+\\}", "[^/]+", re.escape(t)) for t in templates))
+
+
+_SIGNED = _paths_of(SIGNED_PATHS)
 HOW = "send `Authorization: Bearer <token>`; `ticketiq tokens create` makes one"
 # The console's pages check its own sign-in session (`console/sessions.py`). Its session also authenticates
-# the reads of runs its script makes (the list refresh, a run's events): GET and HEAD only, so a cookie
-# can never change anything through the API.
+# exactly the reads its script makes (console.js: the list's refresh, a run's events), GET and HEAD only,
+# so a cookie can never change anything through the API, nor read what no console page needs. The
+# README's section "The console" lists the same routes (tests/integration/test_console.py compares them).
 CONSOLE = "/console"
-_SESSION_READS = re.compile(r"/v1/runs(/[^/]+(/[a-z]+)?)?")
+SESSION_READS = ("/v1/runs", "/v1/runs/{run_id}/events")
+_SESSION_READS = _paths_of(SESSION_READS)
 SESSION_METHODS = frozenset({"GET", "HEAD"})
 
 # Documents the scheme in the OpenAPI; the check itself is `BearerAuth`'s.
@@ -125,7 +134,7 @@ def is_console(path: str) -> bool:
 
 
 def session_may_read(method: str, path: str) -> bool:
-    """Whether a console session may authenticate this request: a read of runs, nothing else."""
+    """Whether a console session may authenticate this request: one of `SESSION_READS`, nothing else."""
     return method in SESSION_METHODS and _SESSION_READS.fullmatch(path) is not None
 
 

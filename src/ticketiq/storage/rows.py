@@ -121,7 +121,7 @@ class Approval:
     args: dict[str, Any]
     step_key: str | None
     binding: str
-    status: str  # pending / approved / rejected
+    status: str  # pending / approved / rejected / withdrawn (its run ended first; `reason` says how)
     decided_by: str | None
     reason: str | None
     created_at: datetime

@@ -288,7 +288,8 @@ class RunStore:
 
     async def request_stop(self, run_id: str, by: str) -> StopRequested | None:
         """Flag the run stopped (its driver sees it at its next gate check); a run no process drives
-        (queued or waiting) ends at once. None when there is no such run."""
+        (queued or waiting) ends at once, its pending requests withdrawn with it (issue 32). None when
+        there is no such run."""
         row = await self.db.fetch_one("runs.request_stop", {"run_id": run_id, "by": by})
         if row is None:
             return None
@@ -382,8 +383,9 @@ class RunHandle(FencedHandle):
         error: str | None,
         actor: str,
     ) -> None:
-        """The run ends (succeeded or failed): final checkpoint, status, lease released, its last rows,
-        the kept answer (I12), transcript and audit, in one statement."""
+        """The run ends (succeeded, failed or stopped): final checkpoint, status, lease released, its last
+        rows, the kept answer (I12), transcript and audit, and the requests it still held withdrawn (issue
+        32), in one statement."""
         await self._fenced("runs.end", f"ending the run as {status}", {
             **self._sealed(sealed), **_kept(answer), "finished": flush.finished, "entries": flush.entries,
             "status": status, "error": error, "action": f"agent.run.{status}", "actor": actor,
@@ -402,7 +404,8 @@ class RunHandle(FencedHandle):
         return None if row is None else row_as(KeptAnswer, row)
 
     async def hand_on(self, answer: str, entries: list[dict[str, Any]], actor: str, detail: dict[str, Any]) -> None:
-        """I12: the kept answer was handed on; the run succeeds with it, once, under this attempt."""
+        """I12: the kept answer was handed on; the run succeeds with it, once, under this attempt (a request
+        left pending, which none should be, withdrawn)."""
         await self._fenced("runs.hand_on", "handing on the answer", {
             "answer": answer, "entries": entries, "actor": actor, "audit": {"attempt": self.attempt, **detail},
         })  # fmt: skip
@@ -438,7 +441,8 @@ class RunHandle(FencedHandle):
 
     async def fail(self, error: str, action: str, actor: str) -> None:
         """Fail the run without writing a checkpoint (one that cannot be trusted, an owner who may not
-        run it, a statement refused for good), fenced like every other statement (I3)."""
+        run it, a statement refused for good), fenced like every other statement (I3); the requests it
+        still held are withdrawn in the same statement (issue 32)."""
         await self._fenced("runs.fail", "failing the run", {
             "error": error, "action": action, "actor": actor, "audit": {"reason": error, "attempt": self.attempt},
         })  # fmt: skip

@@ -190,11 +190,11 @@ def _call(
 
 def outcome(row: CallRow | None, approval: ApprovalRow | None, tool: str) -> str | None:
     """What came of a call: ok, error, unknown (its effect could not be known; never sent again),
-    refused; held (for a person's decision) or asked (a question for a person); None while in doubt or
-    not made yet."""
+    refused; held (for a person's decision), withdrawn (held when its run ended) or asked (a question for
+    a person); None while in doubt or not made yet."""
     if row is None:
-        if approval is not None and approval.status == "pending":
-            return "held"
+        if approval is not None and approval.status in ("pending", "withdrawn"):
+            return "held" if approval.status == "pending" else "withdrawn"
         return "asked" if tool == REQUEST_INPUT.name else None
     if row.status in ("pending", "in_doubt"):
         return None

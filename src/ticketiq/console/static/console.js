@@ -10,7 +10,7 @@
     succeeded: "ok", answered: "ok", ok: "ok", done: "ok", finished: "ok", approved: "ok",
     running: "live", queued: "idle", pending: "idle", waiting: "wait", held: "wait", in_doubt: "wait",
     failed: "bad", error: "bad", rejected: "bad", lost: "bad", interrupted: "bad", unknown: "bad",
-    stopped: "off", cancelled: "off"
+    stopped: "off", cancelled: "off", withdrawn: "off"
   };
   var TERMINAL = ["succeeded", "failed", "interrupted", "stopped"];
 

@@ -27,20 +27,26 @@ SELECT id, run_id, step, idx, tool, args, step_key, binding, status, decided_by,
   FROM approvals WHERE run_id = %(run_id)s AND step = %(step)s ORDER BY created_at
 
 -- name: decide
--- A person's decision on a pending request. The same decision by the same person again (a retry whose
--- first answer was lost with its process) matches too and changes nothing: its `decided_at` is kept, so
--- it is not `fresh` (a fresh decision's is this transaction's now()), and it writes no note and no audit
--- row (I18). Either way the row is written, so the answer waited for the standby (I20). No row: the
--- request was decided otherwise.
-WITH decided AS (
+-- A decision on a pending request of a run that has not ended (issue 32: a withdrawn one matches nothing).
+-- The same decision by the same person again (a retry whose answer was lost) matches and changes nothing:
+-- its `decided_at` is kept, so not `fresh`: no note, no audit row (I18). A row is written either way, so
+-- the answer waited for the standby (I20). The run's row is read FOR SHARE: a statement ending the run
+-- meanwhile is waited for and seen, whether it withdrew the request or left it pending (migration 033).
+WITH run AS (
+    SELECT r.id, r.status IN ('succeeded', 'failed', 'interrupted', 'stopped') AS ended
+      FROM runs r JOIN approvals a ON a.run_id = r.id
+     WHERE a.id = %(id)s
+       FOR SHARE OF r
+), decided AS (
     UPDATE approvals
        SET status = %(status)s, decided_by = %(by)s, reason = %(reason)s,
            decided_at = CASE WHEN status = 'pending' THEN now() ELSE decided_at END
-     WHERE id = %(id)s
-       AND (status = 'pending'
+      FROM run
+     WHERE approvals.id = %(id)s AND approvals.run_id = run.id
+       AND ((status = 'pending' AND NOT run.ended)
             OR (status = %(status)s AND decided_by = %(by)s AND reason IS NOT DISTINCT FROM %(reason)s))
-    RETURNING id, run_id, step, idx, tool, args, step_key, binding, status, decided_by, reason, created_at, decided_at,
-              decided_at = now() AS fresh
+    RETURNING approvals.id, approvals.run_id, step, idx, tool, args, step_key, binding, status, decided_by, reason,
+              created_at, decided_at, decided_at = now() AS fresh
 ), note AS (
     INSERT INTO transcripts (run_id, kind, body)
     SELECT decided.run_id, 'approval', jsonb_build_object('approval_id', decided.id, 'tool', decided.tool,

@@ -159,8 +159,9 @@ WITH checkpoint AS (
 SELECT checkpoint.run_id FROM checkpoint, finished
 
 -- name: end
--- The run ends (succeeded, failed) or suspends (waiting): final checkpoint, status, lease released,
--- the last finished calls, transcript and audit, in one fenced statement.
+-- The run ends (succeeded, failed, stopped): final checkpoint, status, lease released, the last finished
+-- calls, transcript and audit, and the requests it still held withdrawn, in one fenced statement. (A run
+-- that waits is suspended by `suspend`.)
 WITH checkpoint AS (
     SELECT seal_checkpoint(%(run_id)s, %(attempt)s, %(step)s, %(state)s, %(seal)s, %(key_id)s, %(prev_seal)s,
                            %(losses)s, %(state_format)s::smallint, %(seal_format)s::smallint) AS run_id
@@ -190,6 +191,26 @@ WITH checkpoint AS (
 ), audit AS (
     INSERT INTO audit_log (action, run_id, actor, detail)
     SELECT %(action)s, checkpoint.run_id, %(actor)s, %(audit)s FROM checkpoint
+), withdrawn AS (
+    -- A run that ends takes back the requests it still waited on (a gate that failed it on resume, the
+    -- loss limit, a Stop at a step): none stays pending for a person to decide in vain (issue 32).
+    UPDATE approvals a
+       SET status = 'withdrawn', decided_at = now(),
+           reason = 'its run ended (' || %(status)s::text || ')' || coalesce(': ' || %(error)s::text, '')
+      FROM checkpoint
+     WHERE a.run_id = checkpoint.run_id AND a.status = 'pending'
+    RETURNING a.id, a.run_id, a.step, a.idx, a.tool, a.binding, a.reason
+), withdrawn_notes AS (
+    INSERT INTO transcripts (run_id, kind, body)
+    SELECT w.run_id, 'approval', jsonb_build_object('approval_id', w.id, 'tool', w.tool, 'status', 'withdrawn',
+                                                    'reason', w.reason)
+      FROM withdrawn w
+), withdrawn_audit AS (
+    INSERT INTO audit_log (action, run_id, actor, detail)
+    SELECT 'approval.withdrawn', w.run_id, %(actor)s,
+           jsonb_build_object('approval_id', w.id, 'tool', w.tool, 'step', w.step, 'idx', w.idx,
+                              'binding', w.binding, 'reason', w.reason)
+      FROM withdrawn w
 )
 SELECT checkpoint.run_id FROM checkpoint, finished
 
@@ -248,6 +269,25 @@ WITH fence AS (
 ), audit AS (
     INSERT INTO audit_log (action, run_id, actor, detail)
     SELECT 'agent.run.succeeded', fence.run_id, %(actor)s, %(audit)s FROM fence
+), withdrawn AS (
+    -- As `end`: no request of an ended run stays pending (the model answers only once every call of its
+    -- steps was made or refused, so there is none here unless a row was written otherwise).
+    UPDATE approvals a
+       SET status = 'withdrawn', decided_at = now(), reason = 'its run ended (succeeded)'
+      FROM fence
+     WHERE a.run_id = fence.run_id AND a.status = 'pending'
+    RETURNING a.id, a.run_id, a.step, a.idx, a.tool, a.binding, a.reason
+), withdrawn_notes AS (
+    INSERT INTO transcripts (run_id, kind, body)
+    SELECT w.run_id, 'approval', jsonb_build_object('approval_id', w.id, 'tool', w.tool, 'status', 'withdrawn',
+                                                    'reason', w.reason)
+      FROM withdrawn w
+), withdrawn_audit AS (
+    INSERT INTO audit_log (action, run_id, actor, detail)
+    SELECT 'approval.withdrawn', w.run_id, %(actor)s,
+           jsonb_build_object('approval_id', w.id, 'tool', w.tool, 'step', w.step, 'idx', w.idx,
+                              'binding', w.binding, 'reason', w.reason)
+      FROM withdrawn w
 )
 SELECT fence.run_id FROM fence
 
@@ -285,6 +325,24 @@ WITH fence AS (
 ), audit AS (
     INSERT INTO audit_log (action, run_id, actor, detail)
     SELECT %(action)s, run.id, %(actor)s, %(audit)s FROM run
+), withdrawn AS (
+    -- As `end`: the requests the failed run still waited on are taken back (issue 32).
+    UPDATE approvals a
+       SET status = 'withdrawn', decided_at = now(), reason = 'its run ended (failed): ' || %(error)s::text
+      FROM run
+     WHERE a.run_id = run.id AND a.status = 'pending'
+    RETURNING a.id, a.run_id, a.step, a.idx, a.tool, a.binding, a.reason
+), withdrawn_notes AS (
+    INSERT INTO transcripts (run_id, kind, body)
+    SELECT w.run_id, 'approval', jsonb_build_object('approval_id', w.id, 'tool', w.tool, 'status', 'withdrawn',
+                                                    'reason', w.reason)
+      FROM withdrawn w
+), withdrawn_audit AS (
+    INSERT INTO audit_log (action, run_id, actor, detail)
+    SELECT 'approval.withdrawn', w.run_id, %(actor)s,
+           jsonb_build_object('approval_id', w.id, 'tool', w.tool, 'step', w.step, 'idx', w.idx,
+                              'binding', w.binding, 'reason', w.reason)
+      FROM withdrawn w
 )
 SELECT fence.run_id FROM fence
 
@@ -360,7 +418,9 @@ SELECT r.agent, r.tenant, r.owner, r.channel, r.may_wait, r.stopped_by, g.*, s.*
  WHERE r.id = %(run_id)s
 
 -- name: stop_idle
--- A Stop on a run no process drives (queued or waiting for approval) ends it at once, `stopped`.
+-- A Stop on a run no process drives (queued or waiting for approval) ends it at once, `stopped`, and
+-- takes back the requests it waited on (issue 32): none stays in the queue, and deciding one answers
+-- 409 with this reason. A decision landing meanwhile is ordered by the run's row (approvals.decide).
 WITH run AS (
     UPDATE runs SET status = 'stopped', error = 'stopped by ' || %(by)s, finished_at = now()
      WHERE id = %(run_id)s AND status IN ('queued', 'waiting')
@@ -368,6 +428,23 @@ WITH run AS (
 ), notes AS (
     INSERT INTO transcripts (run_id, kind, body)
     SELECT run.id, 'error', jsonb_build_object('reason', 'stopped by ' || %(by)s) FROM run
+), withdrawn AS (
+    UPDATE approvals a
+       SET status = 'withdrawn', decided_at = now(), reason = 'its run ended (stopped): stopped by ' || %(by)s::text
+      FROM run
+     WHERE a.run_id = run.id AND a.status = 'pending'
+    RETURNING a.id, a.run_id, a.step, a.idx, a.tool, a.binding, a.reason
+), withdrawn_notes AS (
+    INSERT INTO transcripts (run_id, kind, body)
+    SELECT w.run_id, 'approval', jsonb_build_object('approval_id', w.id, 'tool', w.tool, 'status', 'withdrawn',
+                                                    'reason', w.reason)
+      FROM withdrawn w
+), withdrawn_audit AS (
+    INSERT INTO audit_log (action, run_id, actor, detail)
+    SELECT 'approval.withdrawn', w.run_id, %(by)s,
+           jsonb_build_object('approval_id', w.id, 'tool', w.tool, 'step', w.step, 'idx', w.idx,
+                              'binding', w.binding, 'reason', w.reason)
+      FROM withdrawn w
 )
 SELECT id FROM run
 
