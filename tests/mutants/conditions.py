@@ -14,6 +14,7 @@ RETAKEN = "tests/integration/test_mark_retaken.py"
 BORN = "tests/integration/test_born_taken.py"
 FORMATS = "tests/integration/test_checkpoint_formats.py"
 FORMATS_MIGRATION = "migrations/031_checkpoint_formats.sql"
+STREAMS = "tests/integration/test_event_stream_limits.py"
 
 # (statement, the conjunct as written in it, what it becomes, the guard tests)
 DECLARED: list[tuple[str, str, str, list[str]]] = [
@@ -61,6 +62,18 @@ DECLARED: list[tuple[str, str, str, list[str]]] = [
      [f"{FORMATS}::test_the_sweeps_pass_by_what_no_live_process_knows"]),
     ("leader.orphaned_queued", "AND (knows_checkpoint(%(holder)s, r.id)", "AND (true",
      [f"{FORMATS}::test_orphaned_queued_runs_of_a_newer_format_take_no_place_in_the_batch"]),
+    # Issue 32: an event stream ends with its credential. The look at the credentials of open streams finds
+    # a revocation no one heard (the listener down): without the condition a revoked token looks alive.
+    ("tokens.unrevoked", "AND revoked_at IS NULL", "",
+     [f"{STREAMS}::test_ends_the_listener_did_not_hear_are_found_by_the_credential_look"]),
+    # And a session that expired.
+    ("console.alive", "AND s.expires_at > now()", "",
+     [f"{STREAMS}::test_ends_the_listener_did_not_hear_are_found_by_the_credential_look"]),
+    # A sign-out tells every process, which ends that session's streams at once: without it, only the
+    # safety look (every 30 s) would.
+    ("console.end", "pg_notify('ticketiq_sessions', ended.id_hash)::text", "NULL::text",
+     [f"{STREAMS}::test_a_sign_out_is_told_on_ticketiq_sessions_with_the_sessions_hash_once_it_commits",
+      f"{STREAMS}::test_a_token_revoked_or_a_session_signed_out_on_another_process_ends_its_streams"]),
 ]  # fmt: skip
 
 

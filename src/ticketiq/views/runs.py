@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +22,7 @@ from ticketiq.storage.timeline_store import TimelineStore
 from ticketiq.views import run_list, timeline
 from ticketiq.views.run_events import RECHECK_S, RunEvents
 from ticketiq.views.run_list import RunPage, RunQuery
-from ticketiq.views.timeline_feed import follow
+from ticketiq.views.timeline_feed import TimelineFeed
 
 ENDED_SHOWN = 20  # processes that ended, in `processes()`
 LEFT_SHOWN = 100  # runs left for a newer release, in `processes()`
@@ -43,6 +42,8 @@ class RunViews:
         # Wakes followers of a run when its status changes (None: they poll).
         self.events = events
         self.timeline_store = TimelineStore(engine.deps.db)
+        # What the event streams of this process follow, read once for all of them (`timeline_feed.py`).
+        self.feed = TimelineFeed(self, events, TERMINAL)
 
     async def transcript(self, run_id: str, after: int, limit: int, created_by: str | None = None) -> Transcript | None:
         """The run's transcript; `created_by` scopes it as `Engine.get_run` does."""
@@ -113,11 +114,6 @@ class RunViews:
         """The run's timeline (`views/timeline.py`): {run, attempts, steps}; `scope` as `get_run`."""
         run = await self.shown_run(run_id, scope)
         return None if run is None else timeline.assemble(run, await self.timeline_store.read(run_id))
-
-    def timeline_events(self, run_id: str, scope: str | None) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        """(event, data) as the run's timeline changes, ending with `end` once the run ended
-        (`views/timeline_feed.py`)."""
-        return follow(self, run_id, scope, TERMINAL)
 
     async def gauges(self) -> Gauges:
         """The cluster's queues for `GET /metrics` (waiting runs, pending approvals, queued jobs)."""
