@@ -15,6 +15,7 @@ reads its own runs, operator and admin every run (`tokens.run_scope`); another's
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
@@ -34,6 +35,9 @@ from ticketiq.views import timeline_cursor
 from ticketiq.views.follows import CredentialEnded, Follow, Follows, TooMany
 from ticketiq.views.runs import RunViews
 from ticketiq.views.timeline_cursor import Cursor
+from ticketiq.views.timeline_feed import Following
+
+log = logging.getLogger(__name__)
 
 Reader = Annotated[Principal, Depends(requires(Permission.READ_OWN_RUNS))]
 # A comment line this often keeps a quiet stream open through proxies that close idle connections.
@@ -44,6 +48,8 @@ RECONNECT_MS = 1000
 # A client that takes no event for this long (its socket full) is let go: its follow is freed.
 SEND_TIMEOUT_S = 30.0
 STREAM = "stream"
+# A stream's first read of its run (shared with the run's other streams) given up after this long: 503.
+FIRST_READ_S = 10.0
 
 
 def _no_run(run_id: uuid.UUID) -> JSONResponse:
@@ -60,15 +66,22 @@ class FollowedStream(EventSourceResponse):
     """The events stream, holding its follow until the response is done, however it ends (the run ended,
     the follow's time was up or its credential ended, the client left, the server stopped)."""
 
-    def __init__(self, content: AsyncIterator[ServerSentEvent], follow: Follow, follows: Follows) -> None:
+    def __init__(
+        self, content: AsyncIterator[ServerSentEvent], follow: Follow, follows: Follows, following: Following
+    ) -> None:
         super().__init__(content, ping=PING_S, send_timeout=SEND_TIMEOUT_S)
         self.follow = follow
         self.follows = follows
+        self.following = following
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
+        except TimeoutError:  # sse-starlette's send timeout: the client read nothing for SEND_TIMEOUT_S
+            log.info("%s %s: the client took no event for %g s; its stream was let go", scope["method"],
+                     scope["path"], SEND_TIMEOUT_S)  # fmt: skip
         finally:
+            self.following.close()  # also when the stream never started (a HEAD, a client gone at once)
             self.follows.close(self.follow)
 
 
@@ -107,22 +120,33 @@ def add_routes(router: APIRouter, views: Callable[[Request], RunViews], follows:
             return _too_many(refused, reader.name)
         except CredentialEnded as ended:
             return auth.refused_ended(str(ended))
+        # The run as the feed reads it for all its streams: a stream opened on a run followed already
+        # costs no statement.
+        following = views(request).feed.following(str(run_id))
         try:
-            run = await views(request).engine.get_run(str(run_id), tokens.run_scope(reader))
+            shown = await following.first(FIRST_READ_S)
         except BaseException:
+            following.close()
             held.close(follow)
             raise
-        if run is None or (cursor is not None and cursor.ended and run.status in TERMINAL):
+        run = None if shown is None else shown["run"]
+        if run is None or not tokens.may_read(run["created_by"], tokens.run_scope(reader)):
+            following.close()
             held.close(follow)
-            return _no_run(run_id) if run is None else Response(status_code=204)
-        return FollowedStream(_stream(views(request), str(run_id), cursor, follow, max_s), follow, held)
+            return _no_run(run_id)
+        if cursor is not None and cursor.ended and run["status"] in TERMINAL:
+            following.close()
+            held.close(follow)
+            return Response(status_code=204)
+        stream = _stream(views(request), following, cursor, follow, max_s)
+        return FollowedStream(stream, follow, held, following)
 
 
 async def _stream(
-    views: RunViews, run_id: str, cursor: Cursor | None, follow: Follow, max_s: float
+    views: RunViews, following: Following, cursor: Cursor | None, follow: Follow, max_s: float
 ) -> AsyncIterator[ServerSentEvent]:
     ended = False
-    async for told, after in views.feed.follow(run_id, cursor, follow):
+    async for told, after in views.feed.follow(following, cursor, follow):
         last = len(told) - 1
         for i, (event, data) in enumerate(told):
             yield ServerSentEvent(json.dumps(jsonable_encoder(data)), event=event,

@@ -109,13 +109,19 @@ class TimelineFeed:
     def watched(self) -> int:
         return len(self._watched)
 
-    async def follow(self, run_id: str, cursor: Cursor | None, until: Follow) -> AsyncIterator[Batch]:
+    def following(self, run_id: str) -> Following:
+        """A follower of the run, registered now (so no change from here on goes unseen); close it when done
+        (`follow` does)."""
+        woken = asyncio.Event()
+        return Following(self, run_id, self._watch(run_id, woken), woken)
+
+    async def follow(self, following: Following, cursor: Cursor | None, until: Follow) -> AsyncIterator[Batch]:
         """Batches of (event, data) to tell a follower shown `cursor` (None: nothing yet), each with the
         cursor after it: `status`, `attempt`, `step` as they change and `end` once the run ended (then it
-        stops). It stops too when the run is not there, when `until` is ended, or at its deadline."""
-        woken = asyncio.Event()
+        stops). It stops too when the run is not there, when `until` is ended, or at its deadline; then the
+        follower is closed."""
+        watched, woken = following.watched, following.woken
         until.when_ended(woken.set)
-        watched = self._watch(run_id, woken)
         seen = 0
         try:
             while True:
@@ -138,7 +144,7 @@ class TimelineFeed:
                     async with asyncio.timeout(left):
                         await woken.wait()
         finally:
-            self._unwatch(run_id, woken)
+            following.close()
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -241,6 +247,33 @@ class TimelineFeed:
             watched.position, watched.timeline, watched.cursor = stood, now, timeline_cursor.shown(now)
             watched.version += 1
         _tell(watched)
+
+
+class Following:
+    """One follower's registration with the feed."""
+
+    def __init__(self, feed: TimelineFeed, run_id: str, watched: Watched, woken: asyncio.Event) -> None:
+        self.feed = feed
+        self.run_id = run_id
+        self.watched = watched
+        self.woken = woken
+
+    async def first(self, within_s: float) -> dict[str, Any] | None:
+        """The run's timeline as the feed read it (read now, once for every follower, if it had not been):
+        what a new follower is shown, and whom it shows the run to. None: there is no such run. A
+        StorageError when it could not be read within `within_s`."""
+        try:
+            async with asyncio.timeout(within_s):
+                while self.watched.timeline is None and not self.watched.gone:
+                    self.woken.clear()
+                    if self.watched.timeline is None and not self.watched.gone:
+                        await self.woken.wait()
+        except TimeoutError:
+            raise StorageError(f"run {self.run_id} could not be read within {within_s:g} s") from None
+        return None if self.watched.gone else self.watched.timeline
+
+    def close(self) -> None:
+        self.feed._unwatch(self.run_id, self.woken)
 
 
 def _tell(watched: Watched) -> None:
