@@ -346,3 +346,30 @@ async def test_a_sign_out_is_told_on_ticketiq_sessions_with_the_sessions_hash_on
                     heard.append((note.channel, note.payload))
                     break
         assert heard == [("ticketiq_sessions", sessions.id_hash(session_id))]
+
+
+async def test_a_long_wait_takes_a_slot_of_the_same_cap_and_ends_when_its_token_is_revoked(
+    db_url: str, tmp_path: Path
+) -> None:
+    """What a long wait on a run (`GET /v1/runs/{id}?wait=S`, a later issue) is given: a slot of the
+    streams' caps (`Follows.slot`), and a wait (`RunViews.wait_change`) that ends when the slot's token is
+    revoked, whatever the run does."""
+    async with site(db_url, tmp_path, max_streams_per_principal=1) as s:
+        alice = await s.h.token("alice", "caller")
+        admin = await s.h.token("root", "admin")
+        run_id = await s.run_waiting(alice, "asker")
+        process = s.h.process
+        async with process.follows.slot(follows.Credential("alice"), "wait", 60.0) as slot:
+            waiting = asyncio.create_task(process.views.wait_change(run_id, 60.0, until=slot))
+            refused = await s.client.get(f"/v1/runs/{run_id}/events", headers=bearer(alice))
+            assert refused.status_code == 429  # the wait holds alice's one slot
+            await asyncio.sleep(0.3)
+            assert not waiting.done()
+            revoked_at = time.monotonic()
+            assert (await s.client.delete("/v1/tokens/alice", headers=bearer(admin))).status_code == 200
+            async with asyncio.timeout(2.0):
+                now = await waiting
+            took = time.monotonic() - revoked_at
+        assert now is not None and now.status == "waiting"  # the run did nothing: the wait ended with its token
+        assert slot.why == follows.REVOKED and len(process.follows) == 0
+        print(f"revoked: the wait ended {took:.3f} s later")

@@ -20,6 +20,7 @@ from ticketiq.storage.rows import AuditRow, LeftRun, RunStatus, TranscriptRow
 from ticketiq.storage.run_list_store import RunListStore
 from ticketiq.storage.timeline_store import TimelineStore
 from ticketiq.views import run_list, timeline
+from ticketiq.views.follows import Follow
 from ticketiq.views.run_events import RECHECK_S, RunEvents
 from ticketiq.views.run_list import RunPage, RunQuery
 from ticketiq.views.timeline_feed import TimelineFeed
@@ -55,17 +56,22 @@ class RunViews:
         rows = await self.store.transcript(run_id, after, limit)
         return Transcript(rows, await self.store.unflushed(run_id))
 
-    async def wait_change(self, run_id: str, timeout_s: float, seen: str | None = None) -> RunStatus | None:
+    async def wait_change(
+        self, run_id: str, timeout_s: float, seen: str | None = None, until: Follow | None = None
+    ) -> RunStatus | None:
         """The run's status once it is other than `seen` (default: its status now), or when the timeout
-        passed; None when there is no such run."""
+        passed, or when `until` was ended (a long wait's slot, `follows.py`: its credential ended); None
+        when there is no such run."""
         deadline = time.monotonic() + timeout_s
         with contextlib.ExitStack() as stack:
             follower = stack.enter_context(self.events.following(run_id)) if self.events else None
+            if follower is not None and until is not None:
+                until.when_ended(follower.event.set)
             now = await self.store.status(run_id)
             seen = now.status if seen is None and now is not None else seen
             while now is not None and now.status == seen and now.status not in TERMINAL:
                 left = deadline - time.monotonic()
-                if left <= 0:
+                if left <= 0 or (until is not None and until.ended.is_set()):
                     break
                 if follower is not None:
                     await follower.wait(left)

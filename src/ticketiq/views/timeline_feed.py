@@ -257,6 +257,7 @@ class Following:
         self.run_id = run_id
         self.watched = watched
         self.woken = woken
+        self._closed = False
 
     async def first(self, within_s: float) -> dict[str, Any] | None:
         """The run's timeline as the feed read it (read now, once for every follower, if it had not been):
@@ -273,7 +274,10 @@ class Following:
         return None if self.watched.gone else self.watched.timeline
 
     def close(self) -> None:
-        self.feed._unwatch(self.run_id, self.woken)
+        """Done following (once; again is nothing): the run is forgotten with its last follower."""
+        if not self._closed:
+            self._closed = True
+            self.feed._unwatch(self.run_id, self.woken)
 
 
 def _tell(watched: Watched) -> None:
