@@ -34,15 +34,18 @@ from ticketiq.runtime import stall
 from ticketiq.runtime.faults import Faults
 from ticketiq.runtime.user_agent import user_agent
 from ticketiq.settings import Settings
+from ticketiq.storage.console_store import ConsoleStore
 from ticketiq.storage.database import ConnectionLimits, Database
 from ticketiq.storage.gate_store import GateStore
 from ticketiq.storage.migrate import migrate_pooled
 from ticketiq.storage.outage import backoff_s
 from ticketiq.storage.run_store import RunStore
 from ticketiq.storage.seal_store import SealProbeStore
+from ticketiq.storage.token_store import TokenStore
 from ticketiq.tools.base import Tool
 from ticketiq.tools.registry import build_registry
 from ticketiq.tools.vendor_pool import VendorTransport
+from ticketiq.views.follows import CredentialCheck, Follows
 from ticketiq.views.run_events import RunEvents
 from ticketiq.views.runs import RunViews
 
@@ -72,6 +75,8 @@ class AppProcess:
     elector: Elector
     handoffs: Handoffs
     views: RunViews
+    follows: Follows  # the event streams and long waits held open here (views/follows.py)
+    credential_check: CredentialCheck
     jobs: JobWorker = field(init=False)  # the job worker (issue 10)
     server_watch: ServerWatch | None = field(default=None, init=False)  # the home's embedded server, if ours
     _reincarnation: asyncio.Task[None] | None = field(default=None, init=False)
@@ -134,8 +139,13 @@ class AppProcess:
                             on_handed=handoffs.heard, outage=db.outage)  # fmt: skip
         await liveness.register(holder)
         events = RunEvents(deps.gate_watch)  # heard on the gate watch's connection
+        # Capped, and each ended when its token is revoked or its console session ends, on any process.
+        follows = Follows(settings.max_streams_per_principal, settings.max_streams)
+        deps.gate_watch.on_token = follows.token_ended
+        deps.gate_watch.on_session = follows.session_ended
+        check = CredentialCheck(follows, TokenStore(db), ConsoleStore(db), deps.gate_watch)
         process = cls(settings, target, db, engine, keeper, model, http, liveness, Elector(engine, target.url),
-                      handoffs, RunViews(engine, events))  # fmt: skip
+                      handoffs, RunViews(engine, events), follows, check)  # fmt: skip
         process.server_watch = server_watch
         liveness.on_lost = process._liveness_lost
         # Renewals that failed past a lease's deadline lose the identity's runs as surely (I14).
@@ -143,6 +153,7 @@ class AppProcess:
         liveness.start()
         keeper.start()
         deps.gate_watch.start()
+        check.start()
         handoffs.start()
         process.jobs = JobWorker(engine)
         engine.wake_jobs = process.jobs.wake
@@ -278,6 +289,8 @@ class AppProcess:
         except StorageError as exc:
             log.error("could not hand runs back (%s); their leases will lapse and be swept", exc)
         await self.liveness.stop(self.db)
+        await self.credential_check.stop()
+        await self.views.feed.stop()
         await self.engine.deps.gate_watch.stop()
         await self.model.close()
         await self.http.aclose()

@@ -141,6 +141,21 @@ class Settings:
         "How long a console sign-in lasts (seconds; a shift): then the person pastes a token again. Revoking "
         "the token ends its sessions at once.",
     )
+    max_streams_per_principal: int = _setting(
+        20,
+        "Event streams (GET /v1/runs/{id}/events) and long waits one principal (a token, with the console sessions "
+        "signed in with it) holds open on this process at once, at most; one more is answered 429 with Retry-After.",
+    )
+    max_streams: int = _setting(
+        1000,
+        "Event streams and long waits this process holds open at once, whoever holds them, at most; one more is "
+        "answered 429 with Retry-After.",
+    )
+    stream_max_s: float = _setting(
+        300.0,
+        "How long one event stream lasts, seconds; then it ends and the client reconnects with Last-Event-ID, "
+        "losing nothing.",
+    )
     graph_url: str = _setting("http://127.0.0.1:9000/graph/v1.0", "Microsoft Graph base URL (reply read-back).")
     graph_token_url: str = _setting(
         "http://127.0.0.1:9000/login/standin-tenant/oauth2/v2.0/token",
@@ -267,6 +282,13 @@ class Settings:
                 f"TICKETIQ_VENDOR_CONNECTIONS={self.vendor_connections} leaves no connection to a vendor; "
                 "set 1 or more."
             )
+        for name, value in (("MAX_STREAMS_PER_PRINCIPAL", self.max_streams_per_principal),
+                            ("MAX_STREAMS", self.max_streams)):  # fmt: skip
+            if value < 1:
+                raise ConfigError(f"TICKETIQ_{name}={value} leaves no event stream to anyone; set 1 or more.")
+        if self.stream_max_s <= 0:
+            raise ConfigError(f"TICKETIQ_STREAM_MAX_S={self.stream_max_s:g} ends every event stream at once; set a "
+                              "number of seconds above 0 (default 300).")  # fmt: skip
         if self.idempotency_ttl_s < IDEMPOTENCY_TTL_FLOOR_S:
             # Issue 7: a client may retry a lost answer for a day; a key purged sooner could make it twice.
             raise ConfigError(

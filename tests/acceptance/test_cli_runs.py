@@ -249,6 +249,56 @@ def test_watch_follows_a_run_again_when_the_process_serving_its_events_dies(stac
     assert out.rstrip().endswith(f"run {run_id}: succeeded  {page(base, run_id)}")
 
 
+def test_watch_follows_on_across_the_ends_of_its_streams_and_stops_when_its_token_is_revoked(stack: Stack) -> None:
+    """Served by a process whose streams last a second (TICKETIQ_STREAM_MAX_S): the watch follows the run
+    on from each stream's last id, so what it printed is printed once, and it sees the run end. A watch
+    whose token is revoked stops, saying so."""
+    token = stack.token("operator")
+    admin = stack.token("admin")
+    short, base = start_serve({**stack.serve_env, "TICKETIQ_STREAM_MAX_S": "1"}, stack.tmp, name="short-streams")
+    try:
+        run_id = stack.start(token, "asker", "Note OPS-426")
+        stack.until(token, run_id, ("waiting",))
+
+        def watch(who: str) -> subprocess.Popen[str]:
+            return subprocess.Popen(
+                [sys.executable, "-m", "ticketiq.cli", "--url", base, "runs", "watch", run_id],
+                env=stack.cli_env(who), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+
+        watching = watch(token)
+        name, doomed = stack.named_token("operator")
+        revoked = watch(doomed)
+        try:
+            assert watching.stdout is not None and revoked.stdout is not None
+            firsts: list[list[str]] = []
+            for process in (watching, revoked):
+                seen = [process.stdout.readline()]  # type: ignore[union-attr]
+                while seen[-1] and not seen[-1].startswith("status"):
+                    seen.append(process.stdout.readline())  # type: ignore[union-attr]
+                firsts.append(seen)
+            time.sleep(3.5)  # three streams end under each watch
+            gone = web.delete(f"{base}/v1/tokens/{name}", headers=auth(admin))
+            assert gone.status_code == 200, gone.text
+            _, revoked_err = revoked.communicate(timeout=60)
+            given = web.post(f"{base}/v1/runs/{run_id}/input", headers={**auth(token), "Idempotency-Key": run_id},
+                             json={"text": "staging"})  # fmt: skip
+            assert given.status_code == 202, given.text
+            out, err = watching.communicate(timeout=120)
+        finally:
+            watching.kill()
+            revoked.kill()
+    finally:
+        short.stop()
+    assert watching.returncode == 0, err
+    lines = [line for line in "".join(firsts[0]).splitlines() + out.splitlines() if line.strip()]
+    assert len(lines) == len(set(lines)), out  # nothing printed twice across the streams' ends
+    assert sum(line.startswith("status   waiting") for line in lines) == 1, out
+    assert "cut" not in out and out.rstrip().endswith(f"run {run_id}: succeeded  {page(base, run_id)}")
+    assert revoked.returncode == 2, revoked_err
+    assert "refused TICKETIQ_TOKEN (401)" in revoked_err and "revoked" in revoked_err
+
+
 def test_input_answers_a_waiting_run(stack: Stack) -> None:
     token = stack.token("caller")
     run_id = stack.start(token, "asker", "Note OPS-430")

@@ -5,11 +5,12 @@ staying text. One app process and the stand-ins serve the module; each test make
 from __future__ import annotations
 
 import re
+import time
 
-from playwright.async_api import Page, expect
+from playwright.async_api import Page, Request, expect
 
 from tests.browser.conftest import Dialogs
-from tests.browser.rig import HELD_TOOL, Console, shot, sign_in
+from tests.browser.rig import HELD_TOOL, Console, agents_file, shot, sign_in
 
 PAYLOAD = ('<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2; alert(2)">'
            '<a href="javascript:window.__pwned = 3">click me</a>')  # fmt: skip
@@ -301,3 +302,48 @@ async def test_a_workflow_run_with_its_steps_and_the_jobs_page(console: Console,
     assert len(executed) >= 3 and {t.split("\t")[1] for t in await steps.all_inner_texts()} == executed
     await page.goto(f"{console.base}/console/jobs")
     await expect(page.locator(f'tr[data-job="{flow_id}"]')).to_contain_text("workflow")
+
+
+async def test_a_run_page_stays_live_across_the_ends_of_its_event_streams(console: Console, page: Page) -> None:
+    """Served by a process whose event streams last 2 s (TICKETIQ_STREAM_MAX_S): the page's EventSource
+    follows each on with the last event's id (Last-Event-ID), is told nothing again (the page is not read
+    again while the run waits) and never falls back to reading the page; the run's end then shows live.
+    Without Last-Event-ID each stream would tell the run's status again, and the page would read itself."""
+    short = console.cluster.app("short-streams", agents=str(agents_file(console.cluster.tmp)), stream_max_s=2)
+    try:
+        token = console.token("follower", "operator")
+        run_id = console.start_run(token, "asker", "Note OPS-96")
+        console.waiting(run_id, "input")
+        followed: list[Request] = []
+        reread: list[Request] = []
+
+        def seen(request: Request) -> None:
+            if request.url.endswith(f"/v1/runs/{run_id}/events"):
+                followed.append(request)
+            elif request.url.endswith(f"/console/runs/{run_id}") and request.resource_type == "fetch":
+                reread.append(request)
+
+        page.on("request", seen)
+        await sign_in(page, short.base, token, f"/console/runs/{run_id}")
+        await page.evaluate("window.__same_page = true")
+        await expect(page.locator("#run-status .badge")).to_have_text("waiting")
+        deadline = time.monotonic() + 30
+        while len(followed) < 3:  # two streams ended and were followed on
+            assert time.monotonic() < deadline, f"the page followed its events {len(followed)} times"
+            await page.wait_for_timeout(100)
+        asked = [(await r.all_headers()).get("last-event-id") for r in followed]
+        assert asked[0] is None and all(asked[1:]), asked  # each stream after the first follows on
+        # The first stream's events had the page read once; the streams after it told nothing, and the page
+        # never fell back to reading itself every 2 s.
+        assert len(reread) <= 1, reread
+        await shot(page, "run-live-across-streams-waiting")
+        question = console.waiting(run_id, "input")["question_id"]
+        answer = {"text": "staging", "question_id": question}
+        given = console.api("POST", f"/v1/runs/{run_id}/input", token, json=answer)
+        assert given.status_code == 202, given.text
+        await expect(page.locator("#run-status .badge")).to_have_text("succeeded", timeout=30_000)
+        await expect(page.locator("#run-answer")).to_have_text("Noted OPS-96 for staging.")
+        assert await page.evaluate("window.__same_page") is True
+        await shot(page, "run-live-across-streams-succeeded")
+    finally:
+        short.child.stop()

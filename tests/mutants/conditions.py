@@ -18,6 +18,7 @@ DELEGATION = "tests/integration/test_delegation_authority.py"
 AUTHORITY_MIGRATION = "migrations/032_starter_authority.sql"
 WITHDRAWN = "tests/integration/test_withdrawn_approvals.py"
 _ENDS = "test_the_statement_that_ends_a_run_withdraws_its_pending_request_and_only_that"
+STREAMS = "tests/integration/test_event_stream_limits.py"
 
 # (statement, the conjunct as written in it, what it becomes, the guard tests)
 DECLARED: list[tuple[str, str, str, list[str]]] = [
@@ -97,6 +98,18 @@ DECLARED: list[tuple[str, str, str, list[str]]] = [
     # The run's row read FOR SHARE: a Stop not yet committed is waited for and seen, not decided past.
     ("approvals.decide", "FOR SHARE OF r", "",
      [f"{WITHDRAWN}::test_a_decision_waits_for_a_stop_in_flight_and_then_finds_its_run_ended"]),
+    # Issue 32: an event stream ends with its credential. The look at the credentials of open streams finds
+    # a revocation no one heard (the listener down): without the condition a revoked token looks alive.
+    ("tokens.unrevoked", "AND revoked_at IS NULL", "",
+     [f"{STREAMS}::test_ends_the_listener_did_not_hear_are_found_by_the_credential_look"]),
+    # And a session that expired.
+    ("console.alive", "AND s.expires_at > now()", "",
+     [f"{STREAMS}::test_ends_the_listener_did_not_hear_are_found_by_the_credential_look"]),
+    # A sign-out tells every process, which ends that session's streams at once: without it, only the
+    # safety look (every 30 s) would.
+    ("console.end", "pg_notify('ticketiq_sessions', ended.id_hash)::text", "NULL::text",
+     [f"{STREAMS}::test_a_sign_out_is_told_on_ticketiq_sessions_with_the_sessions_hash_once_it_commits",
+      f"{STREAMS}::test_a_token_revoked_or_a_session_signed_out_on_another_process_ends_its_streams"]),
 ]  # fmt: skip
 
 

@@ -1,5 +1,6 @@
 """The run's timeline assembled from its rows (views/timeline.py), with no database: attempts and how a
-takeover settled what it found, steps with their times and calls, and what a follower is told."""
+takeover settled what it found, steps with their times and calls. What a follower is told of it as it
+changes: tests/unit/test_timeline_cursor.py."""
 
 from __future__ import annotations
 
@@ -131,24 +132,3 @@ def test_an_outcome_is_read_from_what_was_recorded() -> None:
     for status, said in (("pending", "held"), ("withdrawn", "withdrawn"), ("rejected", None)):
         request = ApprovalRow("ap-1", 1, 0, "t", status, at(1), None)
         assert timeline.outcome(None, request, "t") == said
-
-
-def test_a_follower_is_told_what_is_new_or_changed_and_then_the_end() -> None:
-    step1 = {"step": 1, "attempt": 1, "started_at": at(1), "ended_at": None, "model_ms": 5.0, "calls": []}
-    attempt1 = {"attempt": 1, "process": "p1", "ended": None}
-    before = {"run": {"id": "r1", "status": "running", "attempt": 1}, "attempts": [attempt1], "steps": [step1]}
-    first = timeline.changes(None, before)
-    assert [e for e, _ in first] == ["status", "attempt", "step"]
-    assert first[0][1] == {"id": "r1", "status": "running", "attempt": 1}
-    assert timeline.changes(before, before) == []
-    ended1 = {**step1, "ended_at": at(2)}
-    step2 = {**step1, "step": 2, "started_at": at(3)}
-    after: dict[str, Any] = {"run": {"id": "r1", "status": "succeeded", "attempt": 1},
-             "attempts": [{**attempt1, "ended": "finished"}], "steps": [ended1, step2]}  # fmt: skip
-    assert timeline.changes(before, after) == [
-        ("status", {"id": "r1", "status": "succeeded", "attempt": 1}),
-        ("attempt", {**attempt1, "ended": "finished"}),
-        ("step", ended1),
-        ("step", step2),
-    ]
-    assert timeline.end(after["run"]) == ("end", {"id": "r1", "status": "succeeded"})

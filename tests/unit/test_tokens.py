@@ -61,6 +61,9 @@ def test_a_caller_starts_runs_and_reads_its_own_only() -> None:
     assert tokens.run_scope(caller) == "cal"
     assert tokens.run_scope(Principal("op", Role.OPERATOR, None)) is None
     assert tokens.run_scope(Principal("root", Role.ADMIN, frozenset({"a"}))) is None
+    # A run is read under a scope when the scope's token started it, or under no scope at all.
+    assert tokens.may_read("cal", "cal") and tokens.may_read("other", None) and tokens.may_read(None, None)
+    assert not tokens.may_read("other", "cal") and not tokens.may_read(None, "cal")
 
 
 def test_an_operator_also_stops_decides_and_reads_everything_and_only_an_admin_changes_gates_and_tokens() -> None:

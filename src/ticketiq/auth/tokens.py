@@ -148,6 +148,11 @@ def run_scope(principal: Principal) -> str | None:
     return None if may(principal.role, Permission.READ_EVERY_RUN) else principal.name
 
 
+def may_read(created_by: str | None, scope: str | None) -> bool:
+    """Whether a run its `created_by` token started is read under `scope` (`run_scope`)."""
+    return scope is None or created_by == scope
+
+
 # ----- what a new token may be ------------------------------------------------------------------------------
 
 

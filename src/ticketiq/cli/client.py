@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from httpx_sse import ServerSentEvent, connect_sse
+from httpx_sse import EventSource, connect_sse
 
 from ticketiq.errors import ConfigError, NotFound, RequestError, TicketIQError
 from ticketiq.settings import Settings
@@ -138,29 +138,47 @@ class Api:
             raise Failed(f"the API at {self.target.url} answered {response.status_code} without JSON") from exc
 
     @contextlib.contextmanager
-    def events(self, path: str) -> Iterator[Iterator[tuple[str, dict[str, Any]]]]:
-        """The (event, data) pairs of a Server-Sent Events stream. A refusal raises as `get` does; a
-        stream cut while it is read (the process died, the read waited too long) ends the iterator."""
+    def events(self, path: str, last_id: str | None = None) -> Iterator[Events]:
+        """A Server-Sent Events stream, followed on from `last_id` (the id of the last event a stream of it
+        sent: nothing told before is told again). A refusal raises as `get` does."""
         timeout = httpx.Timeout(10.0, read=EVENTS_READ_S)
+        headers = {"Last-Event-ID": last_id} if last_id else {}
         try:
-            with connect_sse(self.client, "GET", path, timeout=timeout) as source:
+            with connect_sse(self.client, "GET", path, timeout=timeout, headers=headers) as source:
                 if not source.response.is_success:
                     source.response.read()
                     raise refusal(source.response, self.target)
-                yield _pairs(source.iter_sse())
+                yield Events(source if source.response.status_code != 204 else None)
         except httpx.HTTPError as exc:
             raise unreachable(exc, self.target) from exc
 
 
-def _pairs(stream: Iterator[ServerSentEvent]) -> Iterator[tuple[str, dict[str, Any]]]:
-    try:
-        for sse in stream:
-            if not sse.event and not sse.data:
-                continue
-            try:
-                data = json.loads(sse.data) if sse.data else {}
-            except ValueError:
-                data = {"text": sse.data}
-            yield sse.event or "message", data if isinstance(data, dict) else {"value": data}
-    except httpx.HTTPError:
-        return  # cut mid-stream: the caller reads the run and follows again
+class Events:
+    """The (event, data) pairs of one stream, and after them how it ended: `cut` (the process died, the
+    read waited too long) or closed by the server (the run ended, or the stream's time was up: then it is
+    followed on from `last_id`, after `retry_s`). 204: nothing more to tell."""
+
+    def __init__(self, source: EventSource | None) -> None:
+        self.source = source
+        self.told_all = source is None  # 204: the run ended and the follower was told so
+        self.cut = False
+        self.last_id: str | None = None
+        self.retry_s = 1.0
+
+    def __iter__(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        if self.source is None:
+            return
+        try:
+            for sse in self.source.iter_sse():
+                self.last_id = sse.id or self.last_id
+                if sse.retry is not None:
+                    self.retry_s = sse.retry / 1000
+                if not sse.event and not sse.data:
+                    continue
+                try:
+                    data = json.loads(sse.data) if sse.data else {}
+                except ValueError:
+                    data = {"text": sse.data}
+                yield sse.event or "message", data if isinstance(data, dict) else {"value": data}
+        except httpx.HTTPError:
+            self.cut = True  # cut mid-stream: the caller reads the run and follows again

@@ -3,7 +3,8 @@ approvals over the HTTP API, at `--url` (default TICKETIQ_URL) with `--token` (d
 
 Every run id printed comes with its console page, `<url>/console/runs/<id>`. `runs watch` follows the
 run's events (GET /v1/runs/{id}/events) until it ends and exits 0 when it succeeded, 1 otherwise; a
-stream cut before the end (the process serving it died, the edge dropped it) is followed again.
+stream closed or cut before the end (its time was up, the process serving it died, the edge dropped it)
+is followed again, from the id of the last event it sent (`Last-Event-ID`).
 """
 
 from __future__ import annotations
@@ -104,9 +105,10 @@ def runs_watch(target: Target, args: argparse.Namespace, console: Console) -> in
     say(f"following run {run_id}: {console_link(target.url, run_id)}")
     with Api(target) as api:
         cuts = 0
+        last_id: str | None = None
         while True:
             try:
-                with api.events(f"/v1/runs/{run_id}/events") as events:
+                with api.events(f"/v1/runs/{run_id}/events", last_id) as events:
                     for event, data in events:
                         cuts = 0
                         shown = lines.line(event, data)
@@ -114,6 +116,15 @@ def runs_watch(target: Target, args: argparse.Namespace, console: Console) -> in
                             say(shown)
                         if event == "end":
                             return _ended(str(data.get("status")), run_id, target, say)
+                    last_id = events.last_id or last_id
+                if events.told_all:
+                    status = _status_now(api, run_id)
+                    return _ended(str(status), run_id, target, say)
+                if not events.cut and last_id is not None:
+                    # Closed before the end (a stream lasts TICKETIQ_STREAM_MAX_S): followed on from its
+                    # last id, nothing told twice.
+                    time.sleep(events.retry_s)
+                    continue
             except Failed:
                 if cuts == 0 and not lines.shown:
                     raise  # never reached: say so now, naming the URL

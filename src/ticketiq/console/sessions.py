@@ -91,8 +91,8 @@ async def current(conn: HTTPConnection) -> Session | None:
     return Session(Principal(found.token_name, Role(found.role), agents), found.csrf_secret, hashed)
 
 
-async def principal_of(conn: HTTPConnection) -> Principal | None:
+async def principal_of(conn: HTTPConnection) -> tuple[Principal, str] | None:
     """For `BearerAuth`: the principal a console session lends a GET of `/v1/runs...` (the page's live
-    updates), or None."""
+    updates), with the session's id hash (its event streams end when it does), or None."""
     session = await current(conn)
-    return None if session is None else session.principal
+    return None if session is None else (session.principal, session.id_hash)

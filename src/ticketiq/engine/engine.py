@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable
 
 from ticketiq.agents.catalog import Agent
+from ticketiq.auth import tokens
 from ticketiq.engine import resume, run_keys, seal
 from ticketiq.engine.approvals import undecided
 from ticketiq.engine.context import EngineDeps
@@ -113,7 +114,7 @@ class Engine:
         """The run; with `created_by`, only a run that token started (else None, as if there were none:
         a caller is not told that another's run exists)."""
         run = await self.store.get(run_id)
-        if run is None or (created_by is not None and run.created_by != created_by):
+        if run is None or not tokens.may_read(run.created_by, created_by):
             return None
         return run
 

@@ -8,6 +8,10 @@ when it is revoked, migration 027): the token is dropped from `tokens` (`auth/to
 While the listener is not connected, nothing is trusted from cache: every step reads afresh, every
 request looks its token up; once it is back, the token cache starts empty (what it missed is unknown).
 
+Each revocation is also handed to `on_token`, and a console session's end (sign-out: `ticketiq_sessions`,
+notified by the statement that deletes it, with the id's hash) to `on_session`: the event streams opened
+with either end (`views/follows.py`).
+
 The same connection LISTENs on `ticketiq_runs` too (a trigger on `runs` notifies a run's id when its
 status changes) and hands each id to `on_run`, and says when it starts or stops listening to
 `on_listening`: the run events followers wait on (`views/run_events.py`) come from here, so a process
@@ -38,6 +42,7 @@ log = logging.getLogger(__name__)
 GATES = "ticketiq_gates"
 TOKENS = "ticketiq_tokens"
 RUNS = "ticketiq_runs"  # payload: the id of a run whose status changed
+SESSIONS = "ticketiq_sessions"  # payload: the SHA-256 of an ended console session's id
 
 
 def _ignore_run(run_id: str) -> None:
@@ -45,6 +50,10 @@ def _ignore_run(run_id: str) -> None:
 
 
 def _ignore_listening(listening: bool) -> None:
+    return None
+
+
+def _ignore_ended(name: str) -> None:
     return None
 
 
@@ -60,6 +69,8 @@ class GateWatch:
         self.tokens: TokenCache[Credential] = TokenCache()
         self.on_run: Callable[[str], None] = _ignore_run  # a run's status changed (a wake-up, not the truth)
         self.on_listening: Callable[[bool], None] = _ignore_listening  # the listener came up (True) or went
+        self.on_token: Callable[[str], None] = _ignore_ended  # a token (by name) was revoked
+        self.on_session: Callable[[str], None] = _ignore_ended  # a console session (its id's hash) ended
         self._background = Background("gate-watch", self.run)
 
     def current(self) -> int | None:
@@ -72,6 +83,7 @@ class GateWatch:
             await database.listen(conn, GATES, within_s=self.limits.answer_within_s)
             await database.listen(conn, TOKENS, within_s=self.limits.answer_within_s)
             await database.listen(conn, RUNS, within_s=self.limits.answer_within_s)
+            await database.listen(conn, SESSIONS, within_s=self.limits.answer_within_s)
             self.generation += 1  # anything may have changed while we were not listening
             self.tokens.listening()
             self.connected = True
@@ -84,6 +96,9 @@ class GateWatch:
                     elif heard.channel == TOKENS:
                         self.tokens.changed(heard.payload)
                         self.generation += 1  # a run's starter is a token: a delegation's gate reads it again
+                        self.on_token(heard.payload)
+                    elif heard.channel == SESSIONS:
+                        self.on_session(heard.payload)  # no gate fact changed
                     else:
                         self.generation += 1
                 # Notifications that arrive during the ping wait on the connection for the next wait.

@@ -350,7 +350,7 @@ def _routes() -> APIRouter:
     jobs.add_routes(router, _engine)
     workflows.add_routes(router, _engine)
     runs_list.add_routes(router, _views)
-    timeline.add_routes(router, _views)
+    timeline.add_routes(router, _views, lambda request: _proc(request).follows)
     a2a.add_routes(router)
     console.add_routes(router, _engine, _views)
     return router

@@ -29,6 +29,7 @@ from ticketiq.entries import a2a_refusals
 from ticketiq.entries.idempotency import IdempotencyKey, header_error, once
 from ticketiq.errors import Conflict, Forbidden, NotFound, StorageError
 from ticketiq.storage.token_store import StoredToken, TokenStore
+from ticketiq.views.follows import Credential
 
 log = logging.getLogger(__name__)
 
@@ -78,26 +79,28 @@ class BearerAuth:
         self,
         app: ASGIApp,
         store: Callable[[Scope], TokenStore],
-        session: Callable[[HTTPConnection], Awaitable[Principal | None]] | None = None,
+        session: Callable[[HTTPConnection], Awaitable[tuple[Principal, str] | None]] | None = None,
     ) -> None:
         self.app = app
         self.store = store
-        self.session = session  # the console's: whom a sign-in session acts as
+        self.session = session  # the console's: whom a sign-in session acts as, and the session's id hash
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or is_open(_route_path(scope)) or is_console(_route_path(scope)):
             await self.app(scope, receive, send)
             return
         found = await self._authenticate(scope)
-        if isinstance(found, Principal):
-            scope.setdefault("state", {})["principal"] = found
+        if isinstance(found, tuple):
+            state = scope.setdefault("state", {})
+            state["principal"], state["session"] = found
             await self.app(scope, receive, send)
         else:
             # On the A2A endpoint: a JSON-RPC error, with the same status and challenge.
             await a2a_refusals.in_kind(scope, found)(scope, receive, send)
 
-    async def _authenticate(self, scope: Scope) -> Principal | JSONResponse:
-        """The principal the request acts as, or the response that refuses it."""
+    async def _authenticate(self, scope: Scope) -> tuple[Principal, str | None] | JSONResponse:
+        """The principal the request acts as (with the id hash of the console session that lent it, if one
+        did), or the response that refuses it."""
         token = tokens.bearer(Headers(scope=scope).get("authorization"))
         if token is None and (self.session is None or not session_may_read(scope["method"], _route_path(scope))):
             return _refused(401, f"no bearer token: {HOW}", 'Bearer realm="ticketiq"')
@@ -120,7 +123,14 @@ class BearerAuth:
             return JSONResponse({"detail": "the database refused this request; it was not applied"}, status_code=500)
         if found is None or not tokens.matches(token, found.token_hash):
             return _refused(401, f"the bearer token is unknown or revoked: {HOW}", invalid)
-        return Principal(found.name, Role(found.role), None if found.agents is None else frozenset(found.agents))
+        agents = None if found.agents is None else frozenset(found.agents)
+        return Principal(found.name, Role(found.role), agents), None
+
+
+def refused_ended(why: str) -> JSONResponse:
+    """401 for a request whose credential was heard ended after it was authenticated (`views/follows.py`)."""
+    return _refused(401, f"the credential of this request ended ({why}): {HOW}",
+                    'Bearer realm="ticketiq", error="invalid_token"')  # fmt: skip
 
 
 def is_open(path: str) -> bool:
@@ -151,6 +161,12 @@ def acting(request: Request) -> Principal:
     if principal is None:  # only if a route were served without the middleware: refuse, never guess
         raise Forbidden("header.Authorization", f"this request was not authenticated: {HOW}")
     return principal
+
+
+def credential(request: Request) -> Credential:
+    """What the request was authenticated by: its token, or the console session acting as it. A follow it
+    opens ends when that ends (`views/follows.py`)."""
+    return Credential(acting(request).name, getattr(request.state, "session", None))
 
 
 def requires(permission: Permission) -> Callable[..., Awaitable[Principal]]:

@@ -1,4 +1,5 @@
-"""The console's sign-in sessions (migration 024): started, read by the cookie's hash, ended.
+"""The console's sign-in sessions (migration 024): started, read by the cookie's hash, ended (every process
+is told, `ticketiq_sessions`: the event streams a session opened end with it).
 
 The store never sees a session id, only its SHA-256; nor a token, only the name of the one a session
 acts as. A session read back carries that token's role and agents as they stand now: a revoked token's
@@ -7,6 +8,7 @@ sessions are found no more.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -47,3 +49,8 @@ class ConsoleStore:
         """The token name the ended session acted as; None when there was no such session."""
         row = await self.db.fetch_one("console.end", {"id_hash": id_hash})
         return None if row is None else str(row["token_name"])
+
+    async def alive(self, id_hashes: Collection[str]) -> set[str]:
+        """Of these sessions (their ids' hashes), those `get` still finds: unexpired, their token unrevoked."""
+        rows = await self.db.fetch_all("console.alive", {"id_hashes": sorted(id_hashes)})
+        return {str(row["id_hash"]) for row in rows}

@@ -9,7 +9,7 @@ tokens it found (`auth/token_cache.py`) drops a revoked one as soon as the revoc
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -97,6 +97,11 @@ class TokenStore:
     async def every(self) -> list[StoredToken]:
         """Every token, revoked ones too, oldest first."""
         return [_token(r) for r in await self.db.fetch_all("tokens.list")]
+
+    async def unrevoked(self, names: Collection[str]) -> set[str]:
+        """Of these token names, those not revoked (one statement)."""
+        rows = await self.db.fetch_all("tokens.unrevoked", {"names": sorted(names)})
+        return {str(row["name"]) for row in rows}
 
     async def credential(self, token_hash: str) -> Credential | None:
         """The unrevoked token with this hash: from the cache while it may be trusted, else looked up (and

@@ -1,6 +1,7 @@
 """What people see of runs, above the run core: the run list and its counts (`run_list.py`), a run's
-timeline and its feed (`timeline.py`, `timeline_feed.py`), status changes heard as they happen
-(`run_events.py`), and `RunViews` (`runs.py`), which the API, the console and A2A read through.
+timeline and its feed (`timeline.py`, `timeline_feed.py`, `timeline_cursor.py`), the event streams and
+long waits held open, capped and ended with their credential (`follows.py`), status changes heard as they
+happen (`run_events.py`), and `RunViews` (`runs.py`), which the API, the console and A2A read through.
 
 May import the engine, storage and everything below them; it only reads. Never intake, jobs, leader,
 process, console or entries, which read runs through it.

@@ -1,4 +1,5 @@
-"""Tells whoever follows a run (an A2A stream, a co-pilot caller) that its status changed.
+"""Tells whoever follows a run (an A2A stream, a co-pilot caller, the timeline feed of the event streams)
+that its status changed.
 
 A trigger on `runs` notifies the run's id on `ticketiq_runs` whenever its status changes, on whichever
 process made the change. The process hears it on its one listening connection, the gate watch's
@@ -13,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ticketiq.engine.gate_watch import RUNS, GateWatch
 
@@ -46,8 +47,14 @@ class RunEvents:
         self.connected = False
         self.listens = 0  # LISTENs that succeeded
         self._waiters: dict[str, set[asyncio.Event]] = defaultdict(set)
+        self._hearers: list[tuple[Callable[[str], None], Callable[[], None]]] = []
         watch.on_run = self._wake
         watch.on_listening = self._listening
+
+    def also(self, on_run: Callable[[str], None], on_all: Callable[[], None]) -> None:
+        """Tell `on_run` every run whose status changed, and `on_all` when the listener came or went (anything
+        may have changed unheard): a follower of many runs at once (`timeline_feed.py`)."""
+        self._hearers.append((on_run, on_all))
 
     @contextlib.contextmanager
     def following(self, run_id: str) -> Iterator[Follower]:
@@ -73,7 +80,12 @@ class RunEvents:
     def _wake(self, run_id: str) -> None:
         for event in self._waiters.get(run_id, ()):
             event.set()
+        for on_run, _ in self._hearers:
+            on_run(run_id)
 
     def _wake_all(self) -> None:
         for run_id in list(self._waiters):
-            self._wake(run_id)
+            for event in self._waiters.get(run_id, ()):
+                event.set()
+        for _, on_all in self._hearers:
+            on_all()

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,9 +20,10 @@ from ticketiq.storage.rows import AuditRow, LeftRun, RunStatus, TranscriptRow
 from ticketiq.storage.run_list_store import RunListStore
 from ticketiq.storage.timeline_store import TimelineStore
 from ticketiq.views import run_list, timeline
+from ticketiq.views.follows import Follow
 from ticketiq.views.run_events import RECHECK_S, RunEvents
 from ticketiq.views.run_list import RunPage, RunQuery
-from ticketiq.views.timeline_feed import follow
+from ticketiq.views.timeline_feed import TimelineFeed
 
 ENDED_SHOWN = 20  # processes that ended, in `processes()`
 LEFT_SHOWN = 100  # runs left for a newer release, in `processes()`
@@ -43,6 +43,8 @@ class RunViews:
         # Wakes followers of a run when its status changes (None: they poll).
         self.events = events
         self.timeline_store = TimelineStore(engine.deps.db)
+        # What the event streams of this process follow, read once for all of them (`timeline_feed.py`).
+        self.feed = TimelineFeed(self, events, TERMINAL)
 
     async def transcript(self, run_id: str, after: int, limit: int, created_by: str | None = None) -> Transcript | None:
         """The run's transcript; `created_by` scopes it as `Engine.get_run` does."""
@@ -54,17 +56,22 @@ class RunViews:
         rows = await self.store.transcript(run_id, after, limit)
         return Transcript(rows, await self.store.unflushed(run_id))
 
-    async def wait_change(self, run_id: str, timeout_s: float, seen: str | None = None) -> RunStatus | None:
+    async def wait_change(
+        self, run_id: str, timeout_s: float, seen: str | None = None, until: Follow | None = None
+    ) -> RunStatus | None:
         """The run's status once it is other than `seen` (default: its status now), or when the timeout
-        passed; None when there is no such run."""
+        passed, or when `until` was ended (a long wait's slot, `follows.py`: its credential ended); None
+        when there is no such run."""
         deadline = time.monotonic() + timeout_s
         with contextlib.ExitStack() as stack:
             follower = stack.enter_context(self.events.following(run_id)) if self.events else None
+            if follower is not None and until is not None:
+                until.when_ended(follower.event.set)
             now = await self.store.status(run_id)
             seen = now.status if seen is None and now is not None else seen
             while now is not None and now.status == seen and now.status not in TERMINAL:
                 left = deadline - time.monotonic()
-                if left <= 0:
+                if left <= 0 or (until is not None and until.ended.is_set()):
                     break
                 if follower is not None:
                     await follower.wait(left)
@@ -113,11 +120,6 @@ class RunViews:
         """The run's timeline (`views/timeline.py`): {run, attempts, steps}; `scope` as `get_run`."""
         run = await self.shown_run(run_id, scope)
         return None if run is None else timeline.assemble(run, await self.timeline_store.read(run_id))
-
-    def timeline_events(self, run_id: str, scope: str | None) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        """(event, data) as the run's timeline changes, ending with `end` once the run ended
-        (`views/timeline_feed.py`)."""
-        return follow(self, run_id, scope, TERMINAL)
 
     async def gauges(self) -> Gauges:
         """The cluster's queues for `GET /metrics` (waiting runs, pending approvals, queued jobs)."""

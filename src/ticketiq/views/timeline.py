@@ -1,5 +1,6 @@
-"""A run's timeline (`GET /v1/runs/{id}/timeline`), assembled from its rows; and what a follower of it is
-told when it changes (`GET /v1/runs/{id}/events`). Pure: the store reads, these decide what is shown.
+"""A run's timeline (`GET /v1/runs/{id}/timeline`), assembled from its rows (what a follower of it is told
+as it changes, `GET /v1/runs/{id}/events`, is `timeline_cursor.py`'s). Pure: the store reads, these decide
+what is shown.
 
 Each attempt: the process that held it, when it began and ended and how (finished, lost, handed_back,
 stalled, waiting; None while it runs), and for one that took the run over after a loss, when the loss
@@ -225,25 +226,3 @@ def _pending(data: dict[str, Any]) -> CallRow | None:
 def _when(epoch: Any) -> datetime | None:
     """A time a process took (epoch seconds of its wall clock), as a datetime."""
     return datetime.fromtimestamp(epoch, UTC) if isinstance(epoch, int | float) else None
-
-
-# ----- following it ---------------------------------------------------------------------------------------
-
-
-def changes(shown: dict[str, Any] | None, now: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """What a follower that was shown `shown` (None: nothing yet) is told of `now`: the run's status
-    (with its attempt) when either changed, each attempt and each step that is new or changed."""
-    out: list[tuple[str, dict[str, Any]]] = []
-    run = now["run"]
-    seen = shown["run"] if shown else None
-    if seen is None or (seen["status"], seen["attempt"]) != (run["status"], run["attempt"]):
-        out.append(("status", {"id": run["id"], "status": run["status"], "attempt": run["attempt"]}))
-    for kind, key, items in (("attempt", "attempt", "attempts"), ("step", "step", "steps")):
-        before = {item[key]: item for item in (shown[items] if shown else [])}
-        out += [(kind, item) for item in now[items] if before.get(item[key]) != item]
-    return out
-
-
-def end(run: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The last event of a follow: the run ended."""
-    return "end", {"id": run["id"], "status": run["status"]}

@@ -180,7 +180,10 @@
     source.addEventListener("attempt", soon);
     source.addEventListener("end", function () { source.close(); reread(); });
     source.onerror = function () {
-      // The stream ended or could not start: fall back to reading the page now and then.
+      // A stream that ended before its run (each lasts a few minutes) or was cut: the browser follows it on
+      // by itself, sending the last event's id, and is told only what changed since. One it may not follow
+      // (refused: signed out, too many streams): fall back to reading the page now and then.
+      if (source.readyState === EventSource.CONNECTING) { return; }
       source.close();
       setTimeout(poll, REFRESH_MS);
     };

@@ -30,12 +30,22 @@ SELECT s.token_name, s.csrf_secret, s.expires_at, t.role, t.agents
  WHERE s.id_hash = %(id_hash)s AND s.expires_at > now()
 
 -- name: end
--- Sign-out: the row goes, with its audit row. No row when there was no such session.
+-- Sign-out: the row goes, with its audit row. No row when there was no such session. Every process is
+-- told on `ticketiq_sessions` (the id's hash) once this commits: it ends the event streams the session
+-- opened there (issue 32).
 WITH ended AS (
     DELETE FROM console_sessions WHERE id_hash = %(id_hash)s
-    RETURNING token_name
+    RETURNING token_name, id_hash
 ), audit AS (
     INSERT INTO audit_log (action, actor, detail)
     SELECT 'console.signed_out', ended.token_name, '{}'::jsonb FROM ended
 )
-SELECT token_name FROM ended
+SELECT ended.token_name, pg_notify('ticketiq_sessions', ended.id_hash)::text AS told FROM ended
+
+-- name: alive
+-- Of these sessions (the ids' hashes), those still found as `get` finds one: unexpired, their token
+-- unrevoked. The safety look of the streams sessions opened (views/follows.py).
+SELECT s.id_hash
+  FROM console_sessions s
+  JOIN api_tokens t ON t.name = s.token_name AND t.revoked_at IS NULL
+ WHERE s.id_hash = ANY(ARRAY(SELECT jsonb_array_elements_text(%(id_hashes)s))) AND s.expires_at > now()

@@ -36,10 +36,11 @@ SELECT step, idx, attempt, tool, class, step_key, sent_key, status, outcome, set
 SELECT id, step, idx, tool, status, created_at, decided_at
   FROM approvals WHERE run_id = %(run_id)s ORDER BY created_at, id
 
--- name: position
--- Where a follower of the timeline stands: when any of these moved, something it shows may have changed
--- (a checkpoint, a note, a call, a decision, an attempt, an audit). One row; none when there is no run.
-SELECT r.status, c.attempt, c.written_at,
+-- name: positions
+-- Where each followed run's timeline stands, for all the runs a process's streams follow in one statement:
+-- when any of these moved, something a follower shows may have changed (a checkpoint, a note, a call, a
+-- decision, an attempt, an audit). No row for a run that is not there.
+SELECT r.id::text AS run_id, r.status, c.attempt, c.written_at,
        (SELECT max(t.id) FROM transcripts t WHERE t.run_id = r.id) AS entry,
        (SELECT max(k.updated_at) FROM calls k WHERE k.run_id = r.id) AS call,
        (SELECT max(coalesce(a.decided_at, a.created_at)) FROM approvals a WHERE a.run_id = r.id) AS approval,
@@ -47,4 +48,4 @@ SELECT r.status, c.attempt, c.written_at,
            AS attempts,
        (SELECT max(l.id) FROM audit_log l WHERE l.run_id = r.id) AS audit
   FROM runs r JOIN checkpoints c ON c.run_id = r.id
- WHERE r.id = %(run_id)s
+ WHERE r.id = ANY(ARRAY(SELECT jsonb_array_elements_text(%(run_ids)s)::uuid))

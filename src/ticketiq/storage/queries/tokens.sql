@@ -43,3 +43,8 @@ SELECT name, role, agents, created_at, revoked_at FROM api_tokens ORDER BY creat
 -- name: credential
 -- A request's token, by its hash (the unique index), while it is not revoked.
 SELECT name, role, agents, token_hash FROM api_tokens WHERE token_hash = %(token_hash)s AND revoked_at IS NULL
+
+-- name: unrevoked
+-- Of these token names, those not revoked: the safety look of the streams opened with them
+-- (views/follows.py), beside the revocations heard on `ticketiq_tokens`.
+SELECT name FROM api_tokens WHERE name = ANY(ARRAY(SELECT jsonb_array_elements_text(%(names)s))) AND revoked_at IS NULL
