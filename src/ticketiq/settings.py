@@ -95,7 +95,17 @@ class Settings:
     incidentio_url: str = _setting("http://127.0.0.1:9000/incidentio", "incident.io API base URL.")
     incidentio_api_key: str = _setting("unset", "incident.io API key.", secret=True)
     jira_url: str = _setting("http://127.0.0.1:9000/jira", "Jira Cloud base URL.")
-    jira_token: str = _setting("unset", "Jira API token (Bearer).", secret=True)
+    jira_token: str = _setting(
+        "unset",
+        "Jira API token. With TICKETIQ_JIRA_EMAIL it goes out as Basic auth (Jira Cloud's API tokens); "
+        "without, as a Bearer token (a Jira Data Center personal access token).",
+        secret=True,
+    )
+    jira_email: str | None = _setting(
+        None,
+        "The Atlassian account's email that TICKETIQ_JIRA_TOKEN belongs to (Jira Cloud: Basic auth). Unset: "
+        "the token is sent as Bearer (Jira Data Center).",
+    )
     teams_service_url: str = _setting("http://127.0.0.1:9000/teams", "Bot Framework serviceUrl for replies.")
     teams_app_id: str | None = _setting(
         None,

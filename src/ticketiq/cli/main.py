@@ -351,6 +351,11 @@ def build_parser() -> argparse.ArgumentParser:
         "cluster starts at once on the same data; `ticketiq db ha down` stops it)",
     )
     sub.add_parser("settings", help="print every TICKETIQ_* setting with its default")
+    sub.add_parser(
+        "doctor",
+        help="check what is configured (database, seal keys, model and agents' models, vendor credentials), "
+        "one line each; exit 0 when all is well, 1 otherwise",
+    )
     p_jobs = sub.add_parser("jobs", help="background jobs over the API (--url, --token)")
     job_actions = p_jobs.add_subparsers(dest="action", required=True)
     p_watch = job_actions.add_parser(
@@ -438,6 +443,10 @@ def main(argv: list[str] | None = None) -> int:
             return run_cluster(settings, args.processes, args.port, db=args.db)
         if args.command == "settings":
             return settings_table(settings)
+        if args.command == "doctor":
+            from ticketiq.operate import doctor
+
+            return doctor.run(settings)
         if args.command == "jobs":
             return jobs_command(settings, args)
         if args.command in ("runs", "approvals"):

@@ -29,6 +29,7 @@ from ticketiq.jobs.jira_source import (
 from ticketiq.jobs.kinds import Job, JobCancelled, JobFailed, JobKind, params_error
 from ticketiq.tools.base import CallContext
 from ticketiq.tools.http import Send, VendorFailed, request
+from ticketiq.tools.jira import auth_headers as jira_auth
 
 if TYPE_CHECKING:
     from ticketiq.engine.engine import Engine
@@ -89,7 +90,7 @@ class _Jira:
         self.job = job
         settings = job.settings
         self.base = f"{settings.jira_url.rstrip('/')}/rest/api/3"
-        self.headers = {"Authorization": f"Bearer {settings.jira_token}", "Accept": "application/json"}
+        self.headers = jira_auth(settings)
         self.ctx = CallContext(run_id=job.id, tool=NAME, args={}, key="", http=job.http, settings=settings,
                                before_send=job.check)  # fmt: skip
 

@@ -60,6 +60,8 @@ class OptionsPatch(BaseModel):
     fine_tune_failure: str | None = None
     oauth_token_lifetime_s: int | None = Field(default=None, ge=1, le=86400)
     botframework_endorsements: list[str] | None = None
+    jira_api_tokens: dict[str, str] | None = None
+    jira_personal_tokens: list[str] | None = None
 
 
 def create_app(

@@ -7,6 +7,7 @@ comment listing does not return properties). A transition is read back from the 
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 from urllib.parse import quote
 
@@ -184,7 +185,19 @@ def _issue_url(ctx: CallContext) -> str:
 
 
 def _auth(ctx: CallContext) -> dict[str, str]:
-    return {"Authorization": f"Bearer {ctx.settings.jira_token}", "Accept": "application/json"}
+    return auth_headers(ctx.settings)
+
+
+def auth_headers(settings: Settings) -> dict[str, str]:
+    return {"Authorization": authorization(settings.jira_email, settings.jira_token), "Accept": "application/json"}
+
+
+def authorization(email: str | None, token: str) -> str:
+    """Jira Cloud takes an API token only as Basic auth with its account's email; Jira Data Center takes a
+    personal access token as Bearer."""
+    if email:
+        return "Basic " + base64.b64encode(f"{email}:{token}".encode()).decode("ascii")
+    return f"Bearer {token}"
 
 
 def _adf(text: str) -> dict[str, Any]:

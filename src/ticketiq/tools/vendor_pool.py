@@ -28,16 +28,23 @@ the raw headers and the body read whole (nothing in TicketIQ streams a response)
   under it (for GET, PUT, DELETE, ...). That is turned off, and a second connect for the same request is
   refused besides: a request's bytes go out at most once; resending is tools/http.py's decision.
 
-One event loop only (the process's): the session is made on first use. HTTP(S)_PROXY from the
-environment is not honoured (trust_env off), as httpx did not for a client with its own transport.
+One event loop only (the process's): the session is made on first use.
+
+Behind a company's network (docs/going-live.md): HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and NO_PROXY (either
+case) are honoured as httpx and the OpenAI SDK honour them, read once when the transport is made; each
+host's route (a proxy or none) is decided once (`route`), not per request. aiohttp's own trust_env stays
+off: it would read the environment on every request and ~/.netrc besides (credentials we never meant to
+send). A private CA: SSL_CERT_FILE (or SSL_CERT_DIR) replaces certifi's roots, as in httpx.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import ipaddress
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
+import urllib.request
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from types import TracebackType
 from typing import Any
@@ -174,6 +181,36 @@ def _bounds(connect: float | None, read: float | None, pool: float | None) -> ai
     return aiohttp.ClientTimeout(total=None, connect=whole, sock_connect=connect, sock_read=read)
 
 
+def route(scheme: str, host: str, port: int, proxies: Mapping[str, str]) -> str | None:
+    """The proxy a request to scheme://host:port goes through, or None for straight: `proxies` as
+    urllib's getproxies_environment() reads them (lowercased keys: http, https, all, no)."""
+    proxy = proxies.get(scheme) or proxies.get("all")
+    if not proxy or any(_names(entry, host.lower(), port) for entry in proxies.get("no", "").split(",")):
+        return None
+    return proxy if "://" in proxy else f"http://{proxy}"
+
+
+def _names(entry: str, host: str, port: int) -> bool:
+    """Whether one NO_PROXY entry names the host: `*`, a domain and its subdomains (`example.com`,
+    `.example.com`), with or without `:port`, an address, or a network (`10.0.0.0/8`)."""
+    entry = entry.strip().lower()
+    if entry == "*":
+        return True
+    if entry.count(":") == 1:  # host:port (an IPv6 address has more colons)
+        entry, _, wanted = entry.partition(":")
+        if wanted != str(port):
+            return False
+    entry = entry.strip("[]").lstrip(".")
+    if not entry:
+        return False
+    if "/" in entry:
+        try:
+            return ipaddress.ip_address(host.strip("[]")) in ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            return False
+    return host.strip("[]") == entry or host.endswith("." + entry)
+
+
 @functools.cache
 def _verified() -> ssl.SSLContext:
     """The context that verifies servers against certifi's roots, made once a process: OpenSSL 3 spends some
@@ -191,6 +228,8 @@ class VendorTransport(httpx.AsyncBaseTransport):
         self._limit = limit
         self._keepalive_s = keepalive_s
         self._ssl = _verified() if verify is True else httpx.create_ssl_context(verify=verify)
+        self._proxies = urllib.request.getproxies_environment()
+        self._routes: dict[tuple[str, str, int], str | None] = {}
         self._session: aiohttp.ClientSession | None = None
         self._connector: _Connector | None = None
         self._closed = False
@@ -245,6 +284,10 @@ class VendorTransport(httpx.AsyncBaseTransport):
             headers = headers.copy()
             del headers["transfer-encoding"]
             headers["content-length"] = str(len(body))
+        where = (url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80))
+        proxy = self._routes.get(where, "") if self._proxies else None
+        if proxy == "":
+            proxy = self._routes[where] = route(*where, self._proxies)
         timeouts = request.extensions.get("timeout", {})
         exchange = _Exchange(request, timeouts.get("pool"), timeouts.get("write") if body else None)
         token = _EXCHANGE.set(exchange)
@@ -255,6 +298,7 @@ class VendorTransport(httpx.AsyncBaseTransport):
                 headers=[(name.decode("latin-1"), value.decode("latin-1")) for name, value in headers.raw],
                 data=None if not body else body if len(body) <= _WHOLE else _slices(body),
                 allow_redirects=False,  # httpx's client follows them
+                proxy=proxy,
                 timeout=_bounds(timeouts.get("connect"), timeouts.get("read"), timeouts.get("pool")),
             )
             if exchange.write_timer is not None:

@@ -47,6 +47,11 @@ class StandinOptions:
     # carries no `endorsements` field).
     oauth_token_lifetime_s: int = 3599
     botframework_endorsements: list[str] | None = field(default_factory=lambda: ["msteams", "skype", "webchat"])
+    # Jira's accounts (standins/vendors/jira.py): the Cloud API tokens by their account's email (Basic auth)
+    # and the Data Center personal access tokens (Bearer). Both None: any credential is taken, as before
+    # the stand-in knew accounts (most tests send a made-up token).
+    jira_api_tokens: dict[str, str] | None = None
+    jira_personal_tokens: list[str] | None = None
     faults: list[Fault] = field(default_factory=list)
 
 

@@ -11,21 +11,28 @@ A project can be filled in bulk (`POST /_standin/jira/projects/{key}/generate {"
 KEY-1..KEY-N with text and a topic label, `jira_corpus.py`) and read back page by page through the
 enhanced JQL search (`/rest/api/3/search/jql`, `jira_search.py`); the old `/rest/api/3/search`
 (startAt/total) answers 410 Gone, as Jira Cloud has since it removed it.
+
+Credentials, once the stand-in knows accounts (options `jira_api_tokens`, `jira_personal_tokens`), are
+checked on every route as Jira checks them: Basic `email:api-token` (Cloud) or Bearer with a personal
+access token (Data Center); anything else is 401, and `GET /rest/api/3/myself` names the account.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 import re
 from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Request, Response
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ticketiq.standins.records import Answer, Effect, Row, Session, Write, iso, jsonb
-from ticketiq.standins.vendors.intake import Intake, IntakeDep, has_auth, json_body
+from ticketiq.standins.vendors.intake import Intake, IntakeDep, StandinOptions, has_auth, json_body
 from ticketiq.standins.vendors.jira_corpus import generated_issue
 from ticketiq.standins.vendors.jira_search import Jql, PageToken, SearchRefused, chosen_fields, page_size, parse_jql
 
@@ -59,8 +66,46 @@ _REMOVED = (
 )
 
 
+_UNAUTHENTICATED = "Client must be authenticated to access this resource."
+
+
+def account(authorization: str, options: StandinOptions) -> str | None:
+    """Whose credentials the Authorization header carries: an email (Cloud), "pat" (Data Center), "anyone"
+    while the stand-in knows no accounts, or None when Jira would refuse them."""
+    if options.jira_api_tokens is None and options.jira_personal_tokens is None:
+        return "anyone" if authorization.strip() else None
+    scheme, _, credential = authorization.strip().partition(" ")
+    if scheme.lower() == "bearer" and credential in (options.jira_personal_tokens or []):
+        return "pat"
+    if scheme.lower() == "basic":
+        try:
+            email, _, token = base64.b64decode(credential, validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+        if email and (options.jira_api_tokens or {}).get(email) == token:
+            return email
+    return None
+
+
+async def _authenticated(request: Request, intake: IntakeDep) -> None:
+    if intake.options.jira_api_tokens is None and intake.options.jira_personal_tokens is None:
+        return  # no accounts known: the routes check only that a credential came, where they did before
+    if account(request.headers.get("authorization", ""), intake.options) is None:
+        raise HTTPException(401, {"errorMessages": [_UNAUTHENTICATED], "errors": {}})
+
+
 def router() -> APIRouter:
-    api = APIRouter()
+    api = APIRouter(dependencies=[Depends(_authenticated)])
+
+    @api.get("/rest/api/3/myself")
+    async def myself(request: Request, intake: IntakeDep) -> Response:
+        who = account(request.headers.get("authorization", ""), intake.options)
+        if who is None:
+            raise HTTPException(401, {"errorMessages": [_UNAUTHENTICATED], "errors": {}})
+        body = {"accountId": "standin-bot", "displayName": "TicketIQ", "active": True}
+        if "@" in who:
+            body["emailAddress"] = who
+        return JSONResponse(body)
 
     @api.get("/rest/api/3/issue/{key}")
     async def get_issue(key: str, request: Request, intake: IntakeDep) -> Response:

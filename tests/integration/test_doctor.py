@@ -1,0 +1,123 @@
+"""`ticketiq doctor`, run as its own process against the real stand-ins (and their database): one line a
+finding, exit 0 when all is well and 1 when something is wrong; and its requests, like the app's, go
+through HTTP_PROXY unless NO_PROXY names the host (a forward proxy on loopback records what it relays)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import sys
+from pathlib import Path
+
+from tests.support.forward_proxy import forward_proxy
+from tests.support.standins import Standins
+
+EMAIL = "ops-bot@example.com"
+API_TOKEN = "ATATT-standin-" + "x" * 16
+PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+
+
+def _env(standins: Standins, home: Path, **extra: str) -> dict[str, str]:
+    inherited = {k: v for k, v in os.environ.items() if k.lower() not in PROXY_VARS and not k.startswith("TICKETIQ_")}
+    return {
+        **inherited,
+        **standins.settings_env,
+        "TICKETIQ_HOME": str(home),
+        "TICKETIQ_SEAL_KEYS": f"k1:{secrets.token_hex(32)}",
+        "TICKETIQ_JIRA_EMAIL": EMAIL,
+        "TICKETIQ_JIRA_TOKEN": API_TOKEN,
+        **extra,
+    }
+
+
+async def _doctor(env: dict[str, str]) -> tuple[int, list[str]]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "ticketiq.cli", "doctor", env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout=60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode().splitlines()
+
+
+async def _jira_knows_one_account(standins: Standins) -> None:
+    await standins.options(jira_api_tokens={EMAIL: API_TOKEN}, jira_personal_tokens=["pat-of-data-center"])
+
+
+async def test_doctor_exits_0_on_the_standins(standins: Standins, tmp_path: Path) -> None:
+    await _jira_knows_one_account(standins)
+    code, lines = await _doctor(_env(standins, tmp_path))
+    assert code == 0, lines
+    assert not [line for line in lines if line.startswith("WRONG")]
+    assert f"ok    jira: Basic (Cloud) as {EMAIL}" in lines
+    assert any(line.startswith("ok    database:") for line in lines)
+    assert any(line.startswith("ok    model endpoint:") for line in lines)
+    assert any(line.startswith("ok    agent ") for line in lines)
+    assert lines[-1] == "all is well"
+
+
+async def test_doctor_names_a_wrong_jira_token_in_one_line_and_exits_1(standins: Standins, tmp_path: Path) -> None:
+    await _jira_knows_one_account(standins)
+    code, lines = await _doctor(_env(standins, tmp_path, TICKETIQ_JIRA_TOKEN="not-the-token"))
+    assert code == 1, lines
+    wrong = [line for line in lines if line.startswith("WRONG")]
+    assert wrong == [
+        f"WRONG jira: {standins.base_url}/jira/rest/api/3/myself refused the credentials (401): "
+        "check TICKETIQ_JIRA_TOKEN and TICKETIQ_JIRA_EMAIL"
+    ]
+    assert not any("not-the-token" in line for line in lines)  # a secret never printed
+
+
+async def test_doctor_takes_a_data_center_token_as_bearer(standins: Standins, tmp_path: Path) -> None:
+    await _jira_knows_one_account(standins)
+    env = _env(standins, tmp_path, TICKETIQ_JIRA_TOKEN="pat-of-data-center")
+    del env["TICKETIQ_JIRA_EMAIL"]
+    code, lines = await _doctor(env)
+    assert code == 0, lines
+    assert "ok    jira: Bearer (Data Center) as standin-bot" not in lines  # named by display name
+    assert "ok    jira: Bearer (Data Center) as TicketIQ" in lines
+    # The Cloud API token as Bearer is refused, as Jira Cloud refuses it.
+    env["TICKETIQ_JIRA_TOKEN"] = API_TOKEN
+    code, lines = await _doctor(env)
+    assert code == 1, lines
+    assert [line.split(":")[0] for line in lines if line.startswith("WRONG")] == ["WRONG jira"]
+
+
+async def test_doctor_names_a_wrong_model_and_missing_seal_keys(standins: Standins, tmp_path: Path) -> None:
+    env = _env(standins, tmp_path, TICKETIQ_MODEL="no-such-model")
+    del env["TICKETIQ_SEAL_KEYS"]
+    agents = tmp_path / "agents.yaml"
+    agents.write_text(
+        "agents:\n  helper:\n    system_prompt: Help.\n    tools: [jira_get_issue]\n"
+        "    owner: ops-bot\n    tenant: acme\n"
+    )
+    env["TICKETIQ_AGENTS"] = str(agents)
+    code, lines = await _doctor(env)
+    assert code == 1, lines
+    wrong = [line for line in lines if line.startswith("WRONG")]
+    assert any(line.startswith("WRONG seal keys: TICKETIQ_SEAL_KEYS is unset") for line in wrong), lines
+    assert any(line.startswith("WRONG agent helper: model 'no-such-model' is not among") for line in wrong), lines
+    assert not (tmp_path / "seal.key").exists()  # the doctor made no key of its own
+
+
+async def test_the_doctors_requests_go_through_http_proxy_unless_no_proxy_names_the_host(
+    standins: Standins, tmp_path: Path
+) -> None:
+    await _jira_knows_one_account(standins)
+    async with forward_proxy() as proxy:
+        code, lines = await _doctor(_env(standins, tmp_path, HTTP_PROXY=proxy.url))
+        assert code == 0, lines
+        base = standins.base_url
+        assert f"GET {base}/jira/rest/api/3/myself" in proxy.relayed
+        assert f"GET {base}/v1/models" in proxy.relayed
+        assert f"GET {base}/incidentio/v1/severities" in proxy.relayed
+        relayed = len(proxy.relayed)
+        code, lines = await _doctor(_env(standins, tmp_path, HTTP_PROXY=proxy.url, NO_PROXY="localhost,127.0.0.1"))
+        assert code == 0, lines
+        assert len(proxy.relayed) == relayed  # straight to the stand-ins: nothing more through the proxy
