@@ -59,6 +59,8 @@ async def test_doctor_exits_0_on_the_standins(standins: Standins, tmp_path: Path
     assert any(line.startswith("ok    database:") for line in lines)
     assert any(line.startswith("ok    model endpoint:") for line in lines)
     assert any(line.startswith("ok    agent ") for line in lines)
+    assert "ok    teams bot connector: a token was granted" in lines
+    assert "ok    teams graph: a token was granted" in lines
     assert lines[-1] == "all is well"
 
 
@@ -121,3 +123,17 @@ async def test_the_doctors_requests_go_through_http_proxy_unless_no_proxy_names_
         code, lines = await _doctor(_env(standins, tmp_path, HTTP_PROXY=proxy.url, NO_PROXY="localhost,127.0.0.1"))
         assert code == 0, lines
         assert len(proxy.relayed) == relayed  # straight to the stand-ins: nothing more through the proxy
+
+
+async def test_doctor_names_a_wrong_bot_password_and_an_unreachable_database(
+    standins: Standins, tmp_path: Path
+) -> None:
+    env = _env(standins, tmp_path, TICKETIQ_TEAMS_APP_PASSWORD="not-the-password")
+    env["TICKETIQ_DATABASE_URL"] = "postgresql://ticketiq:db-secret@127.0.0.1:1/nowhere"
+    code, lines = await _doctor(env)
+    assert code == 1, lines
+    wrong = {line.split(":")[0]: line for line in lines if line.startswith("WRONG")}
+    assert set(wrong) == {"WRONG database", "WRONG teams bot connector", "WRONG teams graph"}, lines
+    assert "cannot reach postgresql://ticketiq:***@127.0.0.1:1/nowhere" in wrong["WRONG database"]
+    assert "TICKETIQ_TEAMS_APP_PASSWORD" in wrong["WRONG teams bot connector"]
+    assert not any("db-secret" in line or "not-the-password" in line for line in lines)  # no secret printed

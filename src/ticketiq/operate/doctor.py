@@ -2,7 +2,9 @@
 
 Each check is one harmless read (no run, no write to a vendor): the database (reached, migrations), the
 seal keys (present, and verifying the cluster's key probe), the model endpoint (its model list) and each
-agent's model name in it, and each vendor's credentials (Jira: who am I; incident.io: its severities).
+agent's model name in it, and each vendor's credentials (Jira: who am I; incident.io: its severities;
+Teams: a token bought for the Bot Connector and one for Graph, when the bot is configured). Discord, SQS
+and the webhook are not checked yet.
 The requests go out through the app's own transport (tools/vendor_pool.py), so HTTPS_PROXY, NO_PROXY and
 SSL_CERT_FILE apply to the doctor as they do to the app.
 
@@ -32,6 +34,8 @@ from ticketiq.runtime.user_agent import user_agent
 from ticketiq.settings import Settings
 from ticketiq.storage import migrate
 from ticketiq.storage.database import Database
+from ticketiq.tools import app_tokens, teams
+from ticketiq.tools.http import VendorFailed
 from ticketiq.tools.jira import auth_headers as jira_auth
 from ticketiq.tools.vendor_pool import VendorTransport
 
@@ -165,9 +169,25 @@ async def check_incidentio(ctx: Context) -> list[Finding]:
     return [Finding("incident.io", problem, "" if problem else "severities read")]
 
 
+async def check_teams(ctx: Context) -> list[Finding]:
+    """The bot's credentials buy a token for each scope it uses: the Bot Connector's and Graph's."""
+    settings = ctx.settings
+    if not settings.teams_app_id:
+        return [Finding("teams", None, "not configured (TICKETIQ_TEAMS_APP_ID unset: the Teams inbox is off)")]
+    findings = []
+    for name, grant in (("teams bot connector", teams.connector_grant), ("teams graph", teams.graph_grant)):
+        try:
+            await app_tokens.AppTokens().token(grant(settings), ctx.http, settings.http_timeout_s, 0)
+        except VendorFailed as exc:  # it names the setting to fix and quotes the endpoint, never the secret
+            findings.append(Finding(name, str(exc)))
+            continue
+        findings.append(Finding(name, None, "a token was granted"))
+    return findings
+
+
 # In order: the seal keys read the database the database check reached. The MCP servers' checks (each
 # server reached, the tools the agents name on it listed) go here once the servers exist.
-CHECKS: list[Check] = [check_database, check_seal_keys, check_model, check_jira, check_incidentio]
+CHECKS: list[Check] = [check_database, check_seal_keys, check_model, check_jira, check_incidentio, check_teams]
 
 
 async def _get(
