@@ -12,6 +12,9 @@ from pathlib import Path
 
 from tests.support.forward_proxy import forward_proxy
 from tests.support.standins import Standins
+from ticketiq.engine import seal
+from ticketiq.storage.database import Database
+from ticketiq.storage.seal_store import SealProbeStore
 
 EMAIL = "ops-bot@example.com"
 API_TOKEN = "ATATT-standin-" + "x" * 16
@@ -137,3 +140,22 @@ async def test_doctor_names_a_wrong_bot_password_and_an_unreachable_database(
     assert "cannot reach postgresql://ticketiq:***@127.0.0.1:1/nowhere" in wrong["WRONG database"]
     assert "TICKETIQ_TEAMS_APP_PASSWORD" in wrong["WRONG teams bot connector"]
     assert not any("db-secret" in line or "not-the-password" in line for line in lines)  # no secret printed
+
+
+async def test_doctor_checks_the_seal_keys_against_the_clusters_probe(standins: Standins, tmp_path: Path) -> None:
+    cluster = f"k1:{secrets.token_hex(32)}"
+    db = Database(standins.settings_env["TICKETIQ_DATABASE_URL"], min_size=1, max_size=1)
+    await db.open()
+    try:
+        await SealProbeStore(db).offer(*seal.probe(seal.parse_keys(cluster)))  # as the first process does
+    finally:
+        await db.close()
+    code, lines = await _doctor(_env(standins, tmp_path, TICKETIQ_SEAL_KEYS=cluster))
+    assert code == 0, lines
+    assert "ok    seal keys: signing with k1; they verify the cluster's probe" in lines
+    other = f"k1:{secrets.token_hex(32)}"  # the same id, another secret: a host given the wrong keys
+    code, lines = await _doctor(_env(standins, tmp_path, TICKETIQ_SEAL_KEYS=other))
+    assert code == 1, lines
+    [wrong] = [line for line in lines if line.startswith("WRONG")]
+    assert wrong.startswith("WRONG seal keys: key id 'k1' in TICKETIQ_SEAL_KEYS has another secret"), lines
+    assert not any(other.split(":")[1] in line or cluster.split(":")[1] in line for line in lines)

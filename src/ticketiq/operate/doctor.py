@@ -34,6 +34,7 @@ from ticketiq.runtime.user_agent import user_agent
 from ticketiq.settings import Settings
 from ticketiq.storage import migrate
 from ticketiq.storage.database import Database
+from ticketiq.storage.seal_store import SealProbeStore
 from ticketiq.tools import app_tokens, teams
 from ticketiq.tools.http import VendorFailed
 from ticketiq.tools.jira import auth_headers as jira_auth
@@ -106,15 +107,15 @@ async def check_seal_keys(ctx: Context) -> list[Finding]:
     db = Database(ctx.database_url, min_size=1, max_size=1)
     try:
         await db.open()
-        row = await db.fetch_one("seal.probe")
+        found = await SealProbeStore(db).find()
     except Exception as exc:
         return [Finding("seal keys", f"cannot read the cluster's key probe: {_first_line(exc)}")]
     finally:
         await db.close()
-    if row is None:
+    if found is None:
         return [Finding("seal keys", None, f"signing with {keys.signing_id}; no process has written the probe yet")]
     try:
-        seal.check_probe(keys, str(row["key_id"]), str(row["seal"]))
+        seal.check_probe(keys, *found)
     except TicketIQError as exc:
         return [Finding("seal keys", str(exc))]
     return [Finding("seal keys", None, f"signing with {keys.signing_id}; they verify the cluster's probe")]

@@ -21,6 +21,11 @@ class SealProbeStore:
         assert row is not None  # offered first
         return str(row["key_id"]), str(row["seal"])
 
+    async def find(self) -> tuple[str, str] | None:
+        """The probe, or None before the cluster's first process wrote it (what `ticketiq doctor` reads)."""
+        row = await self.db.fetch_one("seal.probe")
+        return None if row is None else (str(row["key_id"]), str(row["seal"]))
+
     async def move(self, key_id: str, seal: str, was: str) -> None:
         """Move the probe to the key this process signs with, from the key it was found under."""
         await self.db.execute("seal.move_probe", {"key_id": key_id, "seal": seal, "was": was})
