@@ -122,3 +122,20 @@ def test_a_body_without_json_content_type_is_told_which_to_send(own_stack: tuple
     # The same body as JSON is taken: only the content type was wrong.
     taken = web.post(f"{base}/v1/runs", json={"agent": "mine", "input": "OPS-79"}, headers=auth)
     assert taken.status_code == 201, taken.text
+
+
+def test_the_variable_reaches_standins_started_as_cluster_and_demo_start_them(db_url: str, tmp_path: Path) -> None:
+    # `ticketiq cluster` and `ticketiq demo` start the stand-ins with start_standins and their own
+    # environment, no --scripts: TICKETIQ_STANDIN_SCRIPTS set there is what the stand-ins read.
+    scripts = tmp_path / "from-the-variable"
+    scripts.mkdir()
+    (scripts / "mine.yaml").write_text(SCRIPT)
+    env = {**os.environ, "TICKETIQ_DATABASE_URL": db_url, "TICKETIQ_HOME": str(tmp_path / "home"),
+           "TICKETIQ_STANDIN_SCRIPTS": str(scripts)}  # fmt: skip
+    standins = start_standins(env, tmp_path)
+    try:
+        models = web.get(f"{standins.env['TICKETIQ_MODEL_BASE_URL']}/models").json()
+        names = {m["id"] for m in models["data"]}
+        assert {"mine", "triage"} <= names, names  # ours beside the shipped ones
+    finally:
+        standins.stop()
