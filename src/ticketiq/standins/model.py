@@ -1,11 +1,11 @@
 """The scripted model stand-in: the chat-completions protocol answered from a YAML script per agent.
 
 The request's `model` names the script (`triage` -> scripts/triage.yaml); a folder of your own
-(`ticketiq standins --scripts DIR`, TICKETIQ_STANDIN_SCRIPTS) adds scripts, and one of the same name as a
-shipped script replaces it. Which step answers is a
-function of the conversation alone: the number of assistant messages it already holds. So a run that
-is resumed on another process, asking for its next step with the conversation it checkpointed, gets
-the same answer the lost process would have got; the stand-in keeps no memory of runs.
+(`ticketiq standins --scripts DIR`, TICKETIQ_STANDIN_SCRIPTS) adds scripts, one of a shipped name
+replacing the shipped one. Which step answers is a function of the conversation alone: the number of
+assistant messages it already holds. So a run that is resumed on another process, asking for its next
+step with the conversation it checkpointed, gets the same answer the lost process would have got; the
+stand-in keeps no memory of runs.
 
 A script file:
 
