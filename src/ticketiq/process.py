@@ -18,6 +18,7 @@ from ticketiq.dbserver.target import Target, resolve
 from ticketiq.dbserver.watch import ServerWatch
 from ticketiq.engine import seal
 from ticketiq.engine.context import EngineDeps
+from ticketiq.engine.delegation import TOOL_NAME as DELEGATION_TOOL
 from ticketiq.engine.delegation import delegation_tool
 from ticketiq.engine.engine import Engine
 from ticketiq.engine.gate_watch import GateWatch
@@ -60,6 +61,14 @@ STEP_DOWN_WAIT_S = 5.0
 def new_identity() -> str:
     """I4: each process start has a fresh identity; a restarted process holds nothing of its past."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+def check_agents(settings: Settings) -> None:
+    """The agents file read as `AppProcess.start` reads it, before anything starts: a missing file, bad
+    YAML or an unknown tool is a ConfigError the command prints as one line (exit 2)."""
+    # A database never opened: the tools that read our tables are named here, not used.
+    registry = build_registry(settings, Database(settings.database_url or ""))
+    agents.load(settings.agents, known_tools={*registry.tools, DELEGATION_TOOL})
 
 
 @dataclass

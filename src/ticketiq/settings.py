@@ -64,6 +64,11 @@ class Settings:
     )
 
     agents: Path = _setting(_SAMPLE_AGENTS, "Agents file (YAML); the sample ships with the package.")
+    standin_scripts: Path | None = _setting(
+        None,
+        "`ticketiq standins`: a folder of model scripts of your own (`<model>.yaml`, the format of "
+        "standins/scripts/), besides the shipped ones; `--scripts` overrides it.",
+    )
     seal_keys: str | None = _setting(
         None,
         "Checkpoint seal keys `id:secret,...`: the first signs, all verify. "

@@ -206,6 +206,27 @@ def test_an_unknown_model_is_refused_like_openai(scripted: ScriptedModel) -> Non
         scripted.reply("gpt-9", user("OPS-1"))
     assert caught.value.status == 404
     assert caught.value.body()["error"]["code"] == "model_not_found"
+    # Without a folder of one's own: the file to write and how to hand the folder to the stand-ins.
+    assert "no script gpt-9.yaml; write gpt-9.yaml in a folder of your own" in caught.value.message
+    assert "--scripts FOLDER or TICKETIQ_STANDIN_SCRIPTS=FOLDER" in caught.value.message
+
+
+def test_own_scripts_add_to_the_shipped_ones_and_a_missing_one_names_its_file(tmp_path: Path) -> None:
+    (tmp_path / "mine.yaml").write_text('steps:\n  - text: "mine on {jira_key}"\n')
+    (tmp_path / "reader.yaml").write_text('steps:\n  - text: "my reader"\n')
+    model = ScriptedModel(own=tmp_path)
+    assert model.reply("mine", user("OPS-5"))["content"] == "mine on OPS-5"
+    assert model.reply("reader", user("OPS-5"))["content"] == "my reader"  # ours replaces the shipped one
+    assert model.reply("triage", user("OPS-5"))["tool_calls"]  # the shipped ones stay
+    with pytest.raises(RequestRejected) as caught:
+        model.reply("gpt-4o-mini", user("OPS-5"))
+    assert caught.value.status == 404
+    assert f"write {tmp_path.resolve() / 'gpt-4o-mini.yaml'} " in caught.value.message
+
+
+def test_own_scripts_folder_must_be_a_folder(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="is not a folder; create it"):
+        ScriptedModel(own=tmp_path / "absent")
 
 
 @pytest.mark.parametrize(

@@ -168,12 +168,21 @@ def _storable(data: Any, source: str) -> None:
         raise ConfigError(f"{source}: {path} holds a NUL character or an unpaired surrogate; remove it")
 
 
+def _at(exc: yaml.YAMLError) -> str:
+    """Where and what, on one line: the parser's own text spans several, with a caret drawing."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{where}: {problem}" if problem else where
+
+
 def load(path: Path, known_tools: set[str] | None = None) -> Catalog:
     try:
         data = yaml.safe_load(Path(path).read_text())
     except FileNotFoundError:
         raise ConfigError(f"agents file {path} does not exist; set TICKETIQ_AGENTS to an agents file") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"agents file {path} is not valid YAML: {exc}") from exc
+        raise ConfigError(f"agents file {path} is not valid YAML{_at(exc)}; fix it or set TICKETIQ_AGENTS to "
+                          "another agents file") from exc  # fmt: skip
     _storable(data, str(path))
     return parse(data, str(path), known_tools)

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import dataclasses
 import logging
+import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -68,6 +69,10 @@ def serve(settings: Settings, host: str, port: int) -> int:
     import uvicorn
 
     from ticketiq.entries.api import create_app
+    from ticketiq.process import check_agents
+
+    # Here, not in the app's start-up under uvicorn: there a bad file is a traceback and exit 3.
+    check_agents(settings)
 
     app = create_app(settings, watch_stalls=True, freeze_start_up=True)
     interpreter.name_event_loop_thread()
@@ -295,6 +300,12 @@ def build_parser() -> argparse.ArgumentParser:
     p_stand.add_argument("--port", type=int, default=9000, help="0 picks a free port")
     p_stand.add_argument("--model-latency-ms", type=int, default=0)
     p_stand.add_argument("--position-ids", action="store_true", help="answer with call_0, call_1 ids")
+    p_stand.add_argument(
+        "--scripts",
+        type=Path,
+        metavar="DIR",
+        help="a folder of model scripts of your own, <model>.yaml each (default: TICKETIQ_STANDIN_SCRIPTS)",
+    )
     p_db = sub.add_parser("db", help="the embedded Postgres of TICKETIQ_HOME, or its HA formation (`db ha`)")
     db_actions = p_db.add_subparsers(dest="action", required=True)
     db_actions.add_parser(
@@ -413,6 +424,11 @@ def _approvals_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], 
     p_reject.add_argument("--reason", required=True, help="why, for the audit log and the run")
 
 
+def one_line(message: str) -> str:
+    """An error as one line on stderr: a YAML parser's message spans several, with a caret drawing."""
+    return " ".join(message.split())
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -423,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "standins":
             from ticketiq.standins import server
 
-            server.run(args.port, args.model_latency_ms, args.position_ids, settings)
+            server.run(args.port, args.model_latency_ms, args.position_ids, settings, args.scripts)
             return 0
         if args.command == "db" and args.action == "ha":
             return ha.ha_command(settings, args)
@@ -433,13 +449,18 @@ def main(argv: list[str] | None = None) -> int:
             return tokens_command(settings, args)
         if args.command == "demo":
             from ticketiq.cli.demo import run_demo
+            from ticketiq.process import check_agents
 
+            check_agents(settings)
             return run_demo(settings, keep=args.keep, port=args.port)
         if args.command == "cluster":
             from ticketiq.operate.cluster import ask_roll, run_cluster
 
             if args.action == "roll":
                 return ask_roll(Path(settings.home))
+            from ticketiq.process import check_agents
+
+            check_agents(settings)  # before any process starts, not as each app process exits 2
             return run_cluster(settings, args.processes, args.port, db=args.db)
         if args.command == "settings":
             return settings_table(settings)
@@ -455,10 +476,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ticketiq: {exc}", file=sys.stderr)
         return 1
     except TicketIQError as exc:
-        print(f"ticketiq: {exc}", file=sys.stderr)
+        print(f"ticketiq: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `ticketiq settings | head`: the reader left; end quietly as a Unix filter does (128 + SIGPIPE).
+        # Later writes (the interpreter's flush at exit) go nowhere rather than raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     raise AssertionError(args.command)
 
 

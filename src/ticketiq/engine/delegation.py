@@ -38,6 +38,9 @@ async def take_over_if_lapsed(engine: Engine, run_id: str) -> bool:
     return engine.launch(taken, sent_at, claimed=True)
 
 
+TOOL_NAME = "delegate_to_agent"
+
+
 def delegation_tool(engine: Engine) -> Tool:
     async def delegate(ctx: CallContext) -> Outcome:
         agent = engine.deps.catalog.get(str(ctx.args["agent"]))
@@ -71,7 +74,7 @@ def delegation_tool(engine: Engine) -> Tool:
         )
 
     return Tool(
-        name="delegate_to_agent",
+        name=TOOL_NAME,
         description="Hand a sub-task to another agent and wait for its answer.",
         parameters=PARAMETERS,
         tool_class=ToolClass.DELEGATION,

@@ -92,7 +92,8 @@ class Engine:
         the key is not one this maker made: a key is no way to reach someone else's run, I19)."""
         agent = self.deps.catalog.get(agent_name)
         if agent is None:
-            raise NotFound("body.agent", f"no agent named {agent_name!r}")
+            known = ", ".join(sorted(self.deps.catalog.agents))
+            raise NotFound("body.agent", f"no agent named {agent_name!r}; the agents: {known}")
         if may_wait and not agent.may_wait:
             raise RequestError("body.may_wait", f"agent {agent_name} may not wait: its agents file entry says so")
         # Born taken by this process (one statement, the run's status known from it), unless the process

@@ -18,6 +18,8 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -104,6 +106,15 @@ def field_error(status: int, field: str, message: str) -> JSONResponse:
     return JSONResponse({"detail": [{"loc": field.split("."), "msg": message}]}, status_code=status)
 
 
+def not_json(content_type: str | None, errors: Any) -> str | None:
+    """Why a body was refused, when it was refused whole and sent without a JSON content type."""
+    whole = any(tuple(error.get("loc", ())) == ("body",) for error in errors)
+    media = (content_type or "").split(";")[0].strip().lower()
+    if not whole or media == "application/json" or media.endswith("+json"):
+        return None
+    return f"send the body as JSON with Content-Type: application/json (got {media or 'no Content-Type'})"
+
+
 def create_app(
     settings: Settings, process: AppProcess | None = None, *, watch_stalls: bool = False, freeze_start_up: bool = False
 ) -> FastAPI:
@@ -140,6 +151,15 @@ def create_app(
     @app.exception_handler(RequestError)
     async def refused(request: Request, exc: RequestError) -> JSONResponse:
         return field_error(exc.status, exc.field, exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> Response:
+        # FastAPI reads a body sent without a JSON content type as a string, and refuses it with 422 "Input
+        # should be a valid dictionary": say instead what was wrong with the request.
+        wrong = not_json(request.headers.get("content-type"), exc.errors())
+        if wrong is not None:
+            return field_error(415, "header.content-type", wrong)
+        return await request_validation_exception_handler(request, exc)
 
     @app.exception_handler(StorageError)
     async def storage_failed(request: Request, exc: StorageError) -> JSONResponse:

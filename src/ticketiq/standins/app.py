@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, Literal
 
 from fastapi import APIRouter, FastAPI, Query, Response
@@ -71,9 +72,11 @@ def create_app(
     position_ids: bool = False,
     options: StandinOptions | None = None,
     server: EmbeddedServer | None = None,
+    own_scripts: Path | None = None,
 ) -> FastAPI:
     """`server`: the embedded server `db_url` is on, when it is that of the stand-ins' home; they watch
-    it as an app process does, and start it again if it is killed."""
+    it as an app process does, and start it again if it is killed. `own_scripts`: a folder of model
+    scripts of your own, besides the shipped ones (`ticketiq standins --scripts`)."""
     store = Store(db_url)
     intake = Intake(store, options or StandinOptions())
     remote_agent = a2a_agent.RemoteAgent(intake)
@@ -102,7 +105,7 @@ def create_app(
         params = {"model": model, "conversation": conversation, "step": step, "client": CLIENT.get()}
         await store.fetch_one("standin.record_model_request", params)
 
-    app.include_router(create_router(model_latency_ms, position_ids, log_request=log_request))
+    app.include_router(create_router(model_latency_ms, position_ids, own_scripts=own_scripts, log_request=log_request))
     for prefix, router in VENDOR_ROUTERS:
         app.include_router(router, prefix=prefix)
     app.mount(a2a_agent.PREFIX, remote_agent.app())

@@ -1,9 +1,11 @@
 """The scripted model stand-in: the chat-completions protocol answered from a YAML script per agent.
 
-The request's `model` names the script (`triage` -> scripts/triage.yaml). Which step answers is a
-function of the conversation alone: the number of assistant messages it already holds. So a run that
-is resumed on another process, asking for its next step with the conversation it checkpointed, gets
-the same answer the lost process would have got; the stand-in keeps no memory of runs.
+The request's `model` names the script (`triage` -> scripts/triage.yaml); a folder of your own
+(`ticketiq standins --scripts DIR`, TICKETIQ_STANDIN_SCRIPTS) adds scripts, one of a shipped name
+replacing the shipped one. Which step answers is a function of the conversation alone: the number of
+assistant messages it already holds. So a run that is resumed on another process, asking for its next
+step with the conversation it checkpointed, gets the same answer the lost process would have got; the
+stand-in keeps no memory of runs.
 
 A script file:
 
@@ -146,6 +148,29 @@ def load_scripts(folder: Path) -> dict[str, Script]:
             raise ConfigError(f"model script {path}: not valid YAML: {exc}") from exc
         scripts[path.stem] = parse_script(path.stem, data)
     return scripts
+
+
+def load_own_scripts(folder: Path) -> dict[str, Script]:
+    """The scripts of your own folder; ConfigError at start when it is no folder (a typo would otherwise
+    show only as every model name answered 404)."""
+    if not folder.is_dir():
+        raise ConfigError(
+            f"stand-in scripts folder {folder} is not a folder; create it with a <model>.yaml per model, "
+            "or fix --scripts / TICKETIQ_STANDIN_SCRIPTS"
+        )
+    return load_scripts(folder)
+
+
+def no_script_message(model: str, own: Path | None) -> str:
+    """What a model name without a script is answered: the folder and the file to write there."""
+    file = f"{model}.yaml"
+    if own is None:
+        where = (f"write {file} in a folder of your own (the format of {SCRIPTS_DIR}/triage.yaml) and start the "
+                 "stand-ins with --scripts FOLDER or TICKETIQ_STANDIN_SCRIPTS=FOLDER")  # fmt: skip
+    else:
+        where = f"write {own.resolve() / file} (the format of {SCRIPTS_DIR}/triage.yaml) and restart the stand-ins"
+    missing = f"The model `{model}` does not exist or you do not have access to it: the stand-ins have no script {file}"
+    return f"{missing}; {where}."
 
 
 # --- what a conversation says --------------------------------------------------------------------
@@ -315,8 +340,11 @@ def call_id(model: str, first_user: str, step: int, index: int, *, position_ids:
 class ScriptedModel:
     """The stand-in's answers without HTTP: the same assistant message the router would send."""
 
-    def __init__(self, scripts: Path = SCRIPTS_DIR, *, position_ids: bool = False) -> None:
+    def __init__(self, scripts: Path = SCRIPTS_DIR, *, position_ids: bool = False, own: Path | None = None) -> None:
         self.scripts = load_scripts(scripts)
+        if own is not None:
+            self.scripts.update(load_own_scripts(own))
+        self.own = own
         self.position_ids = position_ids
 
     def reply(self, model: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
@@ -325,7 +353,7 @@ class ScriptedModel:
         if script is None:
             raise RequestRejected(
                 404,
-                f"The model `{model}` does not exist or you do not have access to it.",
+                no_script_message(model, self.own),
                 type="invalid_request_error",
                 code="model_not_found",
             )
@@ -432,13 +460,18 @@ def conversation_of(messages: list[dict[str, Any]]) -> tuple[str, int]:
 
 
 def create_router(
-    latency_ms: int, position_ids: bool, *, scripts: Path = SCRIPTS_DIR, log_request: RequestLog | None = None
+    latency_ms: int,
+    position_ids: bool,
+    *,
+    scripts: Path = SCRIPTS_DIR,
+    own_scripts: Path | None = None,
+    log_request: RequestLog | None = None,
 ) -> APIRouter:
     """`POST /v1/chat/completions`, `GET /v1/models`, and `/_standin/model/faults` to arrange refusals.
     Each router keeps its own faults, so two apps in one process do not share them. `log_request`, when
     given, is told of every completion answered (the stand-ins record them, to show a step was never
     asked twice)."""
-    model = ScriptedModel(scripts, position_ids=position_ids)
+    model = ScriptedModel(scripts, position_ids=position_ids, own=own_scripts)
     faults = _Faults()
     router = APIRouter()
 

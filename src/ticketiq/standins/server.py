@@ -11,6 +11,7 @@ import argparse
 import signal
 import socket
 import sys
+from pathlib import Path
 from types import FrameType
 
 import uvicorn
@@ -18,6 +19,7 @@ import uvicorn
 from ticketiq.dbserver.target import resolve
 from ticketiq.settings import Settings
 from ticketiq.standins.app import create_app
+from ticketiq.standins.model import load_own_scripts
 from ticketiq.standins.vendors import botframework
 
 # The Microsoft App ID the stand-ins' Teams activities are addressed to (their tokens' audience).
@@ -66,7 +68,13 @@ def listen(port: int) -> socket.socket:
     return sock
 
 
-def run(port: int, model_latency_ms: int, position_ids: bool, settings: Settings) -> None:
+def run(
+    port: int, model_latency_ms: int, position_ids: bool, settings: Settings, own_scripts: Path | None = None
+) -> None:
+    """`own_scripts`: a folder of model scripts of your own (default TICKETIQ_STANDIN_SCRIPTS)."""
+    own_scripts = own_scripts or settings.standin_scripts
+    if own_scripts is not None:
+        load_own_scripts(own_scripts)  # a bad folder or script is refused before anything starts
     target = resolve(settings)
     try:
         sock = listen(port)
@@ -77,7 +85,7 @@ def run(port: int, model_latency_ms: int, position_ids: bool, settings: Settings
             print(f"{key}={value}")
         sys.stdout.flush()
         app = create_app(target.url, model_latency_ms=model_latency_ms, position_ids=position_ids,
-                         server=target.server)  # fmt: skip
+                         server=target.server, own_scripts=own_scripts)  # fmt: skip
         config = uvicorn.Config(app, log_level="warning", access_log=False, ws="none", lifespan="on",
                                 timeout_keep_alive=IDLE_S)  # fmt: skip
         # uvicorn shuts down on SIGTERM/SIGINT and then re-raises the signal to the handler it found:
@@ -102,8 +110,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=9000, help="0 picks a free port")
     parser.add_argument("--model-latency-ms", type=int, default=0)
     parser.add_argument("--position-ids", action="store_true")
+    parser.add_argument("--scripts", type=Path, default=None, help="a folder of model scripts of your own")
     args = parser.parse_args(argv)
-    run(args.port, args.model_latency_ms, args.position_ids, Settings.from_env())
+    run(args.port, args.model_latency_ms, args.position_ids, Settings.from_env(), args.scripts)
 
 
 if __name__ == "__main__":
