@@ -407,7 +407,8 @@ async def sweep_setup(url: str) -> psycopg.AsyncConnection[Any]:
     """Migrated; a live process (its mark held by the returned connection) driving 100 runs."""
     conn = await psycopg.AsyncConnection.connect(url, autocommit=True, row_factory=dict_row)
     await migrate(conn)
-    await conn.execute(QUERIES["leader.register"], {"id": LIVE, "pid": os.getpid(), "host": "bench"})
+    release = {"version": "bench", "commit": "bench", "state_format": 1, "seal_format": 2}  # what it knows
+    await conn.execute(QUERIES["leader.register"], {"id": LIVE, "pid": os.getpid(), "host": "bench", **release})
     await conn.execute(
         "WITH r AS (INSERT INTO runs (id, agent, input, owner, tenant, channel, may_wait, correlation_id, status) "
         "SELECT gen_random_uuid(), 'reader', 'live', 'ops-bot', 'acme', 'api', false, 'c', 'running' "
