@@ -23,7 +23,7 @@ from ticketiq.engine.delegation import delegation_tool
 from ticketiq.engine.engine import Engine
 from ticketiq.engine.gate_watch import GateWatch
 from ticketiq.engine.leases import LeaseKeeper
-from ticketiq.errors import StorageError
+from ticketiq.errors import ConfigError, StorageError
 from ticketiq.intake import scheduler, teams_turns
 from ticketiq.jobs.worker import JobWorker
 from ticketiq.leader.election import Elector
@@ -40,12 +40,15 @@ from ticketiq.storage.database import ConnectionLimits, Database
 from ticketiq.storage.gate_store import GateStore
 from ticketiq.storage.migrate import migrate_pooled
 from ticketiq.storage.outage import backoff_s
+from ticketiq.storage.process_store import ProcessStore
 from ticketiq.storage.run_store import RunStore
 from ticketiq.storage.seal_store import SealProbeStore
 from ticketiq.storage.token_store import TokenStore
 from ticketiq.tools.base import Tool
+from ticketiq.tools.mcp_tools import McpServers
 from ticketiq.tools.registry import build_registry
 from ticketiq.tools.vendor_pool import VendorTransport
+from ticketiq.values.mcp_servers import SEPARATOR
 from ticketiq.views.follows import CredentialCheck, Follows
 from ticketiq.views.run_events import RunEvents
 from ticketiq.views.runs import RunViews
@@ -68,7 +71,11 @@ def check_agents(settings: Settings) -> None:
     YAML or an unknown tool is a ConfigError the command prints as one line (exit 2)."""
     # A database never opened: the tools that read our tables are named here, not used.
     registry = build_registry(settings, Database(settings.database_url or ""))
-    agents.load(settings.agents, known_tools={*registry.tools, DELEGATION_TOOL})
+    # An MCP server's tools are known once it answers: here, each one an agent names for a server declared.
+    declared = agents.load(settings.agents)
+    servers = {spec.name for spec in declared.mcp_servers}
+    named = {t for t in declared.named_tools() if t.partition(SEPARATOR)[0] in servers}
+    agents.load(settings.agents, known_tools={*registry.tools, *named, DELEGATION_TOOL})
 
 
 @dataclass
@@ -88,6 +95,7 @@ class AppProcess:
     credential_check: CredentialCheck
     jobs: JobWorker = field(init=False)  # the job worker (issue 10)
     server_watch: ServerWatch | None = field(default=None, init=False)  # the home's embedded server, if ours
+    mcp: McpServers | None = field(default=None, init=False)  # the agents file's MCP servers, reached from here
     _reincarnation: asyncio.Task[None] | None = field(default=None, init=False)
     _stopping: bool = field(default=False, init=False)
 
@@ -117,6 +125,18 @@ class AppProcess:
         registry = build_registry(settings, db)
         for tool in extra_tools:
             registry.register(tool)
+        declared = agents.load(settings.agents)  # checked against the tools below, once the servers answered
+        mcp = McpServers(declared.mcp_servers)
+        await mcp.start(settings.mcp_start_wait_s)
+        mcp.register(registry, declared.named_tools())
+        unlisted = mcp.unlisted()
+        if unlisted:
+            await mcp.stop()
+            await db.close()
+            if server_watch is not None:
+                await server_watch.stop()
+            target.release()
+            raise ConfigError(f"{settings.agents}: {'; '.join(unlisted)}; fix the agents file or the server")
         holder = new_identity()
         keeper = LeaseKeeper(target.url, holder, settings.lease_ttl_s, settings.lease_renew_s,
                              settings.lease_margin_s, limits)  # fmt: skip
@@ -156,6 +176,11 @@ class AppProcess:
         process = cls(settings, target, db, engine, keeper, model, http, liveness, Elector(engine, target.url),
                       handoffs, RunViews(engine, events), follows, check)  # fmt: skip
         process.server_watch = server_watch
+        process.mcp = mcp
+        processes = ProcessStore(db)
+        mcp.on_change = lambda: processes.report_mcp(engine.deps.holder, mcp.views())
+        if mcp.links:
+            await processes.report_mcp(holder, mcp.views())
         liveness.on_lost = process._liveness_lost
         # Renewals that failed past a lease's deadline lose the identity's runs as surely (I14).
         keeper.on_lost = process._liveness_lost
@@ -302,6 +327,8 @@ class AppProcess:
         await self.views.feed.stop()
         await self.engine.deps.gate_watch.stop()
         await self.model.close()
+        if self.mcp is not None:
+            await self.mcp.stop()  # a stdio server, a child of this process, stops with it
         await self.http.aclose()
         await self.db.close()
         if self.server_watch is not None:

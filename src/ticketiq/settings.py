@@ -83,6 +83,11 @@ class Settings:
     )
     call_concurrency: int = _setting(4, "Calls of one step made at once, at most.")
     http_timeout_s: float = _setting(15.0, "Bound on one vendor request, seconds.")
+    mcp_start_wait_s: float = _setting(
+        10.0,
+        "At start, how long to wait for the agents file's MCP servers to answer and list their tools (in all). "
+        "A server that has not answered by then is looked for again in the background; the process starts anyway.",
+    )
     write_budget_s: float = _setting(
         10.0,
         "A write's whole budget: its tries, their timeouts and backoff. An in-doubt write is read back only "

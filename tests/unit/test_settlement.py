@@ -114,3 +114,13 @@ def test_a_write_read_back_and_not_found_is_sent_once_but_a_remote_agent_never()
     assert sent_once_if_absent(ToolClass.WRITE)
     assert sent_once_if_absent(ToolClass.KEYED_WRITE)
     assert not sent_once_if_absent(ToolClass.REMOTE_AGENT)
+
+
+def test_an_idempotent_write_in_doubt_is_sent_again_with_the_same_arguments() -> None:
+    # I10: as marked. Its tool said (and the operator trusts) that the same arguments change nothing more.
+    assert route(doubt(ToolClass.IDEMPOTENT_WRITE), NO_READER) is Route.RESEND_SAME_ARGS
+    assert route(doubt(ToolClass.IDEMPOTENT_WRITE, key=None), NO_READER) is Route.RESEND_SAME_ARGS
+    gone = ToolNow(exists=False, has_reader=False, dedupe_window_s=None)
+    assert route(doubt(ToolClass.IDEMPOTENT_WRITE), gone) is Route.UNKNOWN  # nothing to send it with
+    # A plain write marked as such stays unknown, whatever its tool is called now.
+    assert route(doubt(ToolClass.WRITE), NO_READER) is Route.UNKNOWN

@@ -32,7 +32,9 @@ import yaml
 
 from ticketiq.agents import workflows as declared_workflows
 from ticketiq.errors import ConfigError
+from ticketiq.values import mcp_servers as mcp_spec
 from ticketiq.values import schedules as cron_rules
+from ticketiq.values.mcp_servers import SEPARATOR, from_agents_file
 from ticketiq.values.storable import unstorable_at
 
 _AGENT_FIELDS = {"model", "system_prompt", "tools", "may_wait", "owner", "tenant", "description", "on_ticket_events"}
@@ -68,6 +70,13 @@ class Catalog:
     approval_required: frozenset[str] = field(default_factory=frozenset)
     schedules: tuple[DeclaredSchedule, ...] = ()
     workflows: dict[str, declared_workflows.Workflow] = field(default_factory=dict)
+    mcp_servers: tuple[mcp_spec.ServerSpec, ...] = ()  # `mcp_servers:`, their ${VAR}s put in
+
+    def named_tools(self) -> set[str]:
+        """Every tool an agent or a workflow names."""
+        return {t for a in self.agents.values() for t in a.tools} | {
+            t for f in self.workflows.values() for t in f.tools
+        }
 
     def get(self, name: str) -> Agent | None:
         return self.agents.get(name)
@@ -85,6 +94,7 @@ class Catalog:
 def parse(data: Any, source: str, known_tools: set[str] | None = None) -> Catalog:
     if not isinstance(data, dict) or not isinstance(data.get("agents"), dict) or not data["agents"]:
         raise ConfigError(f"{source}: expected a mapping with a non-empty `agents:` mapping")
+    mcp_servers = mcp_spec.parse(data.get("mcp_servers"), source)
     agents: dict[str, Agent] = {}
     for name, spec in data["agents"].items():
         where = f"{source}: agent {name!r}"
@@ -99,6 +109,13 @@ def parse(data: Any, source: str, known_tools: set[str] | None = None) -> Catalo
         tools = spec.get("tools", [])
         if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
             raise ConfigError(f"{where}: `tools` must be a list of tool names")
+        tools = [from_agents_file(t) for t in tools]  # `notes.add_note`: the MCP server notes's tool
+        servers = {s.name for s in mcp_servers}
+        strangers = [t for t in tools if SEPARATOR in t and t.partition(SEPARATOR)[0] not in servers]
+        if strangers:
+            named = ", ".join(t.replace(SEPARATOR, ".", 1) for t in strangers)
+            raise ConfigError(f"{where}: {named} names an MCP server that `mcp_servers` does not declare; "
+                              f"declared: {', '.join(sorted(servers)) or 'none'}")  # fmt: skip
         if known_tools is not None:
             missing = [t for t in tools if t not in known_tools]
             if missing:
@@ -123,7 +140,8 @@ def parse(data: Any, source: str, known_tools: set[str] | None = None) -> Catalo
     approvals = data.get("approval_required", [])
     if not isinstance(approvals, list):
         raise ConfigError(f"{source}: `approval_required` must be a list of tool names")
-    return Catalog(agents=agents, approval_required=frozenset(str(t) for t in approvals),
+    return Catalog(agents=agents, approval_required=frozenset(from_agents_file(str(t)) for t in approvals),
+                   mcp_servers=mcp_servers,
                    schedules=_schedules(data.get("schedules", []), source, agents),
                    workflows=declared_workflows.parse(data.get("workflows"), source, agents, known_tools))  # fmt: skip
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ticketiq.errors import ConfigError
+from ticketiq.values.mcp_servers import from_agents_file
 from ticketiq.values.workflow_values import (
     Condition,
     ExpressionError,
@@ -201,6 +202,8 @@ def _step(
     if unknown:
         raise ConfigError(f"{where} has unknown fields {sorted(unknown)}; allowed: {sorted(_STEP_FIELDS)}")
     tool, agent = raw.get("tool"), raw.get("agent")
+    if isinstance(tool, str):
+        tool = from_agents_file(tool)  # an MCP server's `notes.add_note` is the tool `notes__add_note`
     if (tool is None) == (agent is None):
         raise ConfigError(f"{where}: give either `tool` (with `args`) or `agent` (with `input`), not both or neither")
     if tool is not None:

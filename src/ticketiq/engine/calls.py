@@ -277,6 +277,7 @@ class CallMaker:
             http=self.deps.http,
             settings=self.deps.settings,
             before_send=self.lease.check,
+            lost=self.lease.lost,
             window=window,
             reference=reference,
             on_reference=None if window is None else self._reference_recorder(call.idx),

@@ -11,7 +11,8 @@ what differs between them is behind `InDoubtWrite`, which each implements.
   first waits, holding the lease, until the write can no longer be in flight, as the database clock
   says (I14); found, it is done; absent, it is sent once more under its key, through the gates as they
   stand now; the vendor cannot say, or there is no reader: unknown, never sent again (I9). A keyed
-  write its vendor dedupes for longer than a resume, and a delegation, is sent again under its key.
+  write its vendor dedupes for longer than a resume, and a delegation, is sent again under its key; an
+  idempotent write (its tool trusted to change nothing more) with the same arguments.
 
 The decisions are pure and tested apart (`settlement.route`, `jobs/in_doubt.py`); this is the thin I/O
 around them.
@@ -154,6 +155,9 @@ async def settle(write: InDoubtWrite[Answer, Done], taken: Route) -> Settled[Don
         # A keyed write its vendor dedupes for longer than a resume takes, or a delegation asked again by
         # its key: sending it again applies it once.
         how, happened = taken.value, Happened.RESENT_SAME_KEY
+    elif taken is Route.RESEND_SAME_ARGS:
+        # Its tool changes nothing more when sent the same arguments again (I10: as marked).
+        how, happened = taken.value, Happened.RESENT_SAME_ARGS
     else:
         return Settled(Happened.UNKNOWN_NOT_SENT, await write.unknown(Unknown.NO_WAY))
     refused = await write.gate()

@@ -25,6 +25,7 @@ class Route(StrEnum):
     REUSE = "reused"  # its outcome is recorded: not made again
     MAKE = "made"  # never sent (or a read, I9): make it now, through every gate as it stands
     RESEND_SAME_KEY = "resent_same_key"  # the vendor dedupes on the key for longer than a resume
+    RESEND_SAME_ARGS = "resent_same_args"  # an idempotent write: the same arguments change nothing more
     READ_BACK = "read_back"  # once it can no longer be in flight (I14), find the write by its key
     UNKNOWN = "unknown_not_sent"  # no way to tell: report it, never resend
     DELEGATION = "asked_again_by_delegation_key"
@@ -37,6 +38,7 @@ class Happened(StrEnum):
     FOUND = "found"  # read back: it had landed
     SENT_ONCE = "sent_once"  # read back: it had not landed, so it was sent now, once
     RESENT_SAME_KEY = "resent_same_key"  # sent again with its key (a keyed write, or a delegation asked again)
+    RESENT_SAME_ARGS = "resent_same_args"  # an idempotent write sent again with the same arguments
     UNKNOWN_NOT_SENT = "unknown_not_sent"  # the model is told the outcome is unknown; not sent again
     REFUSED = "refused"  # a gate as it stands now refused it (for a write in doubt: not sent again)
     APPROVAL_FILED = "approval_filed"  # the approval gate now holds it: a request waits for a person
@@ -84,6 +86,9 @@ def route(row: CallRow | None, tool_now: ToolNow, approval_status: str | None = 
         if row.reference is not None and tool_now.exists and tool_now.has_reader:
             return Route.READ_BACK
         return Route.UNKNOWN
+    if row.tool_class is ToolClass.IDEMPOTENT_WRITE and tool_now.exists:
+        # Its tool says (and the operator trusts) that the same arguments change nothing more: sent again.
+        return Route.RESEND_SAME_ARGS
     if (
         row.tool_class is ToolClass.KEYED_WRITE
         and not row.position_only

@@ -211,7 +211,8 @@ class WorkflowRun:
 
     def _context(self, tool: Tool, args: dict[str, Any], key: str, window: SendWindow | None = None) -> CallContext:
         return CallContext(run_id=self.job.id, tool=tool.name, args=args, key=key, http=self.job.http,
-                           settings=self.job.settings, before_send=self.job.check, window=window)  # fmt: skip
+                           settings=self.job.settings, before_send=self.job.check, lost=self.job.lost,
+                           window=window)  # fmt: skip
 
     def _clean(self, value: Any) -> Any:
         """A vendor's answer fit for Postgres and for the API: secrets it echoed masked, text Postgres
@@ -308,12 +309,12 @@ class ToolStepWrite:
         return math.inf
 
     def route(self) -> Route:
-        """What settlement.route says of it in doubt; only a keyed resend or a read-back (no delegation
-        or remote agent is a workflow's step), any other is unknown."""
+        """What settlement.route says of it in doubt; only a keyed or an idempotent resend or a read-back
+        (no delegation or remote agent is a workflow's step), any other is unknown."""
         tool = self.tool
         now = ToolNow(exists=True, has_reader=tool.reader is not None, dedupe_window_s=tool.dedupe_window_s)
         taken = route(CallRow("in_doubt", self.marked, self.key), now)
-        return taken if taken in (Route.RESEND_SAME_KEY, Route.READ_BACK) else Route.UNKNOWN
+        return taken if taken in (Route.RESEND_SAME_KEY, Route.RESEND_SAME_ARGS, Route.READ_BACK) else Route.UNKNOWN
 
     async def mark(self) -> None:
         run, tool = self.run, self.tool

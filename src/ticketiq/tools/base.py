@@ -7,6 +7,7 @@ did not take, such as a 429) and reports what it saw.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -21,6 +22,9 @@ class ToolClass(StrEnum):
     READ = "read"
     WRITE = "write"
     KEYED_WRITE = "keyed_write"  # a write its vendor dedupes on our key, for dedupe_window_s
+    # A write that changes nothing more when sent again with the same arguments (a trusted MCP server's
+    # idempotent, non-destructive tool, or the operator's word): still marked in doubt before it is sent.
+    IDEMPOTENT_WRITE = "idempotent_write"
     DELEGATION = "delegation"
     REMOTE_AGENT = "remote_agent"
     SUBAGENT = "subagent"  # a sub-agent with tools
@@ -72,6 +76,9 @@ class CallContext:
     window: SendWindow | None = None
     # For a reader: what the call's send recorded to be found again by (a remote agent's task id).
     reference: str | None = None
+    # Set the moment the run's lease is lost: a call that can be cancelled mid-flight (an MCP request, by
+    # `notifications/cancelled`) is cancelled then rather than left to run out its window.
+    lost: asyncio.Event | None = None
     # For a write being sent: records such a reference the moment the vendor names it, fenced by the
     # attempt, so a resume can read the call back by it rather than call it unknown (I9).
     on_reference: Callable[[str], Awaitable[None]] | None = None

@@ -1,4 +1,4 @@
--- The app processes (GET /v1/processes): reads only.
+-- The app processes (GET /v1/processes), and what each says of its MCP servers.
 
 -- name: live
 -- Every process that has not ended, oldest first: whether its liveness mark is held (process_alive),
@@ -8,6 +8,8 @@
 SELECT p.id, p.host, p.pid, p.version, p.build_commit AS commit,
        -- The newest checkpoint formats it resumes (migration 031; NULL: an older release, which knew these).
        coalesce(p.state_format, 1) AS state_format, coalesce(p.seal_format, 2) AS seal_format,
+       -- How its MCP servers answer it (migration 034; NULL: none declared, or an older release).
+       coalesce(p.mcp_servers, '[]'::jsonb) AS mcp_servers,
        p.started_at, process_alive(p.id) AS alive,
        p.draining_at IS NOT NULL AS draining,
        p.stalled_at,
@@ -20,6 +22,12 @@ SELECT p.id, p.host, p.pid, p.version, p.build_commit AS commit,
   FROM processes p
  WHERE p.ended_at IS NULL
  ORDER BY p.started_at, p.id
+
+-- name: report_mcp
+-- A process says how its MCP servers answer it now (tools/mcp_link.py), each time a state changes. Only
+-- its own row, and only while it has not ended.
+UPDATE processes SET mcp_servers = %(servers)s
+ WHERE id = %(id)s AND ended_at IS NULL
 
 -- name: ended
 -- The last processes that ended, newest first, and how (processes.ended_how: stopped, died, stalled;

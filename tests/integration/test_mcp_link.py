@@ -1,0 +1,173 @@
+"""One session per MCP server, kept: the official SDK's client against a real server of the SDK, over
+Streamable HTTP on a real socket and over stdio as a child of this process (tests/support/mcp_counter.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from tests.support.mcp_counter import Counter, free_port, serve_http
+from ticketiq.errors import LeaseLost
+from ticketiq.settings import Settings
+from ticketiq.tools.base import CallContext, Outcome, Registry, ToolClass
+from ticketiq.tools.mcp_tools import McpServers
+from ticketiq.values.mcp_servers import parse
+
+COUNTER = Path(__file__).parents[1] / "support" / "mcp_counter.py"
+SETTINGS = Settings()
+
+
+async def call(registry: Registry, name: str, args: dict[str, object], **extra: object) -> Outcome:
+    async with httpx.AsyncClient() as http:
+        ctx = CallContext(run_id="r1", tool=name, args=args, key="tqkey", http=http, settings=SETTINGS, **extra)  # type: ignore[arg-type]
+        return await registry.tools[name].executor(ctx)
+
+
+async def until(check: Callable[[], bool], timeout_s: float = 20.0) -> None:
+    ends = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < ends, "not in time"
+        await asyncio.sleep(0.05)
+
+
+async def test_a_trusted_http_servers_tools_are_classed_by_their_hints_and_called() -> None:
+    counter = Counter()
+    async with serve_http(counter) as url:
+        servers = McpServers(parse({"counter": {"url": url, "trust_annotations": True}}, "agents.yaml"))
+        await servers.start(10)
+        try:
+            registry = Registry()
+            servers.register(registry, ["counter__bump", "counter__nothing"])
+            classes = {name: tool.tool_class for name, tool in registry.tools.items()}
+            assert classes == {"counter__read_count": ToolClass.READ, "counter__set_flag": ToolClass.IDEMPOTENT_WRITE,
+                               "counter__bump": ToolClass.WRITE, "counter__nothing": ToolClass.WRITE}  # fmt: skip
+            (unlisted,) = servers.unlisted()
+            assert unlisted == "MCP server counter does not list the tool nothing (counter.nothing); it lists: " + (
+                "bump, read_count, set_flag"
+            )
+            assert (await call(registry, "counter__bump", {"amount": 3})).result == {"count": 3}
+            assert (await call(registry, "counter__read_count", {})).result == {"count": 3}
+            refused = await call(registry, "counter__bump", {"amount": "three"})  # checked before it is sent
+            assert not refused.ok and "arguments rejected" in (refused.error or "")
+            assert [name for name, _ in counter.calls] == ["bump", "read_count"]
+            (view,) = servers.views()
+            assert view["state"] == "ready" and view["tools"] == ["bump", "read_count", "set_flag"]
+        finally:
+            await servers.stop()
+
+
+async def test_an_untrusted_servers_every_tool_is_a_write() -> None:
+    async with serve_http(Counter()) as url:
+        servers = McpServers(parse({"counter": {"url": url, "tools": {"read_count": {"class": "read"}}}}, "a"))
+        await servers.start(10)
+        try:
+            registry = Registry()
+            servers.register(registry, [])
+            assert registry.tools["counter__set_flag"].tool_class is ToolClass.WRITE
+            assert registry.tools["counter__read_count"].tool_class is ToolClass.READ  # the operator's word
+        finally:
+            await servers.stop()
+
+
+async def test_a_server_that_forgets_the_session_gets_a_new_one_and_the_call_is_sent_once() -> None:
+    counter = Counter()
+    async with serve_http(counter) as url:
+        servers = McpServers(parse({"counter": {"url": url}}, "a"))
+        await servers.start(10)
+        try:
+            registry = Registry()
+            servers.register(registry, [])
+            assert (await call(registry, "counter__bump", {"amount": 1})).ok
+            counter.forget()  # a 404 to our session id from now on: it never takes such a request
+            outcome = await call(registry, "counter__bump", {"amount": 1})
+            assert outcome.ok and outcome.result == {"count": 2}, outcome
+            assert [name for name, _ in counter.calls] == ["bump", "bump"]  # each taken once
+            assert len(counter.sessions - counter.forgotten) == 1  # on a session opened anew
+        finally:
+            await servers.stop()
+
+
+async def test_a_server_down_never_takes_the_process_down_and_is_found_when_it_comes() -> None:
+    port = free_port()
+    servers = McpServers(parse({"counter": {"url": f"http://127.0.0.1:{port}/mcp"}}, "a"))
+    await servers.start(5)
+    try:
+        (view,) = servers.views()
+        assert view["state"] == "unreachable" and view["error"]
+        registry = Registry()
+        servers.register(registry, ["counter__bump"])  # named by an agent: registered, a write until listed
+        outcome = await call(registry, "counter__bump", {"amount": 1})
+        assert not outcome.ok and not outcome.uncertain  # never sent: no doubt about it
+        assert "MCP server counter is unreachable" in (outcome.error or "")
+        counter = Counter()
+        async with serve_http(counter, port):
+            await until(lambda: servers.views()[0]["state"] == "ready", 40)
+            assert (await call(registry, "counter__bump", {"amount": 2})).result == {"count": 2}
+    finally:
+        await servers.stop()
+
+
+async def test_a_call_is_cancelled_at_the_server_when_the_lease_is_lost() -> None:
+    counter = Counter(hold=asyncio.Event())
+    async with serve_http(counter) as url:
+        servers = McpServers(parse({"counter": {"url": url}}, "a"))
+        await servers.start(10)
+        try:
+            registry = Registry()
+            servers.register(registry, [])
+            lost = asyncio.Event()
+
+            def check() -> None:
+                if lost.is_set():
+                    raise LeaseLost("r1", "the test lost it")
+
+            sending = asyncio.create_task(call(registry, "counter__bump", {"amount": 1}, lost=lost, before_send=check))
+            await until(lambda: len(counter.calls) == 1)
+            lost.set()
+            with pytest.raises(LeaseLost):
+                await sending
+            await until(lambda: counter.cancelled == 1)  # notifications/cancelled reached the tool
+        finally:
+            await servers.stop()
+
+
+async def test_a_stdio_server_is_a_child_started_again_when_it_dies_and_stopped_with_us(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level("INFO", logger="ticketiq.tools.mcp_link")
+    command = [sys.executable, "-P", str(COUNTER)]  # -P: its folder's http.py must not shadow the stdlib's
+    servers = McpServers(parse({"local": {"command": command, "env": {"COUNTER_SAY": "1"}}}, "a"))
+    await servers.start(20)
+    try:
+        registry = Registry()
+        servers.register(registry, [])
+        assert (await call(registry, "local__bump", {"amount": 4})).result == {"count": 4}
+        await until(lambda: "MCP server local says: counter heard bump" in caplog.text)  # its stderr, logged
+        (child,) = counters()
+        child.kill()  # our own child, by its pid
+        await until(lambda: bool(counters()) and counters()[0].pid != child.pid, 40)
+        await until(lambda: servers.views()[0]["state"] == "ready", 40)
+        assert (await call(registry, "local__read_count", {})).result == {"count": 0}  # a new child
+        (again,) = counters()
+    finally:
+        await servers.stop()
+    await until(lambda: again.pid not in [p.pid for p in counters()], 10)
+
+
+def counters() -> list[psutil.Process]:
+    """This process's live children that run the counter server (a zombie is not live)."""
+    out = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE and str(COUNTER) in " ".join(child.cmdline()):
+                out.append(child)
+        except psutil.Error:
+            continue
+    return out
