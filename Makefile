@@ -1,4 +1,4 @@
-# The README's commands. Everything installs into .venv from PyPI; a fresh clone needs only Python 3.11.
+# The commands of the README and of docs/. Everything installs into .venv from PyPI; a fresh clone needs only Python 3.11.
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin

@@ -1,4 +1,4 @@
-"""Every TICKETIQ_* setting, typed, with its default. The README's settings table mirrors this list.
+"""Every TICKETIQ_* setting, typed, with its default. The settings table of docs/reference.md mirrors this list.
 
 Nothing else in the package reads the environment: code takes a `Settings` and reads its fields.
 """
@@ -331,7 +331,7 @@ class Settings:
         return cls(**values)
 
     def describe(self) -> list[tuple[str, str, str]]:
-        """(name, default, doc) for every setting: the README table and `ticketiq settings` print it."""
+        """(name, default, doc) for every setting: the table in docs/reference.md and `ticketiq settings` print it."""
         rows = []
         for f in fields(self):
             default = f.default

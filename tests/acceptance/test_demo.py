@@ -1,7 +1,7 @@
 """`ticketiq demo`, twice over one database, as a newcomer runs it: each counts only its own run's
-writes, and `--keep` prints settings the README's examples and the CLI work with as printed. The operator
-token each makes lives as long as the demo: revoked when it ends, the kept one when it is stopped (issue
-32, finding 8: it stayed valid for good)."""
+writes, and `--keep` prints settings the examples of docs/entry-points.md and the CLI work with as
+printed. The operator token each makes lives as long as the demo: revoked when it ends, the kept one when
+it is stopped (issue 32, finding 8: it stayed valid for good)."""
 
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ def test_a_second_demo_counts_its_own_writes_and_keep_prints_what_the_examples_n
         pasted = dict(word.split("=", 1) for word in shlex.split(exports))
         standins = lines[-1].split()[0].removeprefix("S=")
         assert f"{pasted['TICKETIQ_URL']}/console/runs/{run_id}" in "".join(lines)
-        # As printed, they are what the CLI and the README's examples use.
+        # As printed, they are what the CLI and the examples of docs/entry-points.md use.
         listed = subprocess.run(
             [sys.executable, "-m", "ticketiq.cli", "runs", "show", run_id, "--json"],
             env={**env, **pasted}, capture_output=True, text=True, timeout=120,

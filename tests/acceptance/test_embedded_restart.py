@@ -43,8 +43,8 @@ class Home:
     cluster: Cluster
 
     def cli(self, *args: str, url: str | None = None) -> subprocess.CompletedProcess[str]:
-        """The real CLI on this home; `url`: with TICKETIQ_DATABASE_URL exported too, as the README's
-        run-by-hand section has it."""
+        """The real CLI on this home; `url`: with TICKETIQ_DATABASE_URL exported too, as docs/operate.md's
+        "The demo, run by hand" has it."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("TICKETIQ_")}
         env["TICKETIQ_HOME"] = str(self.path)
         if url is not None:
@@ -217,7 +217,7 @@ def test_a_server_stopped_with_db_stop_stays_stopped_until_db_url_starts_it_on_t
 def test_db_stop_then_db_url_with_the_url_exported_starts_it_again_and_every_run_in_flight_succeeds_once(
     home: Home,
 ) -> None:
-    # As the README runs it by hand: TICKETIQ_DATABASE_URL exported, the URL `ticketiq db url` printed.
+    # As docs/operate.md runs it by hand: TICKETIQ_DATABASE_URL exported, the URL `ticketiq db url` printed.
     # `db url` used to print that variable and start nothing, and no run in flight ever finished.
     cluster = home.cluster
     first = app_on_home(home, "first", by_url=True)

@@ -164,7 +164,7 @@ def test_a_trigger_run_killed_after_its_last_step_ends_with_its_answer_on_the_tr
     # Webhook and ticket-event runs hand nothing on: the statement that ends the run keeps the answer
     # (I12) and puts it on the transcript. Killed after the last step, before that statement, the
     # survivor asks the model for the answer (model text being generated at a crash is asked again,
-    # README "Not promised"), and no write of the run is made again.
+    # docs/crash-resume.md, "Not promised"), and no write of the run is made again.
     victim = cluster.app("victim", fault_point="before_answer", jira_webhook_secret=JIRA_SECRET)
     survivor = cluster.app("survivor", jira_webhook_secret=JIRA_SECRET)
     if entry == "webhook":

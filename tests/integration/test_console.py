@@ -257,22 +257,22 @@ async def test_every_console_response_forbids_inline_script_and_framing(db_url: 
             assert re.search(r"\son[a-z]+\s*=", page) is None  # no inline handler
 
 
-def readme_session_reads() -> set[str]:
-    """The routes the README says a session cookie opens ("The console"), each `{name}` as `{}`."""
-    text = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+def documented_session_reads() -> set[str]:
+    """The routes docs/operate.md says a session cookie opens ("The console"), each `{name}` as `{}`."""
+    text = " ".join((Path(__file__).resolve().parents[2] / "docs" / "operate.md").read_text().split())
     start = text.index("The session also authenticates")
     said = text[start : text.index("HEAD only", start)]
     return {re.sub(r"{\w+}", "{}", path) for path in re.findall(r"`GET (/v1/[^`]+)`", said)}
 
 
-async def test_the_routes_a_session_opens_are_the_ones_the_readme_lists(db_url: str, tmp_path: Path) -> None:
+async def test_the_routes_a_session_opens_are_the_ones_the_docs_list(db_url: str, tmp_path: Path) -> None:
     """Every GET route of the app, asked for with a session cookie and no token: those that answer are
-    exactly the README's list (finding 5 of issue 32: the code opened a run, its transcript and timeline
+    exactly the list of docs/operate.md (finding 5 of issue 32: the code opened a run, its transcript and timeline
     too)."""
     routes = [r for r in ROUTES.routes if isinstance(r, APIRoute)]
     gets = sorted({r.path for r in routes if "GET" in (r.methods or ()) and r.path.startswith("/v1/")})
     assert {"/v1/runs", "/v1/runs/{run_id}", "/v1/runs/{run_id}/events", "/v1/approvals"} <= set(gets)
-    documented = readme_session_reads()
+    documented = documented_session_reads()
     assert documented == {"/v1/runs", "/v1/runs/{}/events"}, documented
     async with site(db_url, tmp_path) as s:
         token = await s.h.token("oncall", "admin")

@@ -1,4 +1,4 @@
-"""The shape of the house (README.md, "The map of the code"): the layers and no-circle contracts in
+"""The shape of the house (docs/architecture.md, "The map of the code"): the layers and no-circle contracts in
 pyproject.toml, checked by import-linter as `make lint` runs it, and the rooms' sizes the map promises.
 The contracts are no formality: in a copy of the tree, an import that runs up (the engine <-> agents
 circle this house once had, the run core reaching into intake or into the read side above it, storage

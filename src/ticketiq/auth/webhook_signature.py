@@ -100,7 +100,7 @@ def signed_payload(timestamp: str, body: bytes) -> bytes:
 
 
 def sign(secret: bytes, timestamp: str, body: bytes) -> str:
-    """The v1 value a sender holding `secret` computes (the README's recipe, in Python)."""
+    """The v1 value a sender holding `secret` computes (the recipe of docs/entry-points.md, Webhooks, in Python)."""
     return hmac.digest(secret, signed_payload(timestamp, body), "sha256").hex()
 
 

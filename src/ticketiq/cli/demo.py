@@ -1,7 +1,7 @@
 """`ticketiq demo`: an embedded Postgres, the stand-ins and one app process; the triage agent run end to
 end, each step printed as it happens, then the answer and `run <id>: succeeded`. Then each entry point
 once: a co-pilot turn, an A2A task (JSON-RPC `SendMessage`), and a run that waits for a person's input
-and goes on with it. With `--keep` the services stay up for the README's examples until Ctrl-C.
+and goes on with it. With `--keep` the services stay up for the examples of docs/entry-points.md until Ctrl-C.
 
 The API takes a bearer token: the demo makes an operator token in its database first, sends it with its
 own requests and prints how to use it. The token lives as long as the demo: it is revoked when the demo
@@ -217,7 +217,7 @@ def run_demo(settings: Settings, keep: bool = False, port: int | None = None) ->
         if keep:
             with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C or SIGTERM: the end of a kept demo
                 print(f"kept running: the app at {base}, the stand-ins at {standin}; Ctrl-C stops them", flush=True)
-                print("          for the README's examples and the CLI, in another shell:", flush=True)
+                print("          for the examples of docs/entry-points.md and the CLI, in another shell:", flush=True)
                 print(f"          export TICKETIQ_URL={base} TICKETIQ_TOKEN={token}", flush=True)
                 print(f"          S={standin}   # the stand-ins", flush=True)
                 while app.alive() and standins.alive():

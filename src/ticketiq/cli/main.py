@@ -101,8 +101,8 @@ def db_command(settings: Settings, action: str, check: bool = False) -> int:
             print(settings.database_url)  # another database: nothing of this home's to start
             return 0
         # The home's server, started if it is not running, stopped on purpose included: with
-        # TICKETIQ_DATABASE_URL exported as the README's run-by-hand does, that URL names it, and the
-        # processes holding it wait for it on its port.
+        # TICKETIQ_DATABASE_URL exported as the demo run by hand (docs/operate.md) does, that URL names it,
+        # and the processes holding it wait for it on its port.
         target = resolve(dataclasses.replace(settings, database_url=None), keep=True)
         # With its password (kept 0600 in the home), printed on purpose for the home's owner: it works for
         # them and for no other user of the machine, who cannot read the password.

@@ -55,7 +55,7 @@ HOW = "send `Authorization: Bearer <token>`; `ticketiq tokens create` makes one"
 # The console's pages check its own sign-in session (`console/sessions.py`). Its session also authenticates
 # exactly the reads its script makes (console.js: the list's refresh, a run's events), GET and HEAD only,
 # so a cookie can never change anything through the API, nor read what no console page needs. The
-# README's section "The console" lists the same routes (tests/integration/test_console.py compares them).
+# docs/operate.md's section "The console" lists the same routes (tests/integration/test_console.py compares them).
 CONSOLE = "/console"
 SESSION_READS = ("/v1/runs", "/v1/runs/{run_id}/events")
 _SESSION_READS = _paths_of(SESSION_READS)

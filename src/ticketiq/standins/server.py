@@ -80,7 +80,8 @@ def run(
         sock = listen(port)
         base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         # Not the database's URL: it carries the password, and this output is kept in files (a cluster's
-        # logs, the README's standins.env); an app process is given that URL as the stand-ins were.
+        # logs, the standins.env of the demo run by hand in docs/operate.md); an app process is given that
+        # URL as the stand-ins were.
         for key, value in settings_env(base_url).items():
             print(f"{key}={value}")
         sys.stdout.flush()
