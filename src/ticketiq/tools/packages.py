@@ -33,15 +33,10 @@ def installed_tools(settings: Settings, registered: Iterable[str]) -> list[Tool]
     found: list[Tool] = []
     for entry in sorted(entry_points(group=GROUP), key=lambda e: (e.name, e.value)):
         source = describe(entry)
-        tools_of = load(entry, source)
-        try:
-            offered = list(tools_of(settings))
-        except Exception as exc:  # the package's own failure (its ConfigError too), named with its source
-            raise ConfigError(f"{source}: its tools(settings) failed ({type(exc).__name__}: {exc})") from exc
-        admitted_now = admitted(source, offered, claimed)
-        for tool in admitted_now:
+        offered = offered_by(source, load(entry, source), settings, claimed)
+        for tool in offered:
             claimed[tool.name] = source
-        found += admitted_now
+        found += offered
     return found
 
 
@@ -63,6 +58,15 @@ def load(entry: EntryPoint, source: str) -> ToolsOf:
         )
     tools_of: ToolsOf = loaded
     return tools_of
+
+
+def offered_by(source: str, tools_of: ToolsOf, settings: Settings, claimed: Mapping[str, str]) -> list[Tool]:
+    """What one package's `tools(settings)` returns, admitted; its own failure is named with its source."""
+    try:
+        offered = list(tools_of(settings))
+    except Exception as exc:  # its ConfigError too: the message says which package is misconfigured
+        raise ConfigError(f"{source}: its tools(settings) failed ({type(exc).__name__}: {exc})") from exc
+    return admitted(source, offered, claimed)
 
 
 def admitted(source: str, offered: Iterable[object], claimed: Mapping[str, str]) -> list[Tool]:

@@ -76,9 +76,7 @@ class TasksService:
         """The reader: the task created with this call's key, if the service has one."""
         if not self.base:
             return ReadBack(found=None)  # cannot ask: never "did not land"
-        listed = await request(
-            ctx, VENDOR, "GET", f"{self.base}/tasks", send=Send.READ, params={"client_ref": ctx.key}
-        )
+        listed = await request(ctx, VENDOR, "GET", f"{self.base}/tasks", send=Send.READ, params={"client_ref": ctx.key})
         tasks = listed.body["tasks"]
         if not tasks:
             return ReadBack(found=False)
