@@ -11,8 +11,8 @@ For tests of a process dying mid-write, two routes of the service's own:
 - `GET /_service/creates`: every create it received, in order, with whether it stored the task and
   whether it is holding the request now.
 - `POST /_service/hold` `{"when": "after_store" | "before_store", "seconds": n}`: the next create is held
-  for `seconds` after storing its task (the answer is late) or before storing it (then it is dropped
-  unstored and answered 503).
+  for `seconds`, or until its client is gone, after storing its task (the answer is late) or before
+  storing it (then it is dropped unstored and answered 503).
 """
 
 from __future__ import annotations
@@ -93,12 +93,12 @@ def app(tasks: Tasks | None = None) -> Starlette:
         tasks.creates.append(received)
         hold, tasks.next_hold = tasks.next_hold, None
         if hold is not None and hold.when == "before_store":
-            await _held(received, hold)
+            await _held(request, received, hold)
             return _error(503, "the create was dropped before it was stored")
         task = tasks.store(body["title"], body.get("notes") or "", body.get("client_ref"))
         received.stored, received.task_id = True, task["id"]
         if hold is not None:
-            await _held(received, hold)
+            await _held(request, received, hold)
         return JSONResponse(task, status_code=201)
 
     async def listed(request: Request) -> JSONResponse:
@@ -136,10 +136,13 @@ def app(tasks: Tasks | None = None) -> Starlette:
     )
 
 
-async def _held(received: Create, hold: Hold) -> None:
+async def _held(request: Request, received: Create, hold: Hold) -> None:
+    """Hold the request for `hold.seconds`, or until its client is gone (a killed process closes its socket)."""
     received.held = True
     try:
-        await asyncio.sleep(hold.seconds)
+        ends = asyncio.get_running_loop().time() + hold.seconds
+        while asyncio.get_running_loop().time() < ends and not await request.is_disconnected():
+            await asyncio.sleep(0.05)
     finally:
         received.held = False
 
@@ -153,7 +156,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8300)
     args = parser.parse_args(argv)
-    uvicorn.run(app(), host=args.host, port=args.port, log_level="warning")
+    # A held request is not waited for at shutdown beyond a second.
+    uvicorn.run(app(), host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=1)
 
 
 if __name__ == "__main__":
