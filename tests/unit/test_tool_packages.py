@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
+from ticketiq.engine.delegation import TOOL_NAME as DELEGATION_TOOL
 from ticketiq.errors import ConfigError
 from ticketiq.settings import Settings
 from ticketiq.tools.base import CallContext, Outcome, ReadBack, Tool, ToolClass
-from ticketiq.tools.packages import GROUP, admitted, describe, installed_tools, load, offered_by
+from ticketiq.tools.packages import ENGINE_NAMES, GROUP, admitted, describe, installed_tools, load, offered_by
 from ticketiq.tools.registry import build_registry
 
 SOURCE = "tool package acme-tools, entry point 'acme' (acme.tools:tools) of group ticketiq.tools"
@@ -113,3 +114,8 @@ def test_a_read_with_a_reader_is_refused_and_a_write_with_one_admitted() -> None
         admitted(SOURCE, [tool("acme_get", ToolClass.READ, reader=_reader)], {})
     keyed = tool("acme_keyed", ToolClass.KEYED_WRITE, reader=_reader, dedupe_window_s=86400.0)
     assert admitted(SOURCE, [tool(reader=_reader), keyed], {}) == [tool(reader=_reader), keyed]
+
+
+def test_the_names_the_engine_registers_later_are_taken_before_any_package_s() -> None:
+    assert DELEGATION_TOOL in ENGINE_NAMES
+    assert not ENGINE_NAMES & set(build_registry(Settings()).tools)

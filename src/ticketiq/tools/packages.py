@@ -24,12 +24,16 @@ NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 # settlement asks again by a delegation key or reads back by a task id the engine records.
 PACKAGE_CLASSES = (ToolClass.READ, ToolClass.WRITE, ToolClass.KEYED_WRITE)
 
+# Names the engine registers after the tools (engine/delegation.TOOL_NAME, which this layer may not import;
+# tests/unit/test_tool_packages.py holds the two equal): a package taking one would stop the start later.
+ENGINE_NAMES = frozenset({"delegate_to_agent"})
+
 ToolsOf = Callable[[Settings], Iterable[Tool]]
 
 
 def installed_tools(settings: Settings, registered: Iterable[str]) -> list[Tool]:
     """Every tool of every installed package, checked against the names already `registered` and each other."""
-    claimed = dict.fromkeys(registered, "a built-in tool")
+    claimed = dict.fromkeys(registered, "a built-in tool") | dict.fromkeys(ENGINE_NAMES, "the engine")
     found: list[Tool] = []
     for entry in sorted(entry_points(group=GROUP), key=lambda e: (e.name, e.value)):
         source = describe(entry)
