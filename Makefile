@@ -18,6 +18,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev]'
 	@touch $(STAMP)
 
+# The example tool package (examples/ticketiq-tasks, docs/tools.md), which the suite installs and tests: a
+# process finds its tools by the entry point in the venv's metadata. Installed once (editable, so an edit of
+# its code needs no reinstall), and again only when its pyproject.toml changes or .venv was made anew.
+EXAMPLES := $(VENV)/.installed-examples
+$(EXAMPLES): $(STAMP) examples/ticketiq-tasks/pyproject.toml
+	$(BIN)/python -m pip install --quiet --no-compile -e examples/ticketiq-tasks
+	@touch $(EXAMPLES)
+
 demo: $(STAMP)
 	$(BIN)/ticketiq demo
 
@@ -51,11 +59,11 @@ cluster: $(STAMP) haproxy
 
 # ruff, and the direction of imports: the layers contract in pyproject.toml ([tool.importlinter]).
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/lint-imports --no-cache --no-logo
 
-types: $(STAMP)
+types: $(EXAMPLES)
 	$(BIN)/mypy
 
 # The declared schema, src/ticketiq/storage/schema.sql, written again from the migrations (on an embedded
@@ -76,7 +84,7 @@ schema: $(STAMP)
 # their assertions rewritten (beside mypy, on the other core): six workers collecting from nothing each
 # compiled and rewrote all of it, some 8 s of CPU a worker.
 TEST_WORKERS ?= 6
-test: lint haproxy chromium pg-auto-failover
+test: lint $(EXAMPLES) haproxy chromium pg-auto-failover
 	@echo "mypy beside the suite (its verdict follows the suite's); one collection first, to write bytecode"
 	@$(BIN)/mypy > $(VENV)/types.log 2>&1 & types=$$!; \
 	$(BIN)/python -m pytest --collect-only -q > /dev/null 2>&1; \

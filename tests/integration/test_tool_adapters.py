@@ -81,6 +81,8 @@ def test_registry_holds_every_vendor_tool_with_its_class(standins: Standins) -> 
         "sqs_send_message": (ToolClass.WRITE, False),
         "webhook_post": (ToolClass.WRITE, False),
         "ask_remote_agent": (ToolClass.REMOTE_AGENT, True),
+        "tasks_get": (ToolClass.READ, False),  # the example tool package's (examples/ticketiq-tasks)
+        "tasks_create": (ToolClass.WRITE, True),
     }
     keyed = build_registry(standins.settings(webhook_dedupe_window_s=86400.0)).tools["webhook_post"]
     assert (keyed.tool_class, keyed.dedupe_window_s) == (ToolClass.KEYED_WRITE, 86400.0)

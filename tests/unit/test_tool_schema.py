@@ -113,6 +113,9 @@ def test_every_registered_tool_rejects_unknown_arguments_and_accepts_a_well_form
         "sqs_send_message": {"message_body": "m", "message_group_id": "OPS-1"},
         "webhook_post": {"path": "hooks/ops", "payload": {"a": 1}},
         "ask_remote_agent": {"text": "is OPS-1 safe to close?"},
+        # The example tool package's (examples/ticketiq-tasks), which `make test` installs.
+        "tasks_get": {"task_id": "T-1"},
+        "tasks_create": {"title": "Call the customer back"},
     }
     assert set(samples) == set(registry.tools)
     for name, args in samples.items():

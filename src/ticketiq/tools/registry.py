@@ -14,7 +14,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from ticketiq.settings import Settings
-from ticketiq.tools import a2a_remote, discord, incidentio, jira, knowledge, sqs, teams, webhook
+from ticketiq.tools import a2a_remote, discord, incidentio, jira, knowledge, packages, sqs, teams, webhook
 from ticketiq.tools.base import CallContext, Outcome, ReadBack, Reader, Registry, Tool
 from ticketiq.tools.http import VendorFailed
 from ticketiq.tools.schema import validate
@@ -34,6 +34,8 @@ def build_registry(settings: Settings, db: Database | None = None) -> Registry:
         for tool in module.tools(settings):
             registry.register(guarded(tool))
     for tool in knowledge.tools(db) if db is not None else []:
+        registry.register(guarded(tool))
+    for tool in packages.installed_tools(settings, registry.tools):  # docs/tools.md: tool packages in Python
         registry.register(guarded(tool))
     return registry
 
