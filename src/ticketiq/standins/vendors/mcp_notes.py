@@ -19,13 +19,13 @@ note) answers a result with isError.
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
-from mcp.types import INTERNAL_ERROR, ToolAnnotations
+from mcp.types import INTERNAL_ERROR, CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from ticketiq.standins.records import Answer, Effect, Session, Write, fingerprint
@@ -65,18 +65,18 @@ class NoteArchived(BaseModel):
     existed: bool
 
 
-def outcome(answer: Answer) -> dict[str, Any]:
-    """The tool's result body, or the error the call answers: a fault's refusal is the server's failure (a
-    JSON-RPC error), any other refusal the tool's (a result with isError)."""
+def outcome(answer: Answer) -> CallToolResult:
+    """The tool's result (its body as JSON text and as structuredContent), or the error the call answers: a
+    fault's refusal is the server's failure (a JSON-RPC error), any other refusal the tool's (isError)."""
     if answer.status == 429 or answer.status >= 500:
         message = str(answer.body.get("error", "Internal server error")) if isinstance(answer.body, dict) else ""
         retry_after = answer.headers.get("Retry-After")
         data = {"status": answer.status, "retry_after_s": float(retry_after) if retry_after else None}
         raise MCPError(INTERNAL_ERROR, message or "Internal server error", data)
     if answer.effect is Effect.REFUSED:
-        raise ToolError(str(answer.body["error"]))
-    body: dict[str, Any] = answer.body
-    return body
+        return CallToolResult(content=[TextContent(type="text", text=str(answer.body["error"]))], is_error=True)
+    text = json.dumps(answer.body, separators=(",", ":"))
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=answer.body)
 
 
 class Notebook:
@@ -85,36 +85,38 @@ class Notebook:
     def __init__(self, intake: Intake) -> None:
         self.intake = intake
 
-    async def _call(self, tool: str, target: str, key: str | None, arguments: dict[str, Any], apply: Apply) -> Any:
+    async def _call(
+        self, tool: str, target: str, key: str | None, arguments: dict[str, Any], apply: Apply
+    ) -> CallToolResult:
         return outcome(await self.intake.answer(Write(VENDOR, tool, target, key, arguments), apply))
 
-    async def get(self, note_id: str) -> Note:
+    async def get(self, note_id: str) -> CallToolResult:
         async def apply(session: Session) -> Answer:
             row = await session.fetch_one("standin.mcp_note_get", {"note_id": note_id})
             if row is None:
                 return Answer(404, {"error": f"no note {note_id}"}, Effect.REFUSED)
             return Answer(200, {"note_id": note_id, "text": row["text"]}, Effect.APPLIED, note_id)
 
-        return Note.model_validate(await self._call("get_note", note_id, None, {"note_id": note_id}, apply))
+        return await self._call("get_note", note_id, None, {"note_id": note_id}, apply)
 
-    async def set(self, note_id: str, text: str) -> NoteSet:
+    async def set(self, note_id: str, text: str) -> CallToolResult:
         async def apply(session: Session) -> Answer:
             row = await session.fetch_one("standin.mcp_note_set", {"note_id": note_id, "text": text})
             assert row is not None  # an upsert always returns its row
             return Answer(200, {"note_id": note_id, "text": text, "created": row["created"]}, ref=note_id)
 
         arguments = {"note_id": note_id, "text": text}
-        return NoteSet.model_validate(await self._call("set_note", note_id, None, arguments, apply))
+        return await self._call("set_note", note_id, None, arguments, apply)
 
-    async def delete(self, note_id: str) -> NoteDeleted:
+    async def delete(self, note_id: str) -> CallToolResult:
         async def apply(session: Session) -> Answer:
             row = await session.fetch_one("standin.mcp_note_delete", {"note_id": note_id})
             # Carried out either way; the status says whether there was a note to delete.
             return Answer(200 if row else 404, {"note_id": note_id, "existed": row is not None}, ref=note_id)
 
-        return NoteDeleted.model_validate(await self._call("delete_note", note_id, None, {"note_id": note_id}, apply))
+        return await self._call("delete_note", note_id, None, {"note_id": note_id}, apply)
 
-    async def add(self, notebook: str, text: str, request_id: str | None) -> NoteAdded:
+    async def add(self, notebook: str, text: str, request_id: str | None) -> CallToolResult:
         arguments = {"notebook": notebook, "text": text, "request_id": request_id}
         content = {"notebook": notebook, "text": text}
 
@@ -132,14 +134,14 @@ class Notebook:
             await session.fetch_one("standin.mcp_note_add", {"note_id": note_id, "notebook": notebook, "text": text})
             return Answer(201, {"note_id": note_id, "notebook": notebook, "deduped": False}, ref=note_id)
 
-        return NoteAdded.model_validate(await self._call("add_note", notebook, request_id, arguments, apply))
+        return await self._call("add_note", notebook, request_id, arguments, apply)
 
-    async def archive(self, note_id: str) -> NoteArchived:
+    async def archive(self, note_id: str) -> CallToolResult:
         async def apply(session: Session) -> Answer:
             row = await session.fetch_one("standin.mcp_note_archive", {"note_id": note_id})
             return Answer(200 if row else 404, {"note_id": note_id, "existed": row is not None}, ref=note_id)
 
-        return NoteArchived.model_validate(await self._call(EXTRA_TOOL, note_id, None, {"note_id": note_id}, apply))
+        return await self._call(EXTRA_TOOL, note_id, None, {"note_id": note_id}, apply)
 
 
 def notebook_server(intake: Intake) -> tuple[MCPServer, Notebook]:
@@ -153,7 +155,7 @@ def notebook_server(intake: Intake) -> tuple[MCPServer, Notebook]:
     )
 
     @server.tool(annotations=ToolAnnotations(title="Read a note", read_only_hint=True))
-    async def get_note(note_id: NoteId) -> Note:
+    async def get_note(note_id: NoteId) -> Annotated[CallToolResult, Note]:
         """Answers the text of the note `note_id` (an error result when there is none)."""
         return await book.get(note_id)
 
@@ -162,12 +164,14 @@ def notebook_server(intake: Intake) -> tuple[MCPServer, Notebook]:
             title="Set a note", read_only_hint=False, idempotent_hint=True, destructive_hint=False
         )
     )
-    async def set_note(note_id: NoteId, text: Annotated[str, Field(description="The note's new text.")]) -> NoteSet:
+    async def set_note(
+        note_id: NoteId, text: Annotated[str, Field(description="The note's new text.")]
+    ) -> Annotated[CallToolResult, NoteSet]:
         """Sets the text of the note `note_id`, creating it if absent; the same arguments twice, the same state."""
         return await book.set(note_id, text)
 
     @server.tool(annotations=ToolAnnotations(title="Delete a note", destructive_hint=True, idempotent_hint=False))
-    async def delete_note(note_id: NoteId) -> NoteDeleted:
+    async def delete_note(note_id: NoteId) -> Annotated[CallToolResult, NoteDeleted]:
         """Deletes the note `note_id`; answers whether it existed."""
         return await book.delete(note_id)
 
@@ -180,7 +184,7 @@ def notebook_server(intake: Intake) -> tuple[MCPServer, Notebook]:
             Field(description="A key of this request: a repeat with the same one adds nothing and answers the "
                               "first note's id."),
         ] = None,
-    ) -> NoteAdded:  # fmt: skip
+    ) -> Annotated[CallToolResult, NoteAdded]:  # fmt: skip
         """Appends a new note (a fresh id) to `notebook`; answers its id."""
         return await book.add(notebook, text, request_id)
 
@@ -196,7 +200,7 @@ async def switch_extra_tool(server: MCPServer, notebook: Notebook, enabled: bool
         server.remove_tool(EXTRA_TOOL)
         return True
 
-    async def archive_note(note_id: NoteId) -> NoteArchived:
+    async def archive_note(note_id: NoteId) -> Annotated[CallToolResult, NoteArchived]:
         """Archives the note `note_id` (it stays, marked archived); answers whether it existed."""
         return await notebook.archive(note_id)
 
