@@ -36,6 +36,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, FastAPI, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import Headers
+from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ticketiq.dbserver.embedded import EmbeddedServer
@@ -130,7 +131,8 @@ def create_app(
     for prefix, router in VENDOR_ROUTERS:
         app.include_router(router, prefix=prefix)
     app.mount(a2a_agent.PREFIX, remote_agent.app())
-    app.add_route(mcp_endpoint.PATH, mcp, include_in_schema=False)
+    # A plain ASGI endpoint (not a function): Starlette hands it the request's scope as it is.
+    app.router.routes.append(Route(mcp_endpoint.PATH, mcp, include_in_schema=False))
     # Its own each app: its signer keeps the key it read from this app's database.
     app.include_router(botframework.router(), prefix="/_standin/botframework")
     for prefix, router in ADMIN_ROUTERS:

@@ -33,7 +33,7 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from ticketiq.standins.vendors.intake import Intake
-from ticketiq.standins.vendors.mcp_notes import Notebook, notebook_server, switch_extra_tool
+from ticketiq.standins.vendors.mcp_notes import notebook_server, switch_extra_tool
 
 PATH = "/mcp"
 # A session's notification is dropped past this: a client gone quiet must not hold up the admin route.
