@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -199,6 +200,37 @@ async def test_a_held_call_whose_client_went_away_leaves_the_server_serving(stan
     async with mcp_session(standins) as session:
         assert (await session.call_tool("get_note", {"note_id": "n4"})).is_error
     assert len(await standins.writes(vendor="mcp", operation="delete_note")) == 1
+
+
+# A client process that calls delete_note and waits for its answer (killed before it comes).
+_CALLER = """
+import sys, anyio
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+async def main() -> None:
+    async with streamable_http_client(sys.argv[1]) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        await session.call_tool("delete_note", {"note_id": sys.argv[2]})
+
+anyio.run(main)
+"""
+
+
+async def test_a_caller_killed_while_its_answer_is_held_leaves_the_write_landed(standins: Standins) -> None:
+    await standins.fault("mcp", "hold", operation="delete_note", stall_s=30)
+    async with mcp_session(standins) as session:
+        await session.call_tool("set_note", {"note_id": "n9", "text": "x"})
+    caller = await anyio.open_process([sys.executable, "-c", _CALLER, f"{standins.base_url}/mcp", "n9"])
+    async with caller:
+        with anyio.fail_after(10):
+            while not await standins.writes(vendor="mcp", operation="delete_note"):
+                await anyio.sleep(0.05)
+        caller.kill()  # SIGKILL: no DELETE of its session, its connection just drops
+        assert await caller.wait() == -signal.SIGKILL
+    async with mcp_session(standins) as session:  # served meanwhile; the held answer is cut at shutdown
+        assert (await session.call_tool("get_note", {"note_id": "n9"})).is_error
+    assert [w["effect"] for w in await standins.writes(vendor="mcp", operation="delete_note")] == ["applied"]
 
 
 async def test_forget_drops_the_sessions_and_an_old_id_gets_404(standins: Standins) -> None:
