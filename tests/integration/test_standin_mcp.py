@@ -154,6 +154,10 @@ async def test_faults_apply_to_mcp_calls(standins: Standins) -> None:
         with pytest.raises(MCPError) as refused:
             await session.call_tool("set_note", {"note_id": "n2", "text": "x"})
         assert refused.value.message == "Internal server error"
+        await standins.fault("mcp", "stall", operation="get_note", stall_s=0.3)
+        started = anyio.current_time()
+        assert (await session.call_tool("get_note", {"note_id": "n2"})).is_error  # answered after the stall
+        assert anyio.current_time() - started >= 0.3
         structured(await session.call_tool("set_note", {"note_id": "n2", "text": "x"}))
         with pytest.raises(MCPError):
             await session.call_tool("delete_note", {"note_id": "n2"})
@@ -161,6 +165,7 @@ async def test_faults_apply_to_mcp_calls(standins: Standins) -> None:
     logged = [(w["operation"], w["effect"]) for w in await standins.writes(vendor="mcp")]
     assert logged == [
         ("set_note", "refused"),
+        ("get_note", "refused"),
         ("set_note", "applied"),
         ("delete_note", "applied"),
         ("get_note", "refused"),
@@ -275,6 +280,8 @@ async def test_the_bearer_token_is_asked_once_set(standins: Standins) -> None:
 async def test_the_extra_tool_comes_and_goes_with_a_list_change(standins: Standins) -> None:
     seen: list[Any] = []
     async with mcp_session(standins, seen=seen) as session:
+        tools_capability = (await session.initialize()).capabilities.tools  # the handshake's, kept
+        assert tools_capability is not None and tools_capability.list_changed is True
         await anyio.sleep(0.2)  # the client opens its standalone stream after the handshake
         response = await standins.admin.post("/_standin/mcp/extra-tool", json={"enabled": True})
         response.raise_for_status()
@@ -290,6 +297,10 @@ async def test_the_extra_tool_comes_and_goes_with_a_list_change(standins: Standi
         (await standins.admin.post("/_standin/mcp/extra-tool", json={"enabled": False})).raise_for_status()
         assert "archive_note" not in {tool.name for tool in (await session.list_tools()).tools}
     assert len(await standins.writes(vendor="mcp", operation="archive_note", target="n7")) == 1
+    # Its session is over: the change reaches no one, and the route answers all the same.
+    with anyio.fail_after(5):
+        response = await standins.admin.post("/_standin/mcp/extra-tool", json={"enabled": True})
+    assert response.status_code == 200 and "archive_note" in response.json()["tools"]
 
 
 async def test_the_stdio_server_records_into_the_same_store(standins: Standins, db_url: str, tmp_path: Path) -> None:

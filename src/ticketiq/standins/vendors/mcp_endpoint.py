@@ -98,7 +98,9 @@ class McpEndpoint:
             old.cancel()
 
     async def switch_extra_tool(self, enabled: bool) -> int:
-        """Adds or removes archive_note; answers to how many sessions the list change was sent."""
+        """Adds or removes archive_note; answers to how many sessions the list change was handed. The SDK
+        tells a server no session's end, so one that ended since its handshake counts until a forget (its
+        notification is dropped by the SDK); a client without its standalone stream open misses it."""
         if not await switch_extra_tool(self.server, self.notebook, enabled):
             return 0
         sent = 0
@@ -107,8 +109,9 @@ class McpEndpoint:
                 with anyio.fail_after(NOTIFY_TIMEOUT_S):
                     await session.send_tool_list_changed()
                 sent += 1
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, TimeoutError):
-                self.listeners.discard(session)  # its session ended
+            except Exception as exc:  # its session ended (a closed stream) or its client stopped reading
+                log.info("tools/list_changed not delivered to an MCP session: %r", exc)
+                self.listeners.discard(session)
         return sent
 
     async def _watch(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
