@@ -50,7 +50,7 @@ async def mcp_session(
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=30, event_hooks={"response": [note_session]}) as http,
-        streamable_http_client(f"{standins.base_url}/mcp", http_client=http, terminate_on_close=terminate_on_close) as (
+        streamable_http_client(standins.mcp_url, http_client=http, terminate_on_close=terminate_on_close) as (
             read,
             write,
         ),
@@ -226,7 +226,7 @@ async def test_a_caller_killed_while_its_answer_is_held_leaves_the_write_landed(
     await standins.fault("mcp", "hold", operation="delete_note", stall_s=30)
     async with mcp_session(standins) as session:
         await session.call_tool("set_note", {"note_id": "n9", "text": "x"})
-    caller = await anyio.open_process([sys.executable, "-c", _CALLER, f"{standins.base_url}/mcp", "n9"])
+    caller = await anyio.open_process([sys.executable, "-c", _CALLER, standins.mcp_url, "n9"])
     async with caller:
         with anyio.fail_after(10):
             while not await standins.writes(vendor="mcp", operation="delete_note"):
@@ -242,7 +242,7 @@ async def test_forget_drops_the_sessions_and_an_old_id_gets_404(standins: Standi
     session_ids: list[str] = []
     async with mcp_session(standins, session_ids=session_ids, terminate_on_close=False) as session:
         structured(await session.call_tool("set_note", {"note_id": "n5", "text": "x"}))
-        (await standins.admin.post("/_standin/mcp/forget")).raise_for_status()
+        await standins.mcp_forget()
         with pytest.raises(MCPError) as gone:
             await session.call_tool("get_note", {"note_id": "n5"})
         assert gone.value.message == "Session not found"  # the server's 404
@@ -254,7 +254,7 @@ async def test_forget_drops_the_sessions_and_an_old_id_gets_404(standins: Standi
         "MCP-Protocol-Version": "2025-11-25",
     }
     async with httpx2.AsyncClient() as http:
-        response = await http.post(f"{standins.base_url}/mcp", json=ping, headers=headers)
+        response = await http.post(standins.mcp_url, json=ping, headers=headers)
     assert response.status_code == 404
     async with mcp_session(standins) as session:  # a new session works
         assert structured(await session.call_tool("get_note", {"note_id": "n5"}))["text"] == "x"
@@ -263,7 +263,7 @@ async def test_forget_drops_the_sessions_and_an_old_id_gets_404(standins: Standi
 async def test_the_bearer_token_is_asked_once_set(standins: Standins) -> None:
     await standins.options(mcp_token="s3cret")
     async with httpx2.AsyncClient() as http:
-        response = await http.post(f"{standins.base_url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        response = await http.post(standins.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
     assert response.status_code == 401
     assert response.headers["www-authenticate"].startswith("Bearer")
     # The SDK's client answers its initialize with the 401 as an error, out of its task groups.
@@ -283,9 +283,7 @@ async def test_the_extra_tool_comes_and_goes_with_a_list_change(standins: Standi
         tools_capability = (await session.initialize()).capabilities.tools  # the handshake's, kept
         assert tools_capability is not None and tools_capability.list_changed is True
         await anyio.sleep(0.2)  # the client opens its standalone stream after the handshake
-        response = await standins.admin.post("/_standin/mcp/extra-tool", json={"enabled": True})
-        response.raise_for_status()
-        assert response.json()["notified"] == 1
+        assert (await standins.mcp_extra_tool(True))["notified"] == 1
         with anyio.fail_after(5):
             while not any(isinstance(item, ToolListChangedNotification) for item in seen):
                 await anyio.sleep(0.05)
@@ -294,13 +292,12 @@ async def test_the_extra_tool_comes_and_goes_with_a_list_change(standins: Standi
         assert tools["archive_note"].annotations.destructive_hint is True
         await session.call_tool("set_note", {"note_id": "n7", "text": "x"})
         assert structured(await session.call_tool("archive_note", {"note_id": "n7"}))["existed"] is True
-        (await standins.admin.post("/_standin/mcp/extra-tool", json={"enabled": False})).raise_for_status()
+        await standins.mcp_extra_tool(False)
         assert "archive_note" not in {tool.name for tool in (await session.list_tools()).tools}
     assert len(await standins.writes(vendor="mcp", operation="archive_note", target="n7")) == 1
     # Its session is over: the change reaches no one, and the route answers all the same.
     with anyio.fail_after(5):
-        response = await standins.admin.post("/_standin/mcp/extra-tool", json={"enabled": True})
-    assert response.status_code == 200 and "archive_note" in response.json()["tools"]
+        assert "archive_note" in (await standins.mcp_extra_tool(True))["tools"]
 
 
 async def test_the_stdio_server_records_into_the_same_store(standins: Standins, db_url: str, tmp_path: Path) -> None:
