@@ -69,6 +69,12 @@ class Settings:
         "`ticketiq standins`: a folder of model scripts of your own (`<model>.yaml`, the format of "
         "standins/scripts/), besides the shipped ones; `--scripts` overrides it.",
     )
+    standin_database_url: str | None = _setting(
+        None,
+        "The stand-in MCP server over stdio (`python -m ticketiq.standins.mcp_stdio`): the Postgres of the stand-ins "
+        "whose write log records its calls; `--database-url` overrides it.",
+        secret=True,
+    )
     seal_keys: str | None = _setting(
         None,
         "Checkpoint seal keys `id:secret,...`: the first signs, all verify. "

@@ -29,6 +29,22 @@ class Standins:
     settings_env: dict[str, str]
     admin: httpx.AsyncClient
 
+    @property
+    def mcp_url(self) -> str:
+        """The stand-in MCP server's Streamable HTTP endpoint (vendors/mcp_endpoint.py)."""
+        return f"{self.base_url}/mcp"
+
+    async def mcp_forget(self) -> None:
+        """Every MCP session ends: a request with an old Mcp-Session-Id gets 404."""
+        (await self.admin.post("/_standin/mcp/forget")).raise_for_status()
+
+    async def mcp_extra_tool(self, enabled: bool) -> dict[str, Any]:
+        """Adds (or removes) archive_note and sends notifications/tools/list_changed to the sessions."""
+        response = await self.admin.post("/_standin/mcp/extra-tool", json={"enabled": enabled})
+        response.raise_for_status()
+        shown: dict[str, Any] = response.json()
+        return shown
+
     def settings(self, **overrides: Any) -> Settings:
         return Settings.from_env(self.settings_env, **overrides)
 
@@ -40,7 +56,7 @@ class Standins:
         return rows
 
     async def fault(self, vendor: str, mode: str, **fields: Any) -> None:
-        """Arrange a fault: mode 429, 500, stall or 500_after_apply; fields count, retry_after_s,
+        """Arrange a fault: mode 429, 500, stall, hold or 500_after_apply; fields count, retry_after_s,
         stall_s, operation."""
         response = await self.admin.post("/_standin/faults", json={"vendor": vendor, "mode": mode, **fields})
         response.raise_for_status()

@@ -10,12 +10,18 @@
     /sqs                     SQS, AWS JSON 1.0 protocol
     /webhook/<path>          a generic webhook target
     /a2a-agent               a remote A2A agent (JSON-RPC; card at /a2a-agent/.well-known/agent-card.json)
+    /mcp                     an MCP server (Streamable HTTP, stateful sessions): a notebook of notes with a
+                             read, an idempotent, a destructive and a plain write tool (vendors/mcp_notes.py;
+                             the same over stdio: python -m ticketiq.standins.mcp_stdio); option mcp_token
+                             asks for `Authorization: Bearer <token>`
     /_standin/botframework   the Bot Framework token service: JWKS and a token mint (vendors/botframework.py)
     /login                   the Microsoft identity platform's token endpoint (client credentials) for the
                              bot's own tokens, which /teams and /graph/v1.0 check (vendors/botframework.py)
 
 Admin routes under /_standin: `GET writes` (filters vendor, operation, target, key, effect),
-`GET|POST|DELETE faults`, `GET|POST options`, `GET health`, `POST jira/projects/{key}/generate`.
+`GET|POST|DELETE faults`, `GET|POST options`, `GET health`, `POST jira/projects/{key}/generate`,
+`POST mcp/forget` (drops every MCP session) and `POST mcp/extra-tool` ({"enabled": bool}: the extra tool
+archive_note, announced by notifications/tools/list_changed), vendors/mcp_endpoint.py.
 The engine never imports this package.
 """
 
@@ -30,6 +36,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, FastAPI, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import Headers
+from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ticketiq.dbserver.embedded import EmbeddedServer
@@ -38,7 +45,17 @@ from ticketiq.standins import fine_tuning
 from ticketiq.standins.faults import Fault
 from ticketiq.standins.model import create_router
 from ticketiq.standins.records import CLIENT, Store, iso
-from ticketiq.standins.vendors import a2a_agent, botframework, discord, incidentio, jira, sqs, teams, webhook
+from ticketiq.standins.vendors import (
+    a2a_agent,
+    botframework,
+    discord,
+    incidentio,
+    jira,
+    mcp_endpoint,
+    sqs,
+    teams,
+    webhook,
+)
 from ticketiq.standins.vendors.intake import Intake, IntakeDep, StandinOptions
 
 __all__ = ["StandinOptions", "create_app"]
@@ -63,6 +80,8 @@ class OptionsPatch(BaseModel):
     botframework_endorsements: list[str] | None = None
     jira_api_tokens: dict[str, str] | None = None
     jira_personal_tokens: list[str] | None = None
+    # "" clears it: /mcp is open again.
+    mcp_token: str | None = None
 
 
 def create_app(
@@ -80,6 +99,7 @@ def create_app(
     store = Store(db_url)
     intake = Intake(store, options or StandinOptions())
     remote_agent = a2a_agent.RemoteAgent(intake)
+    mcp = mcp_endpoint.McpEndpoint(intake)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -89,7 +109,8 @@ def create_app(
         try:
             await store.open()
             try:
-                yield
+                async with mcp.running():  # its sessions end (held calls too) before the store closes
+                    yield
             finally:
                 await remote_agent.aclose()  # its tasks at work stop before their store closes
                 await store.close()
@@ -99,6 +120,7 @@ def create_app(
 
     app = FastAPI(title="TicketIQ stand-ins", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.intake = intake
+    app.state.mcp = mcp
     app.add_middleware(NoteClient)
 
     async def log_request(model: str, conversation: str, step: int) -> None:
@@ -109,6 +131,8 @@ def create_app(
     for prefix, router in VENDOR_ROUTERS:
         app.include_router(router, prefix=prefix)
     app.mount(a2a_agent.PREFIX, remote_agent.app())
+    # A plain ASGI endpoint (not a function): Starlette hands it the request's scope as it is.
+    app.router.routes.append(Route(mcp_endpoint.PATH, mcp, include_in_schema=False))
     # Its own each app: its signer keeps the key it read from this app's database.
     app.include_router(botframework.router(), prefix="/_standin/botframework")
     for prefix, router in ADMIN_ROUTERS:
@@ -198,4 +222,8 @@ VENDOR_ROUTERS: list[tuple[str, APIRouter]] = [
     ("/webhook", webhook.router()),
     ("/login", botframework.login_router()),
 ]
-ADMIN_ROUTERS: list[tuple[str, APIRouter]] = [("/_standin", _admin()), ("/_standin/jira", jira.admin_router())]
+ADMIN_ROUTERS: list[tuple[str, APIRouter]] = [
+    ("/_standin", _admin()),
+    ("/_standin/jira", jira.admin_router()),
+    ("/_standin/mcp", mcp_endpoint.admin_router()),
+]

@@ -1,8 +1,10 @@
 """Faults a stand-in injects on request, so adapters and trials meet the failures real vendors have.
 
 `429` and `500` answer before the request is applied (the vendor did not take it); `stall` sleeps and
-then applies normally (a client that timed out cannot know the write landed); `500_after_apply`
-applies the write and then answers 500, the purest uncertain outcome.
+then applies normally (a client that timed out cannot know the write landed); `hold` applies and records
+the write at once and then holds the answer for `stall_s` (the client that sent it can be killed while it
+waits: the write landed and no answer reached anyone); `500_after_apply` applies the write and then answers
+500, the purest uncertain outcome.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ticketiq.standins.records import Answer, Effect
 
-Vendor = Literal["incidentio", "jira", "teams", "graph", "discord", "sqs", "webhook", "openai"]
-FaultMode = Literal["429", "500", "stall", "500_after_apply"]
+Vendor = Literal["incidentio", "jira", "teams", "graph", "discord", "sqs", "webhook", "openai", "mcp"]
+FaultMode = Literal["429", "500", "stall", "hold", "500_after_apply"]
 
 
 class Fault(BaseModel):

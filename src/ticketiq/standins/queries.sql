@@ -333,3 +333,24 @@ RETURNING id, model, training_file, validation_file, suffix, metadata, seed, dur
           fine_tuned_model, extract(epoch FROM created_at)::float8 AS created_epoch,
           extract(epoch FROM now() - created_at)::float8 AS elapsed_s,
           extract(epoch FROM cancelled_at - created_at)::float8 AS cancelled_after_s
+
+-- name: mcp_note_get
+SELECT note_id, notebook, text, archived FROM standin.mcp_notes WHERE note_id = %(note_id)s
+
+-- name: mcp_note_set
+-- Creates the note or replaces its text; `created` tells which (xmax is 0 on a freshly inserted row).
+INSERT INTO standin.mcp_notes AS n (note_id, text) VALUES (%(note_id)s, %(text)s)
+ON CONFLICT (note_id) DO UPDATE SET text = EXCLUDED.text, updated_at = now()
+RETURNING note_id, text, (xmax = 0) AS created
+
+-- name: mcp_note_add
+INSERT INTO standin.mcp_notes (note_id, notebook, text) VALUES (%(note_id)s, %(notebook)s, %(text)s)
+RETURNING note_id, notebook, text
+
+-- name: mcp_note_delete
+DELETE FROM standin.mcp_notes WHERE note_id = %(note_id)s RETURNING note_id
+
+-- name: mcp_note_archive
+UPDATE standin.mcp_notes SET archived = true, updated_at = now()
+WHERE note_id = %(note_id)s
+RETURNING note_id, archived

@@ -214,3 +214,15 @@ COMMENT ON TABLE standin.fine_tuning_jobs IS
     'created (database clock) against `duration_s`; `failure` is the error it fails with once validated '
     '(null: it succeeds, named `fine_tuned_model`); `cancelled_at` stops it where it was.';
 CREATE INDEX IF NOT EXISTS fine_tuning_jobs_metadata ON standin.fine_tuning_jobs USING gin (metadata jsonb_path_ops);
+
+-- Issue 33: the stand-in MCP server's notebook (vendors/mcp_notes.py), over Streamable HTTP at /mcp and stdio.
+CREATE TABLE IF NOT EXISTS standin.mcp_notes (
+    note_id    text PRIMARY KEY,
+    notebook   text,
+    text       text NOT NULL,
+    archived   boolean NOT NULL DEFAULT false,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE standin.mcp_notes IS
+    'MCP stand-in: notes. `notebook` is set by add_note (a note made by set_note belongs to none).';

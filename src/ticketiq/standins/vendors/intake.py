@@ -52,6 +52,8 @@ class StandinOptions:
     # the stand-in knew accounts (most tests send a made-up token).
     jira_api_tokens: dict[str, str] | None = None
     jira_personal_tokens: list[str] | None = None
+    # The MCP stand-in (/mcp): when set, a request without `Authorization: Bearer <mcp_token>` gets 401.
+    mcp_token: str | None = None
     faults: list[Fault] = field(default_factory=list)
 
 
@@ -64,23 +66,31 @@ class Intake:
         self.faults = FaultBook(options.faults)
 
     async def write(self, write: Write, apply: Apply) -> Response:
+        return respond(await self.answer(write, apply))
+
+    async def answer(self, write: Write, apply: Apply) -> Answer:
+        """What the vendor answers `write`, faults included; the write is recorded whatever it came to. The
+        MCP stand-in turns the answer into a tool result rather than an HTTP response."""
         fault = self.faults.take(write.vendor, write.operation)
         if fault is not None and fault.mode in ("429", "500"):
             refused = refusal(fault)
             await self.store.record(write, refused)
-            return respond(refused)
+            return refused
         if fault is not None and fault.mode == "stall":
             await asyncio.sleep(fault.stall_s)
         async with self.store.transaction() as session:
             answer = await apply(session)
             await session.record(write, answer)
+        if fault is not None and fault.mode == "hold":
+            # Committed and logged before the wait: a client killed meanwhile left a landed write.
+            await asyncio.sleep(fault.stall_s)
         if fault is not None and fault.mode == "500_after_apply":
-            return respond(refusal(fault))
-        return respond(answer)
+            return refusal(fault)
+        return answer
 
     async def read(self, vendor: str, operation: str, answer: Callable[[], Awaitable[Answer]]) -> Response:
         fault = self.faults.take(vendor, operation)
-        if fault is not None and fault.mode != "stall":
+        if fault is not None and fault.mode not in ("stall", "hold"):
             return respond(refusal(fault))
         if fault is not None:
             await asyncio.sleep(fault.stall_s)
