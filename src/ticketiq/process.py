@@ -48,7 +48,6 @@ from ticketiq.tools.base import Tool
 from ticketiq.tools.mcp_tools import McpServers
 from ticketiq.tools.registry import build_registry
 from ticketiq.tools.vendor_pool import VendorTransport
-from ticketiq.values.mcp_servers import SEPARATOR
 from ticketiq.views.follows import CredentialCheck, Follows
 from ticketiq.views.run_events import RunEvents
 from ticketiq.views.runs import RunViews
@@ -71,11 +70,7 @@ def check_agents(settings: Settings) -> None:
     YAML or an unknown tool is a ConfigError the command prints as one line (exit 2)."""
     # A database never opened: the tools that read our tables are named here, not used.
     registry = build_registry(settings, Database(settings.database_url or ""))
-    # An MCP server's tools are known once it answers: here, each one an agent names for a server declared.
-    declared = agents.load(settings.agents)
-    servers = {spec.name for spec in declared.mcp_servers}
-    named = {t for t in declared.named_tools() if t.partition(SEPARATOR)[0] in servers}
-    agents.load(settings.agents, known_tools={*registry.tools, *named, DELEGATION_TOOL})
+    agents.load(settings.agents, known_tools={*registry.tools, DELEGATION_TOOL})
 
 
 @dataclass

@@ -106,3 +106,27 @@ def test_what_the_model_is_told_of_an_answer() -> None:
 def test_a_secret_a_server_echoes_is_masked() -> None:
     said = Outcome(ok=True, result={"echo": ["Bearer s3cret-token-value"]}, error=None)
     assert masked(said, ["s3cret-token-value"]).result == {"echo": ["Bearer ***"]}
+
+
+def test_a_variable_may_have_a_default_and_the_url_may_name_one() -> None:
+    (spec,) = parse({"notes": {"url": "${NOTES_URL:-http://127.0.0.1:9000/mcp}"}}, "a", {})
+    assert spec.url == "http://127.0.0.1:9000/mcp"
+    (spec,) = parse({"notes": {"url": "${NOTES_URL:-http://127.0.0.1:9000/mcp}"}}, "a", {"NOTES_URL": "http://h/mcp"})
+    assert spec.url == "http://h/mcp"
+    (spec,) = parse({"notes": {"url": "http://h/mcp", "headers": {"A": "x${EMPTY:-}y"}}}, "a", {})
+    assert spec.headers == {"A": "xy"}
+
+
+def test_an_agent_names_a_servers_tool_with_a_dot_and_only_of_a_declared_server() -> None:
+    from ticketiq.agents.catalog import parse as parse_agents
+
+    agent = {"system_prompt": "p", "owner": "o", "tools": ["notes.add_note", "jira_get_issue"]}
+    declared = {"notes": {"url": "http://127.0.0.1:9/mcp"}}
+    catalog = parse_agents({"agents": {"noter": agent}, "mcp_servers": declared}, "a.yaml", {"jira_get_issue"})
+    assert catalog.agents["noter"].tools == ("notes__add_note", "jira_get_issue")
+    assert [s.name for s in catalog.mcp_servers] == ["notes"]
+    with pytest.raises(ConfigError, match=r"notes\.add_note names an MCP server that `mcp_servers` does not declare"):
+        parse_agents({"agents": {"noter": agent}}, "a.yaml", {"jira_get_issue"})
+    flow = {"owner": "o", "steps": [{"id": "a", "tool": "other.x", "args": {}}]}
+    with pytest.raises(ConfigError, match=r"workflow 'f': other\.x names an MCP server"):
+        parse_agents({"agents": {"noter": agent}, "mcp_servers": declared, "workflows": {"f": flow}}, "a.yaml", None)

@@ -117,7 +117,8 @@ def parse(data: Any, source: str, known_tools: set[str] | None = None) -> Catalo
             raise ConfigError(f"{where}: {named} names an MCP server that `mcp_servers` does not declare; "
                               f"declared: {', '.join(sorted(servers)) or 'none'}")  # fmt: skip
         if known_tools is not None:
-            missing = [t for t in tools if t not in known_tools]
+            # An MCP server's tool is checked against what the server lists, once it answers (process.py).
+            missing = [t for t in tools if t not in known_tools and SEPARATOR not in t]
             if missing:
                 raise ConfigError(f"{where}: unknown tools {missing}; known: {sorted(known_tools)}")
         events = spec.get("on_ticket_events", [])
@@ -140,10 +141,18 @@ def parse(data: Any, source: str, known_tools: set[str] | None = None) -> Catalo
     approvals = data.get("approval_required", [])
     if not isinstance(approvals, list):
         raise ConfigError(f"{source}: `approval_required` must be a list of tool names")
+    flows = declared_workflows.parse(data.get("workflows"), source, agents, known_tools)
+    servers = {s.name for s in mcp_servers}
+    for flow_name, flow in flows.items():
+        strangers = [t for t in flow.tools if SEPARATOR in t and t.partition(SEPARATOR)[0] not in servers]
+        if strangers:
+            named = ", ".join(t.replace(SEPARATOR, ".", 1) for t in strangers)
+            raise ConfigError(f"{source}: workflow {flow_name!r}: {named} names an MCP server that `mcp_servers` "
+                              f"does not declare; declared: {', '.join(sorted(servers)) or 'none'}")  # fmt: skip
     return Catalog(agents=agents, approval_required=frozenset(from_agents_file(str(t)) for t in approvals),
                    mcp_servers=mcp_servers,
                    schedules=_schedules(data.get("schedules", []), source, agents),
-                   workflows=declared_workflows.parse(data.get("workflows"), source, agents, known_tools))  # fmt: skip
+                   workflows=flows)  # fmt: skip
 
 
 _SCHEDULE_FIELDS = {"name", "agent", "cron", "timezone", "input"}

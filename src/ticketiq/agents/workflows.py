@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ticketiq.errors import ConfigError
-from ticketiq.values.mcp_servers import from_agents_file
+from ticketiq.values.mcp_servers import SEPARATOR, from_agents_file
 from ticketiq.values.workflow_values import (
     Condition,
     ExpressionError,
@@ -207,7 +207,7 @@ def _step(
     if (tool is None) == (agent is None):
         raise ConfigError(f"{where}: give either `tool` (with `args`) or `agent` (with `input`), not both or neither")
     if tool is not None:
-        if not isinstance(tool, str) or (known_tools is not None and tool not in known_tools):
+        if not isinstance(tool, str) or (known_tools is not None and tool not in known_tools and SEPARATOR not in tool):
             raise ConfigError(f"{where}: unknown tool {tool!r}; known: {sorted(known_tools or ())}")
         if tool in _NOT_A_STEP:
             raise ConfigError(f"{where}: tool {tool} cannot be a step: {_NOT_A_STEP[tool]}")

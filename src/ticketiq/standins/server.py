@@ -51,6 +51,9 @@ def settings_env(base_url: str, database_url: str | None = None) -> dict[str, st
         "TICKETIQ_TEAMS_APP_PASSWORD": botframework.APP_PASSWORD,
         "TICKETIQ_TEAMS_TOKEN_URL": f"{base_url}/login/botframework.com/oauth2/v2.0/token",
         "TICKETIQ_GRAPH_TOKEN_URL": f"{base_url}/login/standin-tenant/oauth2/v2.0/token",
+        # The stand-in MCP server: no setting of the app's, a value an agents file names
+        # (`url: ${TICKETIQ_STANDIN_MCP_URL:-...}`, as the sample does).
+        "TICKETIQ_STANDIN_MCP_URL": f"{base_url}/mcp",
         # Printed last of the vendors: launchers read up to it (launch.STANDIN_KEYS).
         "TICKETIQ_WEBHOOK_URL": f"{base_url}/webhook",
     }

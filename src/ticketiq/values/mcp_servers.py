@@ -33,7 +33,8 @@ from ticketiq.errors import ConfigError
 # A separator no server name holds, so `notes__add_note` maps back to one server and one tool.
 SEPARATOR = "__"
 _SERVER_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# `${VAR}`, or `${VAR:-default}` (the shell's form): the default where VAR is unset or empty.
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _SERVER_FIELDS = {"url", "command", "headers", "env", "trust_annotations", "tools"}
 _TOOL_FIELDS = {"class", "key_argument", "dedupe_window_s"}
 # The classes an operator may give an MCP tool; a delegation or a sub-agent is the engine's own.
@@ -128,6 +129,8 @@ def _server(name: str, spec: Any, where: str, env: Mapping[str, str]) -> ServerS
     if unknown:
         raise ConfigError(f"{where} has unknown fields {sorted(unknown)}; allowed: {sorted(_SERVER_FIELDS)}")
     url, command = spec.get("url"), spec.get("command")
+    if isinstance(url, str):
+        url = _expand(url, f"{where}.url", env)
     if (url is None) == (command is None):
         raise ConfigError(f"{where}: give exactly one of `url` (Streamable HTTP) or `command` (stdio)")
     if url is not None and (not isinstance(url, str) or not re.match(r"^https?://[^/\s]+", url)):
@@ -162,10 +165,15 @@ def _strings(given: Any, where: str, env: Mapping[str, str]) -> dict[str, str]:
 
 
 def _expand(value: str, where: str, env: Mapping[str, str]) -> str:
-    """`${VAR}` from the environment; an unset variable is an error naming it (never its neighbours' values)."""
+    """`${VAR}` from the environment (`${VAR:-default}`: the default where it is unset or empty); an unset
+    variable with no default is an error naming it (never its neighbours' values)."""
 
     def put(match: re.Match[str]) -> str:
-        name = match.group(1)
+        name, default = match.group(1), match.group(2)
+        if env.get(name):
+            return env[name]
+        if default is not None:
+            return default
         if name not in env:
             raise ConfigError(f"{where} names ${{{name}}}, which is not set in the environment; set {name}")
         return env[name]
