@@ -44,7 +44,7 @@ from ticketiq.storage.process_store import ProcessStore
 from ticketiq.storage.run_store import RunStore
 from ticketiq.storage.seal_store import SealProbeStore
 from ticketiq.storage.token_store import TokenStore
-from ticketiq.tools.base import Tool
+from ticketiq.tools.base import Registry, Tool
 from ticketiq.tools.mcp_tools import McpServers
 from ticketiq.tools.registry import build_registry
 from ticketiq.tools.vendor_pool import VendorTransport
@@ -70,7 +70,23 @@ def check_agents(settings: Settings) -> None:
     YAML or an unknown tool is a ConfigError the command prints as one line (exit 2)."""
     # A database never opened: the tools that read our tables are named here, not used.
     registry = build_registry(settings, Database(settings.database_url or ""))
-    agents.load(settings.agents, known_tools={*registry.tools, DELEGATION_TOOL})
+    declared = agents.load(settings.agents, known_tools={*registry.tools, DELEGATION_TOOL})
+    if declared.mcp_servers:
+        # The tools the agents name on MCP servers, checked against what each lists as the app's start checks
+        # them: here a mistake is one line and exit 2, under uvicorn's start-up a traceback and exit 3.
+        unlisted = asyncio.run(_mcp_unlisted(declared, settings.mcp_start_wait_s))
+        if unlisted:
+            raise ConfigError(f"{settings.agents}: {'; '.join(unlisted)}; fix the agents file or the server")
+
+
+async def _mcp_unlisted(declared: agents.Catalog, wait_s: float) -> list[str]:
+    servers = McpServers(declared.mcp_servers)
+    try:
+        await servers.start(wait_s)
+        servers.register(Registry(), declared.named_tools())
+        return servers.unlisted()
+    finally:
+        await servers.stop()
 
 
 @dataclass

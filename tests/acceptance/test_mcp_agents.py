@@ -7,6 +7,7 @@ with the same arguments."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -42,6 +43,7 @@ agents:
     tools: [notes.set_note, notes.delete_note]
     owner: ops-bot
 """
+CLI = [sys.executable, "-m", "ticketiq.cli"]
 SCRIPTS = {
     "http-noter": """\
 steps:
@@ -172,3 +174,33 @@ def test_a_trusted_idempotent_mcp_call_in_flight_is_sent_again_with_the_same_arg
     [resumed] = cluster.audit(run_id, "agent.run.crash_resumed")
     assert {c["tool"]: c["happened"] for c in resumed["detail"]["calls"]} == {"notes__set_note": "resent_same_args"}
     assert survivor.child.alive()
+
+
+def test_a_tool_its_server_does_not_list_stops_the_start_and_a_server_down_does_not(
+    mcp_cluster: tuple[Cluster, dict[str, str]], tmp_path: Path
+) -> None:
+    cluster, _ = mcp_cluster
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text(
+        "mcp_servers:\n  notes: {url: '${TICKETIQ_STANDIN_MCP_URL}'}\n"
+        "agents:\n  a: {system_prompt: x, owner: me, tools: [notes.get_note, notes.teleport]}\n"
+    )
+    env = {**cluster.env, "TICKETIQ_AGENTS": str(wrong), "TICKETIQ_HOME": str(tmp_path / "home")}
+    done = subprocess.run([*CLI, "serve", "--port", "0"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, (done.returncode, done.stderr[-3000:])
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    [line] = [line for line in done.stderr.splitlines() if line.startswith("ticketiq: ")]
+    assert "MCP server notes does not list the tool teleport (notes.teleport); it lists: " in line, line
+    assert "get_note" in line and str(wrong) in line, line
+
+    # A server no one answers at: the process starts, stays ready, and says which server is unreachable.
+    down = tmp_path / "down.yaml"
+    down.write_text(
+        "mcp_servers:\n  gone: {url: 'http://127.0.0.1:9/mcp'}\n"
+        "agents:\n  a: {model: a, system_prompt: x, owner: me, tools: [gone.anything]}\n"
+    )
+    app = cluster.app("down", lead=True, env={"TICKETIQ_AGENTS": str(down)})
+    assert web.get(f"{app.base}/readyz", timeout=10).status_code == 200
+    [process] = web.get(f"{app.base}/v1/processes", headers=cluster.auth, timeout=10).json()["processes"]
+    [gone] = process["mcp_servers"]
+    assert (gone["name"], gone["state"]) == ("gone", "unreachable") and gone["error"], gone

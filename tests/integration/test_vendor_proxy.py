@@ -21,11 +21,16 @@ from fastapi import FastAPI
 
 from tests.support.forward_proxy import forward_proxy
 from tests.support.http import PromptServer, started, stopped
+from tests.support.mcp_counter import Counter, serve_http
 from tests.support.standins import Standins
 from ticketiq.model import ModelClient
+from ticketiq.settings import Settings
 from ticketiq.standins.server import listen
 from ticketiq.tools import vendor_pool
+from ticketiq.tools.base import CallContext, Registry
+from ticketiq.tools.mcp_tools import McpServers
 from ticketiq.tools.vendor_pool import VendorTransport
+from ticketiq.values.mcp_servers import parse
 
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
@@ -146,3 +151,25 @@ async def test_a_model_step_goes_through_http_proxy_as_the_app_sends_it(
             await client.close()
     assert [call.name for call in reply.tool_calls] == ["jira_get_issue"]
     assert proxy.relayed == [f"POST {standins.base_url}/v1/chat/completions"]
+
+
+async def test_an_mcp_servers_requests_go_through_http_proxy(clean_env: pytest.MonkeyPatch) -> None:
+    """An MCP server's session (tools/mcp_link.py, the SDK's Streamable HTTP client on httpx2) honours the
+    proxy variables as the app's other clients do: initialize, the listing and a call, all relayed."""
+    counter = Counter()
+    async with serve_http(counter) as url, forward_proxy() as proxy:
+        clean_env.setenv("HTTP_PROXY", proxy.url)
+        servers = McpServers(parse({"counter": {"url": url}}, "agents.yaml"))
+        await servers.start(10)
+        try:
+            registry = Registry()
+            servers.register(registry, [])
+            async with httpx.AsyncClient() as http:
+                ctx = CallContext(run_id="r", tool="counter__bump", args={"amount": 2}, key="k", http=http,
+                                  settings=Settings())  # fmt: skip
+                outcome = await registry.tools["counter__bump"].executor(ctx)
+        finally:
+            await servers.stop()
+    assert outcome.result == {"count": 2}, outcome
+    assert counter.calls == [("bump", {"amount": 2, "request_id": ""})]
+    assert proxy.relayed.count(f"POST {url}") >= 3, proxy.relayed  # initialize, tools/list, tools/call (and more)
