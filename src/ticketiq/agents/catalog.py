@@ -17,6 +17,8 @@ schedules:                   # cron triggers, upserted by name at each start (ne
     cron: "0 9 * * mon-fri"  # five fields, or @hourly, @daily, ...
     timezone: Europe/Berlin  # an IANA zone; default UTC
     input: Triage the open OPS tickets
+mcp_servers:                 # MCP servers whose tools agents name as <server>.<tool> (values/mcp_servers.py)
+  notes: {url: "http://127.0.0.1:9100/mcp", trust_annotations: true}
 workflows:                   # named steps, each a tool call or an agent run: see agents/workflows.py
   follow-up: {owner: ops-bot, steps: [{id: read, tool: jira_get_issue, args: {issue_key: "{{ input.issue }}"}}]}
 ```
