@@ -22,6 +22,7 @@ AGENTS = """\
 mcp_servers:
   notes:
     url: ${{TICKETIQ_STANDIN_MCP_URL}}
+    headers: {{Authorization: "Bearer ${{NOTES_TOKEN}}"}}
     trust_annotations: true
   local:
     command: [{python}, -m, ticketiq.standins.mcp_stdio]
@@ -44,6 +45,7 @@ agents:
     owner: ops-bot
 """
 CLI = [sys.executable, "-m", "ticketiq.cli"]
+NOTES_TOKEN = "notes-token-0123456789abcdef"
 SCRIPTS = {
     "http-noter": """\
 steps:
@@ -84,8 +86,11 @@ def mcp_cluster(make_cluster: Callable[..., Cluster], tmp_path: Path) -> tuple[C
     agents = tmp_path / "agents.yaml"
     agents.write_text(AGENTS.format(python=sys.executable))
     # I14: a write in doubt waits out its budget before it is settled; short, so the test is.
-    env = {"TICKETIQ_AGENTS": str(agents), "TICKETIQ_WRITE_BUDGET_S": "4"}
-    return make_cluster("--scripts", str(scripts)), env
+    env = {"TICKETIQ_AGENTS": str(agents), "TICKETIQ_WRITE_BUDGET_S": "4", "NOTES_TOKEN": NOTES_TOKEN}
+    cluster = make_cluster("--scripts", str(scripts))
+    # The stand-in MCP server asks for the token from now on: the header the agents file builds carries it.
+    web.post(f"{cluster.standin_url}/_standin/options", json={"mcp_token": NOTES_TOKEN}, timeout=10).raise_for_status()
+    return cluster, env
 
 
 def mcp_writes(cluster: Cluster, operation: str, target: str) -> list[dict[str, Any]]:
@@ -116,6 +121,9 @@ def test_agents_whose_tools_are_an_http_and_a_stdio_mcp_servers_run_to_success(
     [process] = web.get(f"{app.base}/v1/processes", headers=cluster.auth, timeout=10).json()["processes"]
     states = {s["name"]: (s["state"], s["transport"]) for s in process["mcp_servers"]}
     assert states == {"notes": ("ready", "streamable-http"), "local": ("ready", "stdio")}
+    # The token the header carried reached the server, never a log line or a transcript.
+    assert NOTES_TOKEN not in cluster.logs()
+    assert not cluster.rows("SELECT 1 FROM transcripts WHERE body::text LIKE %s", f"%{NOTES_TOKEN}%")
 
 
 def test_a_destructive_mcp_call_in_flight_when_its_process_dies_is_never_sent_again(
@@ -182,10 +190,13 @@ def test_a_tool_its_server_does_not_list_stops_the_start_and_a_server_down_does_
     cluster, _ = mcp_cluster
     wrong = tmp_path / "wrong.yaml"
     wrong.write_text(
-        "mcp_servers:\n  notes: {url: '${TICKETIQ_STANDIN_MCP_URL}'}\n"
+        "mcp_servers:\n  notes: {url: '${TICKETIQ_STANDIN_MCP_URL}',\n"
+        "          headers: {Authorization: 'Bearer ${NOTES_TOKEN}'}}\n"
         "agents:\n  a: {system_prompt: x, owner: me, tools: [notes.get_note, notes.teleport]}\n"
     )
-    env = {**cluster.env, "TICKETIQ_AGENTS": str(wrong), "TICKETIQ_HOME": str(tmp_path / "home")}
+    env = {**cluster.env, "TICKETIQ_AGENTS": str(wrong), "TICKETIQ_HOME": str(tmp_path / "home"),
+           "NOTES_TOKEN": NOTES_TOKEN}  # fmt: skip
+    # Refused before it serves (were it not, it would serve until the timeout).
     done = subprocess.run([*CLI, "serve", "--port", "0"], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, (done.returncode, done.stderr[-3000:])
     assert "Traceback" not in done.stderr, done.stderr[-3000:]

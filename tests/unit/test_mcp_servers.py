@@ -29,7 +29,7 @@ def test_a_server_is_read_with_its_variables_put_in() -> None:
     assert spec.name == "notes" and spec.transport == "streamable-http" and spec.trust_annotations
     assert spec.headers == {"Authorization": "Bearer s3cret-token-value"}
     assert spec.tools["add_note"] == ToolRule("keyed_write", "request_id", None)
-    assert "Bearer s3cret-token-value" in spec.secrets()
+    assert spec.secrets() == ["s3cret-token-value"]  # what the environment gave, not the header's text
     (stdio,) = parse({"local": {"command": ["python", "-m", "notes"], "env": {"T": "${NOTES_TOKEN}"}}}, "a", ENV)
     assert stdio.transport == "stdio" and stdio.command == ("python", "-m", "notes") and not stdio.trust_annotations
 

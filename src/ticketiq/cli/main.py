@@ -48,11 +48,24 @@ class SecretFilter(logging.Filter):
 def configure_logging(settings: Settings) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(SecretFilter([*settings.secrets(), *_home_password(settings)]))
+    handler.addFilter(SecretFilter([*settings.secrets(), *_home_password(settings), *_mcp_secrets(settings)]))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.log_level.upper())
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    # A line per request is theirs to say at INFO (the MCP SDK's also names each session): ours say what matters.
+    for chatty in ("httpx", "httpx2", "mcp"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
+
+
+def _mcp_secrets(settings: Settings) -> list[str]:
+    """The MCP servers' header and environment values the agents file put in from ${VAR}s: never a log line.
+    A file that cannot be read has none here; its error is said where it is checked."""
+    from ticketiq.agents import catalog
+
+    try:
+        return [secret for spec in catalog.load(settings.agents).mcp_servers for secret in spec.secrets()]
+    except Exception:
+        return []
 
 
 def _home_password(settings: Settings) -> list[str]:

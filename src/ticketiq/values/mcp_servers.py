@@ -60,6 +60,8 @@ class ServerSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     trust_annotations: bool = False
     tools: Mapping[str, ToolRule] = field(default_factory=dict)
+    # What ${VAR}s put into headers and env: masked wherever they could show (a log line, a result).
+    put_in: tuple[str, ...] = ()
 
     @property
     def transport(self) -> str:
@@ -71,7 +73,8 @@ class ServerSpec:
         return self.url or " ".join(self.command[:1])
 
     def secrets(self) -> list[str]:
-        return [v for v in (*self.headers.values(), *self.env.values()) if len(v) >= 8]
+        """The values the environment gave (a short one would mask the word wherever it stands)."""
+        return [v for v in self.put_in if len(v) >= 8]
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,8 @@ def _server(name: str, spec: Any, where: str, env: Mapping[str, str]) -> ServerS
     trusted = spec.get("trust_annotations", False)
     if not isinstance(trusted, bool):
         raise ConfigError(f"{where}: `trust_annotations` must be true or false")
-    headers = _strings(spec.get("headers"), f"{where}.headers", env)
+    put_in: list[str] = []
+    headers = _strings(spec.get("headers"), f"{where}.headers", env, put_in)
     if headers and url is None:
         raise ConfigError(f"{where}: `headers` are for a server reached by `url`; a `command` server takes `env`")
     return ServerSpec(
@@ -150,27 +154,30 @@ def _server(name: str, spec: Any, where: str, env: Mapping[str, str]) -> ServerS
         url=url,
         command=tuple(command or ()),
         headers=headers,
-        env=_strings(spec.get("env"), f"{where}.env", env),
+        env=_strings(spec.get("env"), f"{where}.env", env, put_in),
         trust_annotations=trusted,
         tools=_rules(spec.get("tools"), f"{where}.tools"),
+        put_in=tuple(put_in),
     )
 
 
-def _strings(given: Any, where: str, env: Mapping[str, str]) -> dict[str, str]:
+def _strings(given: Any, where: str, env: Mapping[str, str], put_in: list[str]) -> dict[str, str]:
     if given is None:
         return {}
     if not isinstance(given, dict) or not all(isinstance(v, str) for v in given.values()):
         raise ConfigError(f"{where} must be a mapping of names to strings")
-    return {str(k): _expand(v, f"{where}.{k}", env) for k, v in given.items()}
+    return {str(k): _expand(v, f"{where}.{k}", env, put_in) for k, v in given.items()}
 
 
-def _expand(value: str, where: str, env: Mapping[str, str]) -> str:
+def _expand(value: str, where: str, env: Mapping[str, str], put_in: list[str] | None = None) -> str:
     """`${VAR}` from the environment (`${VAR:-default}`: the default where it is unset or empty); an unset
     variable with no default is an error naming it (never its neighbours' values)."""
 
     def put(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
         if env.get(name):
+            if put_in is not None:
+                put_in.append(env[name])
             return env[name]
         if default is not None:
             return default
