@@ -52,7 +52,9 @@ def configure_logging(settings: Settings) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.log_level.upper())
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    # A line per request otherwise (httpx2: the model's client and the MCP servers' sessions).
+    for chatty in ("httpx", "httpx2"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
 
 
 def _home_password(settings: Settings) -> list[str]:
@@ -364,7 +366,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("settings", help="print every TICKETIQ_* setting with its default")
     sub.add_parser(
         "doctor",
-        help="check what is configured (database, seal keys, model and agents' models, vendor credentials), "
+        help="check what is configured (database, seal keys, model and agents' models, vendor credentials, "
+        "MCP servers and the tools the agents name on them), "
         "one line each; exit 0 when all is well, 1 otherwise",
     )
     p_jobs = sub.add_parser("jobs", help="background jobs over the API (--url, --token)")
