@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+import yaml
 from playwright.async_api import Page, expect
 
 from tests.browser.rig import Console, agents_file, shot, sign_in
@@ -267,3 +268,40 @@ async def test_a_caller_is_refused_the_jobs_page_and_its_forms_as_the_api_refuse
     await expect(page.locator("h1")).to_have_text("Not found")
     await expect(page.locator("header .me")).to_have_count(0)  # an error page looks up no session
     await shot(page, "not-found")
+
+
+async def test_the_processes_page_shows_each_processs_mcp_servers(site: Console, page: Page) -> None:
+    """A process whose agents file declares a server no one serves: the page says it is unreachable and why,
+    beside the stand-ins' server that is ready; what the server's URL holds is shown as text, never markup."""
+    agents = yaml.safe_load(agents_file(site.cluster.tmp).read_text())
+    down = "http://127.0.0.1:1/mcp?<b>x</b>"
+    agents["mcp_servers"]["down"] = {"url": down}
+    path = site.cluster.tmp / "agents-mcp-down.yaml"
+    path.write_text(yaml.safe_dump(agents))
+    other = site.cluster.app("mcp-down", agents=str(path), lead=False)
+    operator = site.token("mcp-op", "operator")
+    try:
+
+        def reported() -> dict[str, Any] | None:
+            live = site.api("GET", "/v1/processes", operator).json()["processes"]
+            mine = [p for p in live if p["pid"] == other.pid]
+            servers = {s["name"]: s for s in mine[0]["mcp_servers"]} if mine else {}
+            return servers if servers.get("down", {}).get("state") == "unreachable" else None
+
+        servers = until(reported, "the unreachable server reported")
+        assert servers["down"]["where"] == down and servers["down"]["error"]
+        await sign_in(page, site.base, operator, "/console/processes")
+        row = page.locator("table.processes tbody tr", has=page.locator(f'td.num:text-is("{other.pid}")'))
+        unreachable = row.locator('.mcp-server[data-server="down"]')
+        await expect(unreachable.locator(".badge.bad")).to_have_text("unreachable")
+        await expect(unreachable.locator(".mcp-error.warn")).to_have_text(servers["down"]["error"])
+        await expect(unreachable).to_contain_text(down)  # the URL's markup as text
+        assert await unreachable.locator("b").count() == 0
+        ready = row.locator('.mcp-server[data-server="notes"]')
+        await expect(ready.locator(".badge.ok")).to_have_text("ready")
+        await expect(ready).to_contain_text(f"{site.cluster.standin_url}/mcp")
+        await expect(ready).to_contain_text("4 tools")
+        assert await ready.locator(".mcp-error").count() == 0
+        await shot(page, "processes-mcp")
+    finally:
+        other.child.stop()

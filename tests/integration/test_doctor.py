@@ -5,11 +5,13 @@ through HTTP_PROXY unless NO_PROXY names the host (a forward proxy on loopback r
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
 import sys
 from pathlib import Path
 
+import ticketiq
 from tests.support.forward_proxy import forward_proxy
 from tests.support.standins import Standins
 from ticketiq.engine import seal
@@ -64,19 +66,72 @@ async def test_doctor_exits_0_on_the_standins(standins: Standins, tmp_path: Path
     assert any(line.startswith("ok    agent ") for line in lines)
     assert "ok    teams bot connector: a token was granted" in lines
     assert "ok    teams graph: a token was granted" in lines
+    # The sample's `notes`, at the URL the stand-ins print (TICKETIQ_STANDIN_MCP_URL), lists what noter names.
+    assert f"ok    mcp notes: ready at {standins.mcp_url}, 4 tool(s)" in lines
     assert lines[-1] == "all is well"
 
 
-async def test_doctor_names_a_wrong_jira_token_in_one_line_and_exits_1(standins: Standins, tmp_path: Path) -> None:
+async def test_doctor_names_a_wrong_jira_token_an_unreachable_mcp_server_and_an_unlisted_tool(
+    standins: Standins, tmp_path: Path
+) -> None:
+    """One line each, in one run, and exit 1; the stand-ins' MCP server answers and lists its tools."""
     await _jira_knows_one_account(standins)
-    code, lines = await _doctor(_env(standins, tmp_path, TICKETIQ_JIRA_TOKEN="not-the-token"))
+    agents = tmp_path / "agents.yaml"
+    agents.write_text(
+        "mcp_servers:\n"
+        "  notes:\n    url: ${TICKETIQ_STANDIN_MCP_URL}\n"
+        "  down:\n    url: http://127.0.0.1:1/mcp\n    headers: {Authorization: 'Bearer ${DOWN_TOKEN}'}\n"
+        "agents:\n  noter:\n    model: noter\n    system_prompt: Note.\n"
+        "    tools: [notes.get_note, notes.no_such_tool, down.ping]\n    owner: ops-bot\n    tenant: acme\n"
+    )
+    env = _env(standins, tmp_path, TICKETIQ_JIRA_TOKEN="not-the-token", TICKETIQ_AGENTS=str(agents),
+               DOWN_TOKEN="down-secret-token-1234")  # fmt: skip
+    code, lines = await _doctor(env)
     assert code == 1, lines
     wrong = [line for line in lines if line.startswith("WRONG")]
-    assert wrong == [
+    assert len(wrong) == 3, lines
+    assert wrong[0] == (
         f"WRONG jira: {standins.base_url}/jira/rest/api/3/myself refused the credentials (401): "
         "check TICKETIQ_JIRA_TOKEN and TICKETIQ_JIRA_EMAIL"
-    ]
-    assert not any("not-the-token" in line for line in lines)  # a secret never printed
+    )
+    assert wrong[1] == (
+        "WRONG mcp notes: MCP server notes does not list the tool no_such_tool (notes.no_such_tool); "
+        "it lists: add_note, delete_note, get_note, set_note"
+    )
+    assert wrong[2].startswith("WRONG mcp down: unreachable at http://127.0.0.1:1/mcp: "), lines
+    assert f"ok    mcp notes: ready at {standins.mcp_url}, 4 tool(s)" in lines
+    assert lines[-1] == "3 problem(s)"
+    assert not any("not-the-token" in line or "down-secret-token" in line for line in lines)  # no secret printed
+
+
+async def test_doctor_starts_a_stdio_mcp_server_and_stops_it_before_it_exits(
+    standins: Standins, tmp_path: Path
+) -> None:
+    await _jira_knows_one_account(standins)
+    mark = secrets.token_hex(8)  # in the child's environment: found in /proc while it lives
+    src = str(Path(ticketiq.__file__).parent.parent)
+    database_url = standins.settings_env["TICKETIQ_DATABASE_URL"]
+    env = {"TICKETIQ_STANDIN_DATABASE_URL": database_url, "PYTHONPATH": src, "DOCTOR_MARK": mark}
+    server = {"command": [sys.executable, "-m", "ticketiq.standins.mcp_stdio"], "env": env}
+    agent = {"model": "noter", "system_prompt": "Note.", "tools": ["notebook.get_note"], "owner": "ops-bot",
+             "tenant": "acme"}  # fmt: skip
+    agents = tmp_path / "agents.yaml"
+    agents.write_text(json.dumps({"mcp_servers": {"notebook": server}, "agents": {"noter": agent}}))  # YAML reads JSON
+    code, lines = await _doctor(_env(standins, tmp_path, TICKETIQ_AGENTS=str(agents)))
+    assert code == 0, lines
+    assert f"ok    mcp notebook: ready at {sys.executable}, 4 tool(s)" in lines
+    assert not _processes_marked(mark)  # the doctor's child ended with it
+
+
+def _processes_marked(mark: str) -> list[str]:
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if f"DOCTOR_MARK={mark}".encode() in environ.read_bytes():
+                found.append(environ.parent.name)
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return found
 
 
 async def test_doctor_takes_a_data_center_token_as_bearer(standins: Standins, tmp_path: Path) -> None:

@@ -377,7 +377,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("settings", help="print every TICKETIQ_* setting with its default")
     sub.add_parser(
         "doctor",
-        help="check what is configured (database, seal keys, model and agents' models, vendor credentials), "
+        help="check what is configured (database, seal keys, model and agents' models, vendor credentials, "
+        "MCP servers and the tools the agents name on them), "
         "one line each; exit 0 when all is well, 1 otherwise",
     )
     p_jobs = sub.add_parser("jobs", help="background jobs over the API (--url, --token)")

@@ -83,6 +83,7 @@ def status_tone(status: str | None) -> str:
         "stalled": "bad", "interrupted": "bad", "unknown": "bad",
         "stopped": "off", "cancelled": "off", "skipped": "off", "withdrawn": "off",
         "synchronous": "ok", "one copy": "wait",  # the database's commits: on two servers, or on one
+        "ready": "ok", "connecting": "wait", "unreachable": "bad",  # an MCP server, as a process reaches it
     }  # fmt: skip
     return tones.get(status or "", "idle")
 

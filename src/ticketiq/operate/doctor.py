@@ -3,14 +3,15 @@
 Each check is one harmless read (no run, no write to a vendor): the database (reached, migrations), the
 seal keys (present, and verifying the cluster's key probe), the model endpoint (its model list) and each
 agent's model name in it, and each vendor's credentials (Jira: who am I; incident.io: its severities;
-Teams: a token bought for the Bot Connector and one for Graph, when the bot is configured). Discord, SQS
-and the webhook are not checked yet.
+Teams: a token bought for the Bot Connector and one for Graph, when the bot is configured), and each MCP
+server of the agents file (opened as a process opens it, tools/mcp_tools.py: its listing read, then
+closed; a stdio server is a child of the doctor only while it runs) with each tool the agents name on it
+that it does not list. Discord, SQS and the webhook are not checked yet.
 The requests go out through the app's own transport (tools/vendor_pool.py), so HTTPS_PROXY, NO_PROXY and
 SSL_CERT_FILE apply to the doctor as they do to the app.
 
-CHECKS is the list `run` goes through: a later part adds to it (the MCP servers and the tools the agents
-name on them, once they exist). A check returns its findings; it does not print, and a failure to reach
-something is a finding, not an exception.
+CHECKS is the list `run` goes through. A check returns its findings; it does not print, and a failure to
+reach something is a finding, not an exception.
 """
 
 from __future__ import annotations
@@ -36,8 +37,10 @@ from ticketiq.storage import migrate
 from ticketiq.storage.database import Database
 from ticketiq.storage.seal_store import SealProbeStore
 from ticketiq.tools import app_tokens, teams
+from ticketiq.tools.base import Registry
 from ticketiq.tools.http import VendorFailed
 from ticketiq.tools.jira import auth_headers as jira_auth
+from ticketiq.tools.mcp_tools import McpServers
 from ticketiq.tools.vendor_pool import VendorTransport
 
 
@@ -186,9 +189,48 @@ async def check_teams(ctx: Context) -> list[Finding]:
     return findings
 
 
-# In order: the seal keys read the database the database check reached. The MCP servers' checks (each
-# server reached, the tools the agents name on it listed) go here once the servers exist.
-CHECKS: list[Check] = [check_database, check_seal_keys, check_model, check_jira, check_incidentio, check_teams]
+async def check_mcp_servers(ctx: Context) -> list[Finding]:
+    """Each MCP server reached and listed the way a process does it at start, then each tool an agent or a
+    workflow names on it and it does not list (a process refuses to start on one)."""
+    settings = ctx.settings
+    try:
+        catalog = agents.load(settings.agents)
+    except TicketIQError:
+        return []  # check_model named the agents file's problem
+    if not catalog.mcp_servers:
+        return []
+    servers = McpServers(catalog.mcp_servers)
+    try:
+        await servers.start(settings.mcp_start_wait_s)
+        servers.register(Registry(), catalog.named_tools())  # a registry of its own: only for `unlisted`
+        findings = []
+        for view, spec in zip(servers.views(), catalog.mcp_servers, strict=True):
+            problem, detail = server_problem(view, settings.mcp_start_wait_s, spec.secrets())
+            findings.append(Finding(f"mcp {spec.name}", problem, detail))
+            findings.extend(Finding(f"mcp {spec.name}", line) for line in servers.unlisted(spec.name))
+    finally:
+        await servers.stop()  # a stdio server's child ends here
+    return findings
+
+
+def server_problem(view: dict[str, Any], wait_s: float, secrets: list[str]) -> tuple[str | None, str]:
+    """One server's view (McpLink.view) as a finding's problem or detail. The error is the SDK's or the
+    transport's; a value of the server's headers or environment is masked should it echo one."""
+    where, state = view["where"], view["state"]
+    if state == "ready":
+        return None, f"ready at {where}, {len(view['tools'])} tool(s)"
+    if state == "unreachable":
+        error = str(view.get("error") or "")
+        for secret in secrets:
+            error = error.replace(secret, "***")
+        return f"unreachable at {where}: {error}", ""
+    return f"no answer from {where} in {wait_s:g} s (TICKETIQ_MCP_START_WAIT_S)", ""
+
+
+# In order: the seal keys read the database the database check reached.
+CHECKS: list[Check] = [
+    check_database, check_seal_keys, check_model, check_jira, check_incidentio, check_teams, check_mcp_servers,
+]  # fmt: skip
 
 
 async def _get(

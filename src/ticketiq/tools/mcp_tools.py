@@ -77,11 +77,14 @@ class McpServers:
         for link in self.links.values():
             self._put(link)
 
-    def unlisted(self) -> list[str]:
-        """What an agent names that its server, having answered, does not list: one line each."""
+    def unlisted(self, only: str | None = None) -> list[str]:
+        """What an agent names that its server, having answered, does not list: one line each (of the
+        server `only`, when given)."""
         out = []
         for name in sorted(self._named):
             server, _, tool = name.partition(SEPARATOR)
+            if only is not None and server != only:
+                continue
             link = self.links[server]
             if link.state.value == "ready" and tool not in link.tools:
                 listed = ", ".join(sorted(link.tools)) or "no tools"
