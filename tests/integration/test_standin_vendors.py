@@ -337,7 +337,7 @@ async def test_server_prints_its_settings_first_then_serves_until_sigterm(db_url
     )
     try:
         assert proc.stdout is not None
-        lines = [(await asyncio.wait_for(proc.stdout.readline(), 30)).decode().strip() for _ in range(14)]
+        lines = [(await asyncio.wait_for(proc.stdout.readline(), 30)).decode().strip() for _ in range(15)]
         printed = dict(line.split("=", 1) for line in lines)
         base = printed["TICKETIQ_MODEL_BASE_URL"].removesuffix("/v1")
         async with httpx.AsyncClient(verify=TLS, timeout=30) as c:
@@ -365,9 +365,11 @@ async def test_server_prints_its_settings_first_then_serves_until_sigterm(db_url
         "TICKETIQ_TEAMS_APP_PASSWORD",
         "TICKETIQ_TEAMS_TOKEN_URL",
         "TICKETIQ_GRAPH_TOKEN_URL",
+        "TICKETIQ_STANDIN_MCP_URL",
         "TICKETIQ_WEBHOOK_URL",
     ]
     assert printed["TICKETIQ_JIRA_URL"] == f"{base}/jira"
+    assert printed["TICKETIQ_STANDIN_MCP_URL"] == f"{base}/mcp"
     # Not the database's URL: its password would be kept wherever this output goes (a cluster's logs).
     secret = password_of(db_url)
     assert secret is not None and secret.encode() not in rest + said and secret not in "".join(lines)

@@ -33,20 +33,24 @@ TRIAGE = "Triage OPS-{n}: checkout is failing"
 MODEL_LATENCY_MS = 700  # a triage run spans some 3 s: the kill lands while runs are going
 
 
-def dependencies(pyproject: str) -> str:
-    """The `[project] dependencies` list of a pyproject.toml, as written."""
+def dependencies(pyproject: str) -> set[str]:
+    """The `[project] dependencies` of a pyproject.toml, one requirement each (comments left out)."""
     start = pyproject.index("dependencies = [")
-    return pyproject[start : pyproject.index("\n]", start)]
+    listed = pyproject[start : pyproject.index("\n]", start)].splitlines()[1:]
+    return {line.split("#")[0].strip().rstrip(",") for line in listed if line.strip().startswith('"')}
 
 
 def test_the_previous_release_pins_todays_dependencies() -> None:
-    """What lets the previous release's venv share this one's libraries (`previous_python`)."""
+    """What lets the previous release's venv share this one's libraries (`previous_python`): each of its
+    requirements is one of today's, as written. Today may need more (a library it never imports)."""
     shown = subprocess.run(
         ["git", "-C", str(REPO), "show", f"{RELEASE}:pyproject.toml"], capture_output=True, text=True
     )
     if shown.returncode != 0:
         pytest.skip(f"this clone does not hold commit {RELEASE} (a shallow clone): `git fetch --unshallow`")
-    assert dependencies(shown.stdout) == dependencies((REPO / "pyproject.toml").read_text())
+    previous, today = dependencies(shown.stdout), dependencies((REPO / "pyproject.toml").read_text())
+    assert len(previous) > 10  # read as a list of requirements, not an empty match
+    assert previous <= today, f"the previous release's requirements today's do not hold: {sorted(previous - today)}"
 
 
 @pytest.fixture(scope="module")
