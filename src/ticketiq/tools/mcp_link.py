@@ -33,6 +33,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from ticketiq.runtime.user_agent import user_agent
 from ticketiq.values.mcp_servers import Hints, ServerSpec
 
 log = logging.getLogger(__name__)
@@ -234,7 +235,9 @@ class McpLink:
                 if self.spec.url is not None:
                     http = await stack.enter_async_context(
                         httpx2.AsyncClient(
-                            headers=dict(self.spec.headers),
+                            # Names this process to the server, as every vendor call does (the server's own
+                            # headers may replace it).
+                            headers={"User-Agent": user_agent(), **self.spec.headers},
                             timeout=httpx2.Timeout(30.0, read=300.0),
                             event_hooks={"response": [self._heard_response]},
                         )
