@@ -228,6 +228,13 @@ class McpLink:
             log.info("MCP server %s: opening a new session", self.name)
             await self._set(LinkState.CONNECTING, None)
 
+    def _headers(self) -> httpx2.Headers:
+        """The server's headers over this process's User-Agent, which names it as every vendor call does
+        (a User-Agent of the server's, in any case, replaces it)."""
+        headers = httpx2.Headers({"User-Agent": user_agent()})
+        headers.update(self.spec.headers)
+        return headers
+
     @asynccontextmanager
     async def _open(self) -> AsyncIterator[ClientSession]:
         async with contextlib.AsyncExitStack() as stack:
@@ -235,9 +242,7 @@ class McpLink:
                 if self.spec.url is not None:
                     http = await stack.enter_async_context(
                         httpx2.AsyncClient(
-                            # Names this process to the server, as every vendor call does (the server's own
-                            # headers may replace it).
-                            headers={"User-Agent": user_agent(), **self.spec.headers},
+                            headers=self._headers(),
                             timeout=httpx2.Timeout(30.0, read=300.0),
                             event_hooks={"response": [self._heard_response]},
                         )
