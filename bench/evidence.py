@@ -8,7 +8,7 @@ The kill trials run as a user runs them, one pytest per mode (`tests/unit/test_k
 `results/kill-trials-<mode>.json` and its histogram). Rounds per mode: EVIDENCE_KILL (200),
 EVIDENCE_STOP (50), EVIDENCE_DB (20), EVIDENCE_DBRESTART (50: the embedded Postgres SIGKILLed, or stopped
 with `ticketiq db stop` and started with `ticketiq db url`), EVIDENCE_VENDOR (20), and EVIDENCE_JOBS (50:
-mode kill with the background jobs in the mix, `results/kill-trials-kill-cron-teams-webhook-sync-workflow.json`),
+mode kill with the background jobs in the mix, `results/kill-trials-kill-cron-teams-webhook-mcp-sync-workflow.json`),
 EVIDENCE_FAILOVER (20) and EVIDENCE_STALL (20): the primary node of a pg_auto_failover formation killed or
 frozen under the runs, a source sync and a workflow (`make pg-auto-failover` installs it), and
 EVIDENCE_ROLL (50: `ticketiq cluster roll` of a real two-process cluster under a client of its edge). Extra

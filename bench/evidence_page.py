@@ -25,9 +25,9 @@ from enum import Enum
 from typing import Any
 
 MODES = ("kill", "stop", "db", "dbrestart", "vendor", "jobs", "failover", "stall", "roll")
-# `jobs` is mode kill with every trial kind: the entry points and the background jobs (a source sync and
-# a workflow run), each round's victim claiming the jobs it was given (LIYAGENT_KILL_MIX).
-MIXES = {"jobs": ("kill", "cron,teams,webhook,sync,workflow")}
+# `jobs` is mode kill with every trial kind: the entry points, the MCP write and the background jobs (a
+# source sync and a workflow run), each round's victim claiming the jobs it was given (LIYAGENT_KILL_MIX).
+MIXES = {"jobs": ("kill", "cron,teams,webhook,mcp,sync,workflow")}
 # What each mode does to the processes, as its section says first (tests/support/trial_rig.py has it whole).
 DESCRIPTIONS = {
     "kill": "Each round's victim process is SIGKILLed while its runs go; the survivor takes them over.",
@@ -269,7 +269,7 @@ def _mode_section(name: str, entry: Mapping[str, Any] | None, sha: str | None) -
     mode, mix = kill_mode(name)
     if mix:
         out += [f"Mode `{mode}` with every trial kind in each round (`LIYAGENT_KILL_MIX={mix}`): the entry "
-                "points, a source sync job and a workflow run.", ""]  # fmt: skip
+                "points, a run of an MCP server's tools, a source sync job and a workflow run.", ""]  # fmt: skip
     if result.get("description") or DESCRIPTIONS.get(name):
         out += [str(result.get("description") or DESCRIPTIONS[name]), ""]
     if not result:
@@ -289,11 +289,13 @@ def _mode_section(name: str, entry: Mapping[str, Any] | None, sha: str | None) -
             ["target", "measured", "wanted", ""],
             [[c.name, c.measured, c.target, "met" if c.met else "**NOT met**"] for c in mode_checks(entry)],
         )
-        by_kind = result.get("by_kind")
+        by_kind, recovery = result.get("by_kind"), result.get("recovery_by_kind")
         if isinstance(by_kind, Mapping) and by_kind:
-            out += ["By entry kind:", ""]
-            out += _records({"kind": kind, **(fig if isinstance(fig, Mapping) else {"figures": fig})}
-                            for kind, fig in by_kind.items())  # fmt: skip
+            mine = recovery if isinstance(recovery, Mapping) else {}
+            out += ["By trial kind (recovery: from the event to the end of each trial caught in flight):", ""]
+            out += _records({"kind": kind, **(fig if isinstance(fig, Mapping) else {"figures": fig}),
+                             **{f"recovery {q}": _seconds(r.get(q)) for r in [mine.get(kind)] if isinstance(r, Mapping)
+                                for q in ("p50", "p95", "max")}} for kind, fig in by_kind.items())  # fmt: skip
         extra = result.get("extra")
         if isinstance(extra, Mapping) and extra:
             out += [f"Figures of mode `{name}`:", ""]

@@ -1,8 +1,9 @@
 """How a kill trial begins each of its records, through the real entry points, signed as each protocol
 signs: a webhook delivery (HMAC over the timestamp and body), a Teams message (a Bot Framework JWT from
-the stand-in token service), and a cron fire (a schedule made through the API, due now); the job kinds
-(a source sync, a workflow run) begin in `trial_jobs.py`. And how each trial is read back from the
-database afterwards.
+the stand-in token service), a cron fire (a schedule made through the API, due now), and a run of the
+`noter` agent (`POST /v1/runs` under an Idempotency-Key: the MCP server's tools); the job kinds (a source
+sync, a workflow run) begin in `trial_jobs.py`. And how each trial is read back from the database
+afterwards.
 
 A request the event cut (the process died or stalled before it answered) is sent again through the edge,
 as Teams and webhook senders deliver again: the entry point's dedupe makes that the same record.
@@ -20,7 +21,7 @@ import httpx
 
 from tests.support.cluster import Cluster
 from tests.support.http import web
-from tests.support.trial_jobs import begin_job, observe_job
+from tests.support.trial_jobs import begin_job, idempotency_key, observe_job, post_keyed
 from tests.support.trials import JOB_KINDS, JobSeen, Observed, Seen, Trial
 
 TRIGGER = "oncall"
@@ -28,6 +29,7 @@ SECRET = "kill-trials-trigger-secret-0123456789"
 AGENT_THREAD = "19:ops@thread.tacv2;messageid=1700000000000"  # where triage's own teams_reply goes
 FIRST_TRY_S = 5.0  # a stalled process holds a request: give up on it and deliver again through the edge
 REDELIVER_FOR_S = 60.0
+NOTER = "noter"  # the sample's agent of the MCP server's tools (add_note, set_note, get_note)
 
 
 def declare_trigger(cluster: Cluster, base: str) -> None:
@@ -44,6 +46,10 @@ def begin(cluster: Cluster, trial: Trial, victim_base: str, edge_base: str, firs
         return
     if trial.kind in JOB_KINDS:
         begin_job(cluster, trial, victim_base, edge_base, first_try_s)
+        return
+    if trial.kind == "mcp":
+        body = {"agent": NOTER, "input": f"Note OPS-{trial.ticket}: checkout is failing"}
+        post_keyed(cluster, trial, "/v1/runs", body, victim_base, edge_base, first_try_s)
         return
     send = _webhook if trial.kind == "webhook" else _teams
     if send(cluster, trial, victim_base, first_try_s):
@@ -131,6 +137,7 @@ _RUN_OF = {
     "teams": "SELECT run_id, true AS recorded FROM teams_inbox WHERE activity_id = %(ref)s",
     "cron": "SELECT run_id, outcome_attempt IS NOT NULL AS recorded FROM schedule_fires "
     "WHERE schedule_id::text = %(ref)s",
+    "mcp": "SELECT id AS run_id, true AS recorded FROM runs WHERE id::text = %(ref)s",
 }
 
 _OBSERVE = """
@@ -138,7 +145,7 @@ WITH rec AS ({run_of}),
      run AS (SELECT r.status, r.created_at, r.finished_at, c.losses, rec.recorded,
                     (SELECT count(*) FROM run_attempts a WHERE a.run_id = r.id AND a.ended = 'handed_back') AS handed
                FROM rec JOIN runs r ON r.id = rec.run_id JOIN checkpoints c ON c.run_id = r.id),
-     w AS (SELECT vendor, target, body::text AS body FROM standin.writes WHERE effect = 'applied')
+     w AS (SELECT vendor, operation, target, body::text AS body FROM standin.writes WHERE effect = 'applied')
 SELECT (SELECT status FROM run) AS status, (SELECT losses FROM run) AS losses,
        (SELECT created_at FROM run) AS created_at, (SELECT finished_at FROM run) AS finished_at,
        (SELECT recorded FROM run) AS recorded, (SELECT handed FROM run) AS handed,
@@ -146,7 +153,14 @@ SELECT (SELECT status FROM run) AS status, (SELECT losses FROM run) AS losses,
        (SELECT count(*) FROM w WHERE vendor = 'jira' AND target = %(issue)s) AS comments,
        (SELECT count(*) FROM w WHERE vendor = 'teams' AND target = %(agent_thread)s AND body LIKE %(reply)s)
            AS agent_replies,
-       (SELECT count(*) FROM w WHERE vendor = 'teams' AND target = %(conversation)s) AS turn_replies
+       (SELECT count(*) FROM w WHERE vendor = 'teams' AND target = %(conversation)s) AS turn_replies,
+       (SELECT count(*) FROM runs WHERE idempotency_key LIKE %(run_key)s) AS runs,
+       (SELECT count(*) FROM w WHERE vendor = 'mcp' AND operation = 'add_note' AND target = %(issue)s) AS adds,
+       (SELECT count(*) FROM w WHERE vendor = 'mcp' AND operation = 'set_note' AND target = %(status_note)s) AS sets,
+       (SELECT text FROM standin.mcp_notes WHERE note_id = %(status_note)s) AS status_note,
+       EXISTS (SELECT 1 FROM rec JOIN calls c ON c.run_id = rec.run_id
+                WHERE c.tool = 'notes__add_note' AND c.status = 'done' AND c.outcome->'result' ? 'note_id')
+           AS add_done
 """
 
 
@@ -156,7 +170,10 @@ def observe(cluster: Cluster, trial: Trial) -> Seen:
     sql = _OBSERVE.format(run_of=_RUN_OF[trial.kind])
     n = trial.ticket
     params = {"ref": trial.ref, "incident": f"%OPS-{n}:%", "issue": f"OPS-{n}", "agent_thread": AGENT_THREAD,
-              "reply": f"%Triaged OPS-{n}:%", "conversation": trial.conversation or "-"}  # fmt: skip
+              "reply": f"%Triaged OPS-{n}:%", "conversation": trial.conversation or "-",
+              "status_note": f"OPS-{n}-status",
+              # POST /v1/runs keeps `api<TAB><token><TAB><key>` (engine/run_keys.py); only an MCP trial posts one.
+              "run_key": f"api\t%\t{idempotency_key(trial)}" if trial.kind == "mcp" else "-"}  # fmt: skip
     with_params: dict[str, Any] = cluster.rows_named(sql, params)[0]
     ended = with_params["status"] == "succeeded" and bool(with_params["recorded"])
     if trial.kind == "teams":

@@ -61,7 +61,26 @@ def begin_job(
     else:
         path = f"/v1/workflows/{WORKFLOW}/runs"
         body = {"input": {"issue": trial.subject}}
-    headers = {**cluster.auth, "Idempotency-Key": f"kill-trial-{trial.kind}-{trial.ticket}"}
+    post_keyed(cluster, trial, path, body, victim_base, edge_base, first_try_s)
+
+
+def idempotency_key(trial: Trial) -> str:
+    return f"kill-trial-{trial.kind}-{trial.ticket}"
+
+
+def post_keyed(
+    cluster: Cluster,
+    trial: Trial,
+    path: str,
+    body: dict[str, Any],
+    victim_base: str,
+    edge_base: str,
+    first_try_s: float = FIRST_TRY_S,
+) -> None:
+    """POST `body` to `path` on the victim under the trial's own Idempotency-Key; if the event cut the
+    request, again through the edge with the same key. The id it was answered with (a job's, a run's)
+    becomes the trial's ref."""
+    headers = {**cluster.auth, "Idempotency-Key": idempotency_key(trial)}
     answered = _post(f"{victim_base}{path}", body, headers, first_try_s)
     if answered is None:
         trial.interrupted = True

@@ -1,8 +1,8 @@
 """The kill trials' rig: a survivor app process (the leader, running the app's own recovery jobs) and,
 each round, a fresh victim on a fixed port, both behind HAProxy; the round's records begun on the
-victim, one trial of each kind in the mix (LIYAGENT_KILL_MIX: cron, teams, webhook by default; sync
-and workflow begin background jobs, `trial_jobs.py`); then the mode's event at a random instant; then
-the verdicts, read from the database.
+victim, one trial of each kind in the mix (LIYAGENT_KILL_MIX: cron, teams, webhook and mcp, a run of
+the MCP server's tools, by default; sync and workflow begin background jobs, `trial_jobs.py`); then the
+mode's event at a random instant; then the verdicts, read from the database.
 
 Modes (LIYAGENT_KILL_MODE):
 - `kill`: SIGKILL the victim 0.2 s to 4 s (uniformly) after it is up.
@@ -52,7 +52,7 @@ from tests.support.trial_entries import FIRST_TRY_S, begin, declare_trigger, fin
 from tests.support.trial_formation import FORMATION_MODES, STRIKE_WINDOW_S, SYNC_SEARCH_STALL_S, FormationRig
 from tests.support.trial_jobs import SEARCH_STALL_S, SURVIVOR_JOB_POLL_S, first_claim, prepare, stall_searches
 from tests.support.trial_postgres import KILL, POSTGRES_MODES, STOP_AND_URL, Restarts
-from tests.support.trials import DEFAULT_MIX, JOB_KINDS, Trial, Verdict, judge
+from tests.support.trials import DEFAULT_MIX, JOB_KINDS, Observed, Seen, Trial, Verdict, judge
 from ticketiq.dbserver.authentication import password_of
 from ticketiq.operate.edge import Backend, start_edge
 from ticketiq.operate.launch import Child, free_port
@@ -194,6 +194,7 @@ class Rig:
             spanning = self.mode in (*POSTGRES_MODES, *FORMATION_MODES)
             seen = [observe(self.cluster, t) for t in trials]
             played.verdicts = [judge(t, s, event_at, spanning) for t, s in zip(trials, seen, strict=True)]
+            played.extra.update(mcp_figures(trials, seen))
             if self.formation is not None:
                 # Each process should have re-taken its mark under its own identity (leader.retake): one
                 # found dead lost its runs for the failover alone (the victim is killed only after this).
@@ -433,6 +434,20 @@ class Rig:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
+
+
+def mcp_figures(trials: list[Trial], seen: list[Seen]) -> dict[str, int]:
+    """How the round's MCP runs went, for the report: an add_note the event left in doubt is settled unknown
+    (never sent again), landed or not; a set_note in doubt is sent again with the same arguments."""
+    runs = [s for t, s in zip(trials, seen, strict=True) if t.kind == "mcp" and isinstance(s, Observed)]
+    if not runs:
+        return {}
+    unknown = [s for s in runs if s.run_status == "succeeded" and not s.add_done]
+    return {
+        "mcp_add_note_settled_unknown": len(unknown),
+        "mcp_add_note_settled_unknown_but_applied": sum(s.adds > 0 for s in unknown),
+        "mcp_set_note_applied_more_than_once": sum(s.sets > 1 for s in runs),
+    }
 
 
 def with_user(url: str, user: str) -> str:

@@ -46,7 +46,7 @@ from tests.support.edge_load import Load
 from tests.support.http import web
 from tests.support.trial_entries import AGENT_THREAD, declare_trigger, observe
 from tests.support.trial_jobs import prepare, stall_searches
-from tests.support.trial_rig import END_WITHIN_S, Rig, Round
+from tests.support.trial_rig import END_WITHIN_S, Rig, Round, mcp_figures
 from tests.support.trials import DEFAULT_MIX, judge
 from ticketiq.operate.launch import free_port
 
@@ -248,6 +248,7 @@ class RollRig(Rig):
         # Every process meets a roll: a run going at its start was caught, wherever it ran (spanning).
         played.verdicts = [judge(t, s, event_at, spanning=True) for t, s in zip(trials, seen, strict=True)]
         played.extra["trial_runs_handed_over"] = sum(s.handed > 0 for s in seen)
+        played.extra.update(mcp_figures(trials, seen))
         return played
 
     def _roll(self, played: Round) -> list[str]:

@@ -3,19 +3,23 @@ functions over rows (the harness in `trial_rig.py` does the I/O).
 
 A trial is one record an entry point made: a cron fire, a Teams turn from the durable inbox, or a
 signed webhook delivery, each running the triage agent for its own ticket OPS-n (read the issue, open
-an incident, comment on the issue, reply in the ops thread, answer); or a background job (issue 10): a
+an incident, comment on the issue, reply in the ops thread, answer); a run of the `noter` agent made by
+`POST /v1/runs` (issue 33: an MCP server's tools, add_note to the notebook OPS-n, a plain write, and
+set_note OPS-n-status, an idempotent write, then get_note); or a background job (issue 10): a
 source sync of its own generated Jira project, or a run of the sample `follow-up` workflow on its own
 ticket (read, summarise, comment, check, comment again, check). It is judged as the product page says:
 
 - lost: its record never reaches its end (the run is not `succeeded`; a cron fire's outcome is not
   recorded; a Teams turn has no reply), or a write the run says it made is not there; a job not
   `succeeded`, a sync with fewer knowledge rows than the project has issues, a workflow whose comment
-  steps are not all applied at Jira;
+  steps are not all applied at Jira; an MCP run whose add_note its calls table says was done with no
+  add_note applied for its notebook, or whose status note does not read what set_note sent;
 - duplicate: more than one incident from its one create, its Jira comment applied more than once, its
   ops-thread reply or its turn's reply posted more than once; a job's one request making two jobs, a
   sync with more rows (or keys, or imported issues in its result) than the project has issues, a
   workflow comment applied twice under one step key or with one text, or more comments than the
-  workflow's comment steps executed;
+  workflow's comment steps executed; an MCP run's one add_note applied more than once (set_note sent
+  again is no duplicate: it is idempotent, resent on purpose with the same arguments);
 - caught in flight: the event (a kill, a stall, Postgres killed, a roll) found it unfinished: its run or
   job was taken over (losses > 0), its run was handed over by a process stopping cleanly (a roll's
   SIGTERM: an attempt ended `handed_back`), its request was cut and sent again, or it was running across
@@ -32,9 +36,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-KINDS = ("cron", "teams", "webhook", "sync", "workflow")
+KINDS = ("cron", "teams", "webhook", "mcp", "sync", "workflow")
 JOB_KINDS = ("sync", "workflow")  # begun as background jobs (POST /v1/jobs, POST /v1/workflows/.../runs)
-DEFAULT_MIX = ("cron", "teams", "webhook")
+DEFAULT_MIX = ("cron", "teams", "webhook", "mcp")
+MCP_STATUS_TEXT = "noted"  # what the noter's set_note writes (standins/scripts/noter.yaml)
 MIX_VARIABLE = "LIYAGENT_KILL_MIX"
 RECOVERY_LIMIT_S = 15.0
 
@@ -58,7 +63,7 @@ def parse_mix(text: str | None, default: tuple[str, ...] = DEFAULT_MIX) -> tuple
     unknown = [k for k in kinds if k not in KINDS] or ([] if kinds else [text])
     if unknown:
         raise ValueError(f"{MIX_VARIABLE} (or TICKETIQ_KILL_MIX) names unknown trial kind {unknown[0]!r}; "
-                         f"the kinds are {known}, e.g. {MIX_VARIABLE}=cron,teams,webhook,sync,workflow")  # fmt: skip
+                         f"the kinds are {known}, e.g. {MIX_VARIABLE}={','.join(KINDS)}")  # fmt: skip
     twice = sorted({k for k in kinds if kinds.count(k) > 1})
     if twice:
         raise ValueError(f"{MIX_VARIABLE} (or TICKETIQ_KILL_MIX) names {twice[0]!r} twice; name each of {known} once")
@@ -70,7 +75,7 @@ class Trial:
     kind: str
     ticket: int
     round_no: int
-    ref: str  # the schedule id, the Teams activity id, the webhook delivery id, or a job's id once made
+    ref: str  # the schedule id, the Teams activity id, the webhook delivery id, or a run's or job's id once made
     conversation: str = ""  # a Teams turn's own thread, where its reply goes
     interrupted: bool = False  # its request was cut by the event and sent again
     claimed_by: str = ""  # a job trial: which process's worker claimed the job first (victim, survivor)
@@ -100,6 +105,14 @@ class Observed:
     agent_replies: int
     turn_replies: int  # Teams turns only; 0 for the others
     handed: int = 0  # attempts of its run handed back by a process stopping cleanly (no loss counted)
+    # An MCP run only: runs its one keyed request made; add_note and set_note applied at the stand-in for its
+    # notebook and status note; whether its calls table says add_note was done with a note made (not settled
+    # unknown); and the status note's text now (None: no such note).
+    runs: int = 1
+    adds: int = 0
+    sets: int = 0
+    add_done: bool = False
+    status_note: str | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Observed:
@@ -108,6 +121,8 @@ class Observed:
             finished_at=row.get("finished_at"), ended=bool(row.get("ended")), incidents=int(row["incidents"]),
             comments=int(row["comments"]), agent_replies=int(row["agent_replies"]),
             turn_replies=int(row.get("turn_replies") or 0), handed=int(row.get("handed") or 0),
+            runs=int(row.get("runs") or 0), adds=int(row.get("adds") or 0),
+            sets=int(row.get("sets") or 0), add_done=bool(row.get("add_done")), status_note=row.get("status_note"),
         )  # fmt: skip
 
 
@@ -177,11 +192,25 @@ def lost_because(trial: Trial, seen: Seen) -> str | None:
         return {"cron": "the fire's outcome was never recorded", "teams": "the turn ended with no reply"}.get(
             trial.kind, "its record never reached its end"
         )
+    if trial.kind == "mcp":
+        return _mcp_lost_because(seen)
     missing = [w for w, n in (("incident", seen.incidents), ("Jira comment", seen.comments),
                               ("ops-thread reply", seen.agent_replies)) if n == 0]  # fmt: skip
     if trial.kind == "teams" and seen.turn_replies == 0:
         missing.append("turn reply")
     return f"succeeded without its {', '.join(missing)}" if missing else None
+
+
+def _mcp_lost_because(seen: Observed) -> str | None:
+    # add_note is a plain write: one left in doubt by the event is settled unknown and never sent again, so
+    # none applied is honest then; only a call recorded done with its note made must have landed.
+    if seen.add_done and seen.adds == 0:
+        return "its calls say add_note was done, but no add_note was applied for its notebook"
+    if seen.sets == 0:
+        return "succeeded without its set_note applied"
+    if seen.status_note != MCP_STATUS_TEXT:
+        return f"its status note reads {seen.status_note!r}, not {MCP_STATUS_TEXT!r}"
+    return None
 
 
 def _job_lost_because(trial: Trial, seen: JobSeen) -> str | None:
@@ -207,6 +236,10 @@ def _job_lost_because(trial: Trial, seen: JobSeen) -> str | None:
 def duplicates_of(trial: Trial, seen: Seen) -> tuple[str, ...]:
     if isinstance(seen, JobSeen):
         return _job_duplicates_of(trial, seen)
+    if trial.kind == "mcp":
+        found = [f"its one request made {seen.runs} runs"] if seen.runs > 1 else []
+        # set_note is not counted: an idempotent write is sent again on purpose, with the same arguments.
+        return (*found, *(f"MCP add_note applied {n} times" for n in [seen.adds] if n > 1))
     found = [f"{n} incidents from one create" for n in [seen.incidents] if n > 1]
     found += [f"Jira comment sent {n} times" for n in [seen.comments] if n > 1]
     found += [f"ops-thread reply posted {n} times" for n in [seen.agent_replies] if n > 1]

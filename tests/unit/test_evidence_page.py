@@ -201,9 +201,9 @@ def test_a_missing_mode_is_said_not_run() -> None:
 
 
 def test_the_jobs_entry_is_mode_kill_with_every_trial_kind() -> None:
-    assert kill_mode("jobs") == ("kill", "cron,teams,webhook,sync,workflow")
+    assert kill_mode("jobs") == ("kill", "cron,teams,webhook,mcp,sync,workflow")
     assert kill_mode("stop") == ("stop", None)
-    assert results_stem("jobs") == "kill-trials-kill-cron-teams-webhook-sync-workflow"
+    assert results_stem("jobs") == "kill-trials-kill-cron-teams-webhook-mcp-sync-workflow"
     assert results_stem("db") == "kill-trials-db"
     given = evidence()
     given["modes"]["jobs"] = {"command": "x", "exit_code": 0, "result": {
@@ -211,8 +211,23 @@ def test_the_jobs_entry_is_mode_kill_with_every_trial_kind() -> None:
         "by_kind": {"sync": {"trials": 2, "in_flight": 2, "lost": 0, "duplicates": 0}},
     }}  # fmt: skip
     jobs = section(render(given), "### Mode `jobs`: passed")
-    assert "`LIYAGENT_KILL_MIX=cron,teams,webhook,sync,workflow`" in jobs
+    assert "`LIYAGENT_KILL_MIX=cron,teams,webhook,mcp,sync,workflow`" in jobs
     assert "| sync | 2 | 2 | 0 | 0 |" in jobs
+
+
+def test_the_by_kind_table_shows_the_mcp_write_with_its_recovery() -> None:
+    given = evidence()
+    by_kind = {"cron": {"trials": 20, "in_flight": 12, "lost": 0, "duplicates": 0},
+               "mcp": {"trials": 20, "in_flight": 11, "lost": 0, "duplicates": 0}}  # fmt: skip
+    recovery = {"cron": {"p50": 1.9, "p95": 2.4, "p99": 2.5, "max": 2.5},
+                "mcp": {"p50": 1.75, "p95": 2.25, "p99": 3.0, "max": 3.0}}  # fmt: skip
+    given["modes"]["kill"] = kill_trials("kill", 20, by_kind=by_kind, recovery_by_kind=recovery)
+    kill = section(render(given), "### Mode `kill`: passed")
+    assert "| kind | trials | in_flight | lost | duplicates | recovery p50 | recovery p95 | recovery max |" in kill
+    assert "| mcp | 20 | 11 | 0 | 0 | 1.75 s | 2.25 s | 3.00 s |" in kill
+    # A result written before recovery was kept by kind: the counts alone.
+    given["modes"]["kill"] = kill_trials("kill", 20, by_kind=by_kind)
+    assert "| mcp | 20 | 11 | 0 | 0 |\n" in section(render(given), "### Mode `kill`: passed")
 
 
 def test_the_roll_mode_fails_on_a_client_request_the_edge_did_not_serve() -> None:

@@ -1,6 +1,7 @@
 """Kill trials, as the product page states them: two local app processes behind HAProxy over the test
 suite's Postgres. Each round starts a fresh victim that begins a cron fire, a Teams turn from the
-durable inbox and a signed webhook delivery (each a triage run for its own ticket), then meets the
+durable inbox and a signed webhook delivery (each a triage run for its own ticket) and a run of the
+`noter` agent on the stand-ins' MCP server (`POST /v1/runs`: add_note, set_note, get_note), then meets the
 mode's event 0.2 s to 4 s after it is up; the survivor runs the app's own recovery jobs throughout.
 Every trial is judged from the database: lost, duplicate writes, recovery time (tests/support/trials.py).
 
@@ -16,9 +17,9 @@ TICKETIQ_DATABASE_URL unset; failover and stall run the processes on a pg_auto_f
 strike its primary node, `trial_formation.py`: `make pg-auto-failover` installs it; roll runs a real
 `ticketiq cluster --processes 2` and rolls it each round under a client of its edge whose every request
 must be served, `trial_roll.py`: `make haproxy` installs HAProxy).
-LIYAGENT_KILL_MIX is the comma list of trial kinds each round begins: cron, teams, webhook (the
+LIYAGENT_KILL_MIX is the comma list of trial kinds each round begins: cron, teams, webhook, mcp (the
 default; every kind in the formation modes), sync (a source sync of its own Jira project) and workflow
-(a run of the `follow-up` workflow), e.g. LIYAGENT_KILL_MIX=cron,teams,webhook,sync,workflow. The results land in
+(a run of the `follow-up` workflow), e.g. LIYAGENT_KILL_MIX=cron,teams,webhook,mcp,sync,workflow. The results land in
 results/kill-trials-<mode>.json and .png (-<kinds> added for another mix); `make test` runs a smoke of
 3 rounds.
 """

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from mcp import types
 
 from ticketiq.errors import ConfigError
+from ticketiq.runtime.user_agent import user_agent
 from ticketiq.tools.base import Outcome
+from ticketiq.tools.mcp_link import McpLink
 from ticketiq.tools.mcp_tools import masked, offered_schema, outcome_of
 from ticketiq.values.mcp_servers import Hints, ToolRule, from_agents_file, offered_name, parse, tool_class
 
@@ -130,3 +134,12 @@ def test_an_agent_names_a_servers_tool_with_a_dot_and_only_of_a_declared_server(
     flow = {"owner": "o", "steps": [{"id": "a", "tool": "other.x", "args": {}}]}
     with pytest.raises(ConfigError, match=r"workflow 'f': other\.x names an MCP server"):
         parse_agents({"agents": {"noter": agent}, "mcp_servers": declared, "workflows": {"f": flow}}, "a.yaml", None)
+
+
+def test_a_url_server_is_sent_the_processs_user_agent_unless_its_headers_name_one() -> None:
+    (plain,) = parse({"notes": {"url": "http://h/mcp", "headers": {"Authorization": "Bearer t0ken-123"}}}, "a", {})
+    sent = McpLink(plain)._headers()
+    assert sent["user-agent"] == user_agent() and f"pid/{os.getpid()} " in sent["user-agent"]
+    assert sent["authorization"] == "Bearer t0ken-123"
+    (own,) = parse({"notes": {"url": "http://h/mcp", "headers": {"user-agent": "notes-bot/2"}}}, "a", {})
+    assert McpLink(own)._headers().get_list("User-Agent") == ["notes-bot/2"]

@@ -7,7 +7,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tests.support.trials import DEFAULT_MIX, JobSeen, Observed, Tally, Trial, judge, parse_mix, percentile
+from tests.support.trials import (
+    DEFAULT_MIX,
+    MODE_MIX,
+    JobSeen,
+    Observed,
+    Tally,
+    Trial,
+    judge,
+    parse_mix,
+    percentile,
+)
 
 KILL = datetime(2026, 12, 3, 9, 0, 0, tzinfo=UTC)
 
@@ -105,11 +115,12 @@ def job_seen(**changes: object) -> JobSeen:
 
 
 def test_the_mix_is_the_default_or_known_kinds_each_once() -> None:
-    assert parse_mix(None) == parse_mix("  ") == DEFAULT_MIX == ("cron", "teams", "webhook")
+    assert parse_mix(None) == parse_mix("  ") == DEFAULT_MIX == ("cron", "teams", "webhook", "mcp")
     assert parse_mix("sync, workflow") == ("sync", "workflow")
     assert parse_mix("cron,teams,webhook,sync,workflow") == ("cron", "teams", "webhook", "sync", "workflow")
+    assert parse_mix("mcp") == ("mcp",)
     with pytest.raises(
-        ValueError, match=r"LIYAGENT_KILL_MIX .*unknown trial kind 'syncs'.*cron, teams, webhook, sync, workflow"
+        ValueError, match=r"LIYAGENT_KILL_MIX .*unknown trial kind 'syncs'.*cron, teams, webhook, mcp, sync, workflow"
     ):
         parse_mix("cron,syncs")
     with pytest.raises(ValueError, match=r"LIYAGENT_KILL_MIX .*unknown trial kind ','"):
@@ -187,3 +198,72 @@ def test_the_tally_counts_and_times_each_kind_of_the_mix() -> None:
     }  # fmt: skip
     assert tally.recovery_by_kind()["workflow"]["max"] == 9.0 and tally.recovery_by_kind()["sync"]["p50"] == 4.0
     assert tally.summary()["max"] == 9.0
+
+
+def mcp_seen(**changes: object) -> Observed:
+    """An MCP (noter) run taken over once and finished: its add_note recorded done and applied once, its
+    set_note applied and the status note reading what it sent. It triages nothing."""
+    base: dict[str, object] = {
+        "run_status": "succeeded", "losses": 1, "created_at": KILL - timedelta(seconds=1),
+        "finished_at": KILL + timedelta(seconds=2), "ended": True, "incidents": 0, "comments": 0,
+        "agent_replies": 0, "turn_replies": 0, "runs": 1, "adds": 1, "sets": 1, "add_done": True,
+        "status_note": "noted",
+    }  # fmt: skip
+    base.update(changes)
+    return Observed(**base)  # type: ignore[arg-type]
+
+
+def test_an_mcp_run_taken_over_with_each_write_once_is_caught_and_recovered() -> None:
+    trial = Trial("mcp", 11, 0, "run-id")
+    verdict = judge(trial, mcp_seen(), KILL)
+    assert (verdict.lost, verdict.duplicates, verdict.in_flight, verdict.recovery_s) == (None, (), True, 2.0)
+    assert trial.subject == "OPS-11" and not verdict.failed
+    # It opens no incident and comments nowhere: those are triage's writes, not missing here.
+    assert judge(trial, mcp_seen(incidents=0, comments=0, agent_replies=0), KILL).lost is None
+
+
+def test_an_mcp_run_is_lost_unless_it_succeeded() -> None:
+    trial = Trial("mcp", 11, 0, "run-id")
+    assert judge(trial, mcp_seen(run_status=None), KILL).lost == "no run was made for it"
+    assert judge(trial, mcp_seen(run_status="failed"), KILL).lost == "its run ended failed"
+    assert judge(trial, mcp_seen(ended=False), KILL).lost == "its record never reached its end"
+
+
+def test_an_mcp_add_note_its_calls_say_was_done_must_have_landed() -> None:
+    trial = Trial("mcp", 11, 0, "run-id")
+    assert judge(trial, mcp_seen(adds=0), KILL).lost == (
+        "its calls say add_note was done, but no add_note was applied for its notebook"
+    )
+    # Left in doubt by the event: settled unknown, never sent again; landed or not, nothing is lost or doubled.
+    for adds in (0, 1):
+        verdict = judge(trial, mcp_seen(add_done=False, adds=adds), KILL)
+        assert (verdict.lost, verdict.duplicates) == (None, ())
+
+
+def test_an_mcp_status_note_must_read_what_set_note_sent() -> None:
+    trial = Trial("mcp", 11, 0, "run-id")
+    assert judge(trial, mcp_seen(sets=0, status_note=None), KILL).lost == "succeeded without its set_note applied"
+    assert judge(trial, mcp_seen(status_note="draft"), KILL).lost == "its status note reads 'draft', not 'noted'"
+
+
+def test_an_mcp_add_note_applied_twice_is_a_duplicate_but_set_note_sent_again_is_not() -> None:
+    trial = Trial("mcp", 11, 0, "run-id")
+    verdict = judge(trial, mcp_seen(adds=2), KILL)
+    assert verdict.duplicates == ("MCP add_note applied 2 times",) and verdict.failed
+    # Unknown yet applied twice is still twice: the engine must never have sent it again.
+    assert judge(trial, mcp_seen(adds=3, add_done=False), KILL).duplicates == ("MCP add_note applied 3 times",)
+    # set_note is an idempotent write, resent with the same arguments on purpose: the note reads right.
+    resent = judge(trial, mcp_seen(sets=3), KILL)
+    assert (resent.lost, resent.duplicates, resent.failed) == (None, (), False)
+    assert judge(trial, mcp_seen(runs=2), KILL).duplicates == ("its one request made 2 runs",)
+
+
+def test_the_mcp_kind_is_in_every_mix_the_modes_run_and_counted_apart() -> None:
+    assert "mcp" in DEFAULT_MIX and all("mcp" in mix for mix in MODE_MIX.values())
+    tally = Tally()
+    twice = judge(Trial("mcp", 11, 4, "r"), mcp_seen(adds=2, finished_at=KILL + timedelta(seconds=3)), KILL)
+    tally.add_round([twice, judge(Trial("cron", 12, 4, "s"), seen(), KILL)])
+    assert tally.failures == ["round 4 mcp OPS-11: duplicate, MCP add_note applied 2 times"]
+    assert tally.kinds() == ["cron", "mcp"]
+    assert tally.by_kind()["mcp"] == {"trials": 1, "in_flight": 1, "lost": 0, "duplicates": 1}
+    assert tally.recovery_by_kind()["mcp"]["max"] == 3.0

@@ -33,6 +33,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from ticketiq.runtime.user_agent import user_agent
 from ticketiq.values.mcp_servers import Hints, ServerSpec
 
 log = logging.getLogger(__name__)
@@ -227,6 +228,13 @@ class McpLink:
             log.info("MCP server %s: opening a new session", self.name)
             await self._set(LinkState.CONNECTING, None)
 
+    def _headers(self) -> httpx2.Headers:
+        """The server's headers over this process's User-Agent, which names it as every vendor call does
+        (a User-Agent of the server's, in any case, replaces it)."""
+        headers = httpx2.Headers({"User-Agent": user_agent()})
+        headers.update(self.spec.headers)
+        return headers
+
     @asynccontextmanager
     async def _open(self) -> AsyncIterator[ClientSession]:
         async with contextlib.AsyncExitStack() as stack:
@@ -234,7 +242,7 @@ class McpLink:
                 if self.spec.url is not None:
                     http = await stack.enter_async_context(
                         httpx2.AsyncClient(
-                            headers=dict(self.spec.headers),
+                            headers=self._headers(),
                             timeout=httpx2.Timeout(30.0, read=300.0),
                             event_hooks={"response": [self._heard_response]},
                         )
