@@ -33,6 +33,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from ticketiq.runtime import stall
 from ticketiq.runtime.user_agent import user_agent
 from ticketiq.values.mcp_servers import Hints, ServerSpec
 
@@ -244,7 +245,8 @@ class McpLink:
                         httpx2.AsyncClient(
                             headers=self._headers(),
                             timeout=httpx2.Timeout(30.0, read=300.0),
-                            event_hooks={"response": [self._heard_response]},
+                            # No request leaves a stalled process (runtime/stall.py), as for every vendor.
+                            event_hooks={"request": [stall.before_request], "response": [self._heard_response]},
                         )
                     )
                     read, write = await stack.enter_async_context(
