@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from tests.support.mcp_counter import Counter, free_port, serve_http
+from tests.support.standins import Standins
 from ticketiq.errors import LeaseLost
 from ticketiq.settings import Settings
 from ticketiq.tools.base import CallContext, Outcome, Registry, ToolClass
@@ -171,3 +172,26 @@ def counters() -> list[psutil.Process]:
         except psutil.Error:
             continue
     return out
+
+
+async def test_the_stand_in_servers_changed_list_is_listed_again_and_a_forgotten_session_opened_anew(
+    standins: Standins,
+) -> None:
+    """Against the stand-ins' own MCP server: `notifications/tools/list_changed` makes the link list again
+    (the registry gains and loses the tool), and `forget` (every session dropped) is met with a new one."""
+    servers = McpServers(parse({"notes": {"url": standins.mcp_url, "trust_annotations": True}}, "a"))
+    await servers.start(10)
+    try:
+        registry = Registry()
+        servers.register(registry, [])
+        assert "notes__archive_note" not in registry.tools
+        await standins.mcp_extra_tool(True)
+        await until(lambda: "notes__archive_note" in registry.tools)
+        assert registry.tools["notes__archive_note"].tool_class is ToolClass.WRITE  # destructive
+        await standins.mcp_forget()
+        outcome = await call(registry, "notes__set_note", {"note_id": "n-forget", "text": "kept"})
+        assert outcome.ok, outcome  # the call met the 404, was never taken, and went out on a new session
+        [written] = await standins.writes(vendor="mcp", operation="set_note", target="n-forget")
+        assert written["effect"] == "applied"
+    finally:
+        await servers.stop()
