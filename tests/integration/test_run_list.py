@@ -194,7 +194,7 @@ async def test_a_waiting_run_shows_the_oldest_thing_it_waits_for(db_url: str, tm
         shown = (await page(client))["runs"]
         assert [r["waiting_for"] for r in shown if r["id"] == holding] == [None]
         assert set(shown[0]) == {"id", "agent", "status", "channel", "created_by", "created_at", "updated_at",
-                                 "attempt", "losses", "steps", "waiting_for"}  # fmt: skip
+                                 "attempt", "losses", "steps", "held", "waiting_for"}  # fmt: skip
         # updated_at: when the run last changed, its status or a step; never before it was made.
         ended = next(r for r in shown if r["id"] == holding)
         assert (ended["steps"], ended["attempt"]) == (1, 2)  # one step of calls, then the answer; resumed once

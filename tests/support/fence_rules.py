@@ -84,6 +84,8 @@ NOT_AN_ATTEMPTS = {
     "runs.create_taken": "the run is born taken by its maker (issue 19): no attempt exists before it, and attempt 1, "
     "its lease and its attempt's row are the ones this statement writes",
     "runs.request_stop": "a person's Stop: a flag each attempt's gate check reads; it changes nothing written",
+    "runs.hold": "a person's hold against the retention policy (issue 34): no attempt reads or writes it",
+    "runs.release": "a person's release of that hold: no attempt reads or writes it",
     "runs.stop_idle": "ends only a run no attempt drives (queued or waiting); the run's row lock orders it with a take",
     "approvals.decide": "a person's decision on a request; the attempt that filed it reads it",
     "runs.give_input": "a person's input to a question of a waiting run (no attempt drives it); the next reads it",

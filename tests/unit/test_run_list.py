@@ -168,7 +168,7 @@ def test_a_page_holds_the_limit_and_the_cursor_of_the_last_run_shown_when_more_f
 def test_a_summary_has_the_contracts_fields_and_waiting_for_only_while_waiting() -> None:
     shown = run_list.summary(row(1))
     assert set(shown) == {"id", "agent", "status", "channel", "created_by", "created_at", "updated_at", "attempt",
-                          "losses", "steps", "waiting_for"}  # fmt: skip
+                          "losses", "steps", "held", "waiting_for"}  # fmt: skip
     assert shown["waiting_for"] is None
     approval = uuid.UUID(int=7)
     waiting = run_list.summary(row(1, "waiting", wait_kind="approval", wait_question="approve jira_add_comment?",

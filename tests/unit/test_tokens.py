@@ -70,6 +70,7 @@ def test_an_operator_also_stops_decides_and_reads_everything_and_only_an_admin_c
     operator_only = {
         Permission.READ_EVERY_RUN,
         Permission.STOP_RUNS,
+        Permission.HOLD_RUNS,
         Permission.DECIDE_APPROVALS,
         Permission.READ_AUDIT,
         Permission.READ_GATES,

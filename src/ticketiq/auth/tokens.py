@@ -37,6 +37,7 @@ class Permission(StrEnum):
     READ_OWN_RUNS = "read the runs it started"
     READ_EVERY_RUN = "read every run"
     STOP_RUNS = "stop runs"
+    HOLD_RUNS = "hold runs against the retention policy, and release them"
     DECIDE_APPROVALS = "read and decide approvals"
     READ_AUDIT = "read the audit log"
     READ_GATES = "read the gates"
@@ -54,6 +55,7 @@ _CALLER = frozenset({Permission.START_RUNS, Permission.READ_OWN_RUNS})
 _OPERATOR = _CALLER | {
     Permission.READ_EVERY_RUN,
     Permission.STOP_RUNS,
+    Permission.HOLD_RUNS,
     Permission.DECIDE_APPROVALS,
     Permission.READ_AUDIT,
     Permission.READ_GATES,

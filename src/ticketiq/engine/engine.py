@@ -18,6 +18,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from ticketiq.agents.catalog import Agent
 from ticketiq.auth import tokens
@@ -129,6 +130,20 @@ class Engine:
         if stopped.ended_now:  # no driver ended it, so no driver counts it
             self.deps.metrics.run_ended(stopped.agent, stopped.channel, status.status)
         return status
+
+    async def hold(self, run_id: str, by: str, reason: str | None) -> dict[str, Any]:
+        """Keep the run whatever the retention policy says, until the hold is released (issue 34)."""
+        held = await self.store.hold(run_id, by, reason)
+        if held is None:
+            raise NotFound("path.run_id", f"no run {run_id}")
+        return {"id": run_id, "held": True, "held_at": held["held_at"], "held_by": held["held_by"],
+                "hold_reason": held["hold_reason"]}  # fmt: skip
+
+    async def release(self, run_id: str, by: str, reason: str | None) -> dict[str, Any]:
+        was_held = await self.store.release(run_id, by, reason)
+        if was_held is None:
+            raise NotFound("path.run_id", f"no run {run_id}")
+        return {"id": run_id, "held": False, "was_held": was_held}
 
     async def approvals(self, status: str | None, limit: int) -> list[Approval]:
         return await self.store.approvals(status, limit)

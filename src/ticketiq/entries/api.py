@@ -102,6 +102,13 @@ class StopRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class HoldRequest(BaseModel):
+    """Why the run is held, or released (optional); who did it is the token's name."""
+
+    model_config = ConfigDict(extra="forbid")
+    reason: str | None = Field(default=None, min_length=1, max_length=2000)
+
+
 def field_error(status: int, field: str, message: str) -> JSONResponse:
     return JSONResponse({"detail": [{"loc": field.split("."), "msg": message}]}, status_code=status)
 
@@ -287,6 +294,25 @@ def _routes() -> APIRouter:
     ) -> dict[str, Any]:
         status = await _engine(request).request_stop(str(run_id), operator.name)
         return {"id": str(run_id), "stop_requested": True, "status": status.status}
+
+    @router.post("/v1/runs/{run_id}/hold")
+    async def hold_run(
+        run_id: uuid.UUID,
+        request: Request,
+        operator: Annotated[Principal, Depends(requires(Permission.HOLD_RUNS))],
+        body: HoldRequest | None = None,
+    ) -> dict[str, Any]:
+        """Keep the run whatever the retention policy says (issue 34), until the hold is released."""
+        return await _engine(request).hold(str(run_id), operator.name, body.reason if body else None)
+
+    @router.delete("/v1/runs/{run_id}/hold")
+    async def release_run(
+        run_id: uuid.UUID,
+        request: Request,
+        operator: Annotated[Principal, Depends(requires(Permission.HOLD_RUNS))],
+        body: HoldRequest | None = None,
+    ) -> dict[str, Any]:
+        return await _engine(request).release(str(run_id), operator.name, body.reason if body else None)
 
     @router.get("/v1/approvals")
     async def approvals(

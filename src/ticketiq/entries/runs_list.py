@@ -1,6 +1,6 @@
 """The run list and the processes, over HTTP (issue 16):
 
-- `GET /v1/runs?status=&agent=&channel=&created_by=&since=&until=&q=&limit=&cursor=` (caller: its own
+- `GET /v1/runs?status=&agent=&channel=&created_by=&since=&until=&q=&held=&limit=&cursor=` (caller: its own
   runs; operator and admin: every run): newest first, `{"runs": [...], "next_cursor": ...}`. The query
   is parsed by `views/run_list.parse_query`: a bad or unknown parameter is 422 naming `query.<name>`.
 - `GET /v1/processes` (operator): the live app processes, what each holds, and the last that ended.
@@ -38,6 +38,7 @@ LIST_PARAMETERS = [
     _documented("since", "created at or after this ISO 8601 time (no offset: UTC)"),
     _documented("until", "created before this ISO 8601 time"),
     _documented("q", 'words of the input or the answer, all of them ("quoted phrase", or, -word)'),
+    _documented("held", "true: only the runs held against the retention policy; false: only those not held"),
     _documented("limit", f"runs in a page, 1 to {run_list.MAX_LIMIT} (default {run_list.DEFAULT_LIMIT})"),
     _documented("cursor", "the previous page's next_cursor"),
 ]

@@ -89,6 +89,9 @@ class RunRecord:
     updated_at: datetime | None = None  # its row's last change or its last checkpoint, the later
     state_format: int = 1  # its checkpoint's formats (engine/resume.py): a newer one waits for its release
     seal_format: int = 2
+    held_at: datetime | None = None  # held against every retention pass (issue 34), by whom and why
+    held_by: str | None = None
+    hold_reason: str | None = None
 
 
 @dataclass(frozen=True)

@@ -296,6 +296,15 @@ class RunStore:
         ended = await self.db.execute("runs.stop_idle", {"run_id": run_id, "by": by})
         return StopRequested(str(row["agent"]), str(row["channel"]), ended_now=ended == 1)
 
+    async def hold(self, run_id: str, by: str, reason: str | None) -> Row | None:
+        """Hold the run against every retention pass (issue 34), audited; None when there is no such run."""
+        return await self.db.fetch_one("runs.hold", {"run_id": run_id, "by": by, "reason": reason})
+
+    async def release(self, run_id: str, by: str, reason: str | None) -> bool | None:
+        """Release its hold, audited when there was one; whether there was, None when there is no such run."""
+        row = await self.db.fetch_one("runs.release", {"run_id": run_id, "by": by, "reason": reason})
+        return None if row is None else bool(row["was_held"])
+
     async def approvals(self, status: str | None, limit: int) -> list[Approval]:
         rows = await self.db.fetch_all("approvals.list", {"status": status, "limit": limit})
         return [row_as(Approval, r) for r in rows]

@@ -25,7 +25,7 @@ from ticketiq.errors import RequestError
 from ticketiq.storage.rows import Waiting
 
 STATUSES = ("queued", "running", "waiting", "answered", "succeeded", "failed", "interrupted", "stopped")
-FILTERS = ("status", "agent", "channel", "created_by", "since", "until", "q", "limit", "cursor")
+FILTERS = ("status", "agent", "channel", "created_by", "since", "until", "q", "held", "limit", "cursor")
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 MAX_NAME = 200  # agent, channel and token names are shorter than this
@@ -44,6 +44,7 @@ class RunQuery:
     since: datetime | None = None  # created at or after
     until: datetime | None = None  # created before
     q: str | None = None  # words of the input or the answer
+    held: bool | None = None  # held against the retention policy (issue 34), or not; None: either
     limit: int = DEFAULT_LIMIT
     cursor: str | None = None
 
@@ -88,9 +89,18 @@ def parse_query(params: Mapping[str, str | Sequence[str]]) -> RunQuery:
         since=since,
         until=until,
         q=_search(_once(values, "q")),
+        held=_held(_once(values, "held")),
         limit=_limit(_once(values, "limit")),
         cursor=cursor,
     )
+
+
+def _held(value: str | None) -> bool | None:
+    if value is None:
+        return None
+    if value not in ("true", "false"):
+        raise RequestError("query.held", "held must be true or false")
+    return value == "true"
 
 
 def _once(values: Mapping[str, list[str]], name: str) -> str | None:
@@ -205,6 +215,7 @@ def params(query: RunQuery, scope: str | None) -> dict[str, Any]:
         "since": query.since,
         "until": query.until,
         "q": query.q,
+        "held": query.held,
         "after_at": after.created_at if after else None,
         "after_id": after.run_id if after else None,
         "limit": query.limit + 1,
@@ -242,6 +253,7 @@ def summary(row: Mapping[str, Any]) -> dict[str, Any]:
         "attempt": row["attempt"],
         "losses": row["losses"],
         "steps": row["steps"],
+        "held": row.get("held_at") is not None,
         "waiting_for": shown(wait) if wait is not None else None,
     }
 

@@ -52,6 +52,9 @@ def run_view(run: RunRecord, waits: list[dict[str, Any]]) -> dict[str, Any]:
         "parent_run_id": run.parent_run_id,
         "created_by": run.created_by,
         "stop_requested_at": run.stop_requested_at,
+        # Held: no retention pass purges it (issue 34), whatever the policy says, until it is released.
+        "held": run.held_at is not None,
+        "hold": None if run.held_at is None else {"at": run.held_at, "by": run.held_by, "reason": run.hold_reason},
         "created_at": run.created_at,
         "updated_at": run.updated_at,
         "started_at": run.started_at,

@@ -1,7 +1,8 @@
 -- The run list (GET /v1/runs) and its counts: reads only. Each filter is served by an index of migration
 -- 022 ordered as the list is, newest first by (created_at, id): runs_created, runs_status_created,
 -- runs_agent_created, runs_channel_created, runs_created_by_created (also a caller's scope) and
--- runs_created_by_status_created (a caller's runs of one status), runs_search (q, the stored run_text()).
+-- runs_created_by_status_created (a caller's runs of one status), runs_search (q, the stored run_text()),
+-- and runs_held_created (held=true: the few held runs, migration 035).
 
 -- name: custom_plans
 -- Run first, in the list's transaction. Every filter is optional (`<value> IS NULL OR ...`): planned for
@@ -16,14 +17,14 @@ SET LOCAL plan_cache_mode = force_custom_plan
 -- picked them. One status is an equality: the runs_status_created index then gives the page in order.
 -- A waiting run's oldest wait is ordered as `run_list.oldest_first` orders them: when asked, then step,
 -- call, input before approval.
-SELECT r.id, r.agent, r.status, r.channel, r.created_by, r.created_at,
+SELECT r.id, r.agent, r.status, r.channel, r.created_by, r.created_at, r.held_at,
        greatest(coalesce(r.updated_at, r.finished_at, r.started_at, r.created_at), c.written_at) AS updated_at,
        c.attempt, c.losses, c.step AS steps,
        w.kind AS wait_kind, w.question AS wait_question, w.question_id AS wait_question_id,
        w.approval_id AS wait_approval_id, w.tool AS wait_tool
   FROM (
       SELECT r.id, r.agent, r.status, r.channel, r.created_by, r.created_at, r.updated_at, r.started_at,
-             r.finished_at
+             r.finished_at, r.held_at
         FROM runs r
        WHERE (%(scope)s::text IS NULL OR r.created_by = %(scope)s::text)
          AND (%(status)s::text IS NULL OR r.status = %(status)s::text)
@@ -34,6 +35,7 @@ SELECT r.id, r.agent, r.status, r.channel, r.created_by, r.created_at,
          AND (%(since)s::timestamptz IS NULL OR r.created_at >= %(since)s::timestamptz)
          AND (%(until)s::timestamptz IS NULL OR r.created_at < %(until)s::timestamptz)
          AND (%(q)s::text IS NULL OR r.search @@ websearch_to_tsquery('simple', %(q)s::text))
+         AND (%(held)s::boolean IS NULL OR (r.held_at IS NOT NULL) = %(held)s::boolean)
          AND (%(after_at)s::timestamptz IS NULL
               OR (r.created_at, r.id) < (%(after_at)s::timestamptz, %(after_id)s::uuid))
        ORDER BY r.created_at DESC, r.id DESC

@@ -90,7 +90,7 @@ SELECT id, status, answer, error, durable() AS durable FROM runs WHERE delegatio
 -- name: get
 SELECT r.id, r.agent, r.input, r.owner, r.tenant, r.channel, r.may_wait, r.correlation_id, r.parent_run_id,
        r.status, r.answer, r.error, r.stop_requested_at, r.stopped_by, r.created_by,
-       r.created_at, r.started_at, r.finished_at,
+       r.created_at, r.started_at, r.finished_at, r.held_at, r.held_by, r.hold_reason,
        c.attempt, c.step, c.losses, c.written_at AS checkpoint_at, c.state_format, c.seal_format,
        greatest(coalesce(r.updated_at, r.finished_at, r.started_at, r.created_at), c.written_at) AS updated_at
   FROM runs r JOIN checkpoints c ON c.run_id = r.id
@@ -356,6 +356,38 @@ WITH run AS (
     SELECT 'agent.run.stop_requested', run.id, %(by)s, '{}'::jsonb FROM run
 )
 SELECT id, status, agent, channel FROM run
+
+-- name: hold
+-- An operator holds the run (issue 34): no retention pass purges it. Holding it again keeps the first hold's
+-- time and holder but takes the newer reason; audited each time.
+WITH run AS (
+    UPDATE runs SET held_at = coalesce(held_at, now()), held_by = coalesce(held_by, %(by)s),
+                    hold_reason = coalesce(%(reason)s, hold_reason)
+     WHERE id = %(run_id)s
+    RETURNING id, held_at, held_by, hold_reason
+), audit AS (
+    INSERT INTO audit_log (action, run_id, actor, detail)
+    SELECT 'agent.run.held', run.id, %(by)s, jsonb_build_object('reason', %(reason)s::text) FROM run
+)
+SELECT id, held_at, held_by, hold_reason FROM run
+
+-- name: release
+-- The hold released: the run is purged by the next pass its policy makes it due for. Audited with the hold
+-- it ends (who held it, since when, why).
+WITH before AS (
+    SELECT id, held_at, held_by, hold_reason FROM runs WHERE id = %(run_id)s FOR UPDATE
+), run AS (
+    UPDATE runs r SET held_at = NULL, held_by = NULL, hold_reason = NULL
+      FROM before b WHERE r.id = b.id
+    RETURNING r.id
+), audit AS (
+    INSERT INTO audit_log (action, run_id, actor, detail)
+    SELECT 'agent.run.released', b.id, %(by)s,
+           jsonb_build_object('reason', %(reason)s::text, 'held_by', b.held_by, 'held_at', b.held_at,
+                              'hold_reason', b.hold_reason)
+      FROM before b WHERE b.held_at IS NOT NULL
+)
+SELECT b.id, b.held_at IS NOT NULL AS was_held FROM before b
 
 -- name: lock
 -- The first statement of a suspend: the run's row is locked and the attempt checked, so the suspend
