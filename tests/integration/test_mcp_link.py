@@ -17,7 +17,7 @@ from tests.support.mcp_counter import Counter, free_port, serve_http
 from tests.support.standins import Standins
 from ticketiq.errors import LeaseLost
 from ticketiq.settings import Settings
-from ticketiq.tools.base import CallContext, Outcome, Registry, ToolClass
+from ticketiq.tools.base import CallContext, Outcome, Registry, SendWindow, ToolClass
 from ticketiq.tools.mcp_tools import McpServers
 from ticketiq.values.mcp_servers import parse
 
@@ -195,3 +195,23 @@ async def test_the_stand_in_servers_changed_list_is_listed_again_and_a_forgotten
         assert written["effect"] == "applied"
     finally:
         await servers.stop()
+
+
+async def test_a_write_whose_window_ends_in_flight_is_cancelled_at_the_server_and_left_in_doubt() -> None:
+    """I14: a write's try lasts at most until its budget ends; then the SDK tells the server
+    (`notifications/cancelled`) and the outcome is uncertain (settled, never resent blindly)."""
+    counter = Counter(hold=asyncio.Event())
+    async with serve_http(counter) as url:
+        servers = McpServers(parse({"counter": {"url": url}}, "a"))
+        await servers.start(10)
+        try:
+            registry = Registry()
+            servers.register(registry, [])
+            window = SendWindow(budget_ends=time.monotonic() + 1.0, lease_deadline=time.monotonic() + 60)
+            began = time.monotonic()
+            outcome = await call(registry, "counter__bump", {"amount": 1}, window=window)
+            assert time.monotonic() - began < 5
+            assert not outcome.ok and outcome.uncertain, outcome  # it reached the server: in doubt
+            await until(lambda: counter.cancelled == 1)
+        finally:
+            await servers.stop()
