@@ -215,3 +215,31 @@ async def test_a_write_whose_window_ends_in_flight_is_cancelled_at_the_server_an
             await until(lambda: counter.cancelled == 1)
         finally:
             await servers.stop()
+
+
+async def test_a_calls_request_is_not_sent_once_its_lease_is_lost_before_its_bytes_go_out() -> None:
+    """I3 at the last moment: a process stopped after the call was handed to the SDK and before its request
+    went out (the lease checked then passed) sends nothing once it goes on with the lease gone: the check
+    runs again in the request hook, in the call's own context."""
+    counter = Counter()
+    async with serve_http(counter) as url:
+        servers = McpServers(parse({"counter": {"url": url}}, "a"))
+        await servers.start(10)
+        try:
+            registry = Registry()
+            servers.register(registry, [])
+            checks = 0
+
+            def lost_by_then() -> None:
+                nonlocal checks
+                checks += 1
+                if checks > 1:  # passed when handed over; lost when the request is about to go
+                    raise LeaseLost("r1", "the lease lapsed while the process was stopped")
+
+            with pytest.raises(LeaseLost):
+                await call(registry, "counter__bump", {"amount": 1}, before_send=lost_by_then)
+            assert counter.calls == []  # the server never got it
+            # The next call waits for the session opened anew, and goes out on it.
+            assert (await call(registry, "counter__bump", {"amount": 2})).result == {"count": 2}
+        finally:
+            await servers.stop()

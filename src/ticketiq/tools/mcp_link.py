@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 import threading
@@ -39,6 +40,12 @@ from ticketiq.values.mcp_servers import Hints, ServerSpec
 
 log = logging.getLogger(__name__)
 
+# The lease check of the call whose request is being sent. The SDK sends each request from a task that runs
+# in its sender's context (its write stream keeps the sender's contextvars), so the HTTP request hook reads
+# the check of exactly the call it is about to send: the last moment before its bytes go out, as for vendors.
+_SENDING_CHECK: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+    "mcp_sending_check", default=None
+)
 PING_S = 10.0  # how often an open session is pinged: a dead stdio child or a vanished server is found
 BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)  # between tries to open a session again
 OPEN_TIMEOUT_S = 15.0  # opening a session: the transport, initialize and the first listing
@@ -140,13 +147,20 @@ class McpLink:
         self, tool: str, args: dict[str, Any], timeout_s: float, lost: asyncio.Event | None,
         before_send: Callable[[], None],
     ) -> types.CallToolResult:  # fmt: skip
+        if self.state is LinkState.CONNECTING or self._reopen.is_set():
+            await self._ready_again(min(timeout_s, OPEN_TIMEOUT_S))  # a session being opened: wait for it
         session = self._session
         if session is None or self.state is not LinkState.READY or self._reopen.is_set():
-            raise NotSent(f"MCP server {self.name} is {self.state.value}" + (f": {self.error}" if self.error else ""))
-        before_send()  # I3: the lease checked at the last moment before the request goes out
-        sending = asyncio.ensure_future(session.call_tool(tool, args, read_timeout_seconds=timeout_s))
+            state = "opening a new session" if self.state is LinkState.READY else self.state.value
+            raise NotSent(f"MCP server {self.name} is {state}" + (f": {self.error}" if self.error else ""))
+        before_send()  # I3: the lease checked before the request is handed to the SDK, and again as it goes out
+        marked = _SENDING_CHECK.set(before_send)
+        try:  # the task takes a copy of this context, with the check, and so does the request it sends
+            sending = asyncio.ensure_future(session.call_tool(tool, args, read_timeout_seconds=timeout_s))
+        finally:
+            _SENDING_CHECK.reset(marked)
         if lost is None:
-            return await self._answer(sending)
+            return await self._checked(sending, before_send)
         watching = asyncio.ensure_future(lost.wait())
         try:
             await asyncio.wait({sending, watching}, return_when=asyncio.FIRST_COMPLETED)
@@ -158,7 +172,16 @@ class McpLink:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await sending
             before_send()  # raises: the lease is lost
-        return await self._answer(sending)
+        return await self._checked(sending, before_send)
+
+    async def _checked(self, sending: asyncio.Future[Any], before_send: Callable[[], None]) -> types.CallToolResult:
+        """The answer; a failure while the lease is lost is the fence's (its request may not have gone out: the
+        request hook refused it), never an outcome of the call."""
+        try:
+            return await self._answer(sending)
+        except MCPError:
+            before_send()
+            raise
 
     async def _answer(self, sending: asyncio.Future[Any]) -> types.CallToolResult:
         try:
@@ -245,8 +268,12 @@ class McpLink:
                         httpx2.AsyncClient(
                             headers=self._headers(),
                             timeout=httpx2.Timeout(30.0, read=300.0),
-                            # No request leaves a stalled process (runtime/stall.py), as for every vendor.
-                            event_hooks={"request": [stall.before_request], "response": [self._heard_response]},
+                            # No request leaves a stalled process (runtime/stall.py), nor a call's request
+                            # once its run's lease is lost (I3): checked as its bytes are about to go out.
+                            event_hooks={
+                                "request": [stall.before_request, _last_moment],
+                                "response": [self._heard_response],
+                            },
                         )
                     )
                     read, write = await stack.enter_async_context(
@@ -317,6 +344,14 @@ class McpLink:
                 await self._on_change(self)
             except Exception:
                 log.exception("MCP server %s: reporting its state failed", self.name)
+
+
+async def _last_moment(request: httpx2.Request) -> None:
+    """An httpx2 request hook: the lease of the call this request carries, checked as it goes out. Raising
+    sends nothing; the SDK then ends the session, and the link opens a new one."""
+    check = _SENDING_CHECK.get()
+    if check is not None:
+        check()
 
 
 def _describe(exc: BaseException) -> str:
