@@ -4,10 +4,12 @@ Streamable HTTP on a real socket and over stdio as a child of this process (test
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
@@ -31,6 +33,22 @@ async def call(registry: Registry, name: str, args: dict[str, object], **extra: 
         return await registry.tools[name].executor(ctx)
 
 
+@contextlib.asynccontextmanager
+async def linked(
+    section: dict[str, Any], named: list[str] | None = None, wait_s: float = 10
+) -> AsyncIterator[tuple[McpServers, Registry]]:
+    """The links to the servers of an agents file's `mcp_servers:` section and their tools in a registry of
+    their own (with `named`, the tools an agent names), stopped at the end whatever happened."""
+    servers = McpServers(parse(section, "agents.yaml"))
+    await servers.start(wait_s)
+    try:
+        registry = Registry()
+        servers.register(registry, named or [])
+        yield servers, registry
+    finally:
+        await servers.stop()
+
+
 async def until(check: Callable[[], bool], timeout_s: float = 20.0) -> None:
     ends = time.monotonic() + timeout_s
     while not check():
@@ -41,11 +59,8 @@ async def until(check: Callable[[], bool], timeout_s: float = 20.0) -> None:
 async def test_a_trusted_http_servers_tools_are_classed_by_their_hints_and_called() -> None:
     counter = Counter()
     async with serve_http(counter) as url:
-        servers = McpServers(parse({"counter": {"url": url, "trust_annotations": True}}, "agents.yaml"))
-        await servers.start(10)
-        try:
-            registry = Registry()
-            servers.register(registry, ["counter__bump", "counter__nothing"])
+        trusted = {"counter": {"url": url, "trust_annotations": True}}
+        async with linked(trusted, named=["counter__bump", "counter__nothing"]) as (servers, registry):
             classes = {name: tool.tool_class for name, tool in registry.tools.items()}
             assert classes == {"counter__read_count": ToolClass.READ, "counter__set_flag": ToolClass.IDEMPOTENT_WRITE,
                                "counter__bump": ToolClass.WRITE, "counter__nothing": ToolClass.WRITE}  # fmt: skip
@@ -60,39 +75,25 @@ async def test_a_trusted_http_servers_tools_are_classed_by_their_hints_and_calle
             assert [name for name, _ in counter.calls] == ["bump", "read_count"]
             (view,) = servers.views()
             assert view["state"] == "ready" and view["tools"] == ["bump", "read_count", "set_flag"]
-        finally:
-            await servers.stop()
 
 
 async def test_an_untrusted_servers_every_tool_is_a_write() -> None:
     async with serve_http(Counter()) as url:
-        servers = McpServers(parse({"counter": {"url": url, "tools": {"read_count": {"class": "read"}}}}, "a"))
-        await servers.start(10)
-        try:
-            registry = Registry()
-            servers.register(registry, [])
+        told = {"counter": {"url": url, "tools": {"read_count": {"class": "read"}}}}
+        async with linked(told) as (_servers, registry):
             assert registry.tools["counter__set_flag"].tool_class is ToolClass.WRITE
             assert registry.tools["counter__read_count"].tool_class is ToolClass.READ  # the operator's word
-        finally:
-            await servers.stop()
 
 
 async def test_a_server_that_forgets_the_session_gets_a_new_one_and_the_call_is_sent_once() -> None:
     counter = Counter()
-    async with serve_http(counter) as url:
-        servers = McpServers(parse({"counter": {"url": url}}, "a"))
-        await servers.start(10)
-        try:
-            registry = Registry()
-            servers.register(registry, [])
-            assert (await call(registry, "counter__bump", {"amount": 1})).ok
-            counter.forget()  # a 404 to our session id from now on: it never takes such a request
-            outcome = await call(registry, "counter__bump", {"amount": 1})
-            assert outcome.ok and outcome.result == {"count": 2}, outcome
-            assert [name for name, _ in counter.calls] == ["bump", "bump"]  # each taken once
-            assert len(counter.sessions - counter.forgotten) == 1  # on a session opened anew
-        finally:
-            await servers.stop()
+    async with serve_http(counter) as url, linked({"counter": {"url": url}}) as (_servers, registry):
+        assert (await call(registry, "counter__bump", {"amount": 1})).ok
+        counter.forget()  # a 404 to our session id from now on: it never takes such a request
+        outcome = await call(registry, "counter__bump", {"amount": 1})
+        assert outcome.ok and outcome.result == {"count": 2}, outcome
+        assert [name for name, _ in counter.calls] == ["bump", "bump"]  # each taken once
+        assert len(counter.sessions - counter.forgotten) == 1  # on a session opened anew
 
 
 async def test_a_server_down_never_takes_the_process_down_and_is_found_when_it_comes() -> None:
@@ -117,26 +118,19 @@ async def test_a_server_down_never_takes_the_process_down_and_is_found_when_it_c
 
 async def test_a_call_is_cancelled_at_the_server_when_the_lease_is_lost() -> None:
     counter = Counter(hold=asyncio.Event())
-    async with serve_http(counter) as url:
-        servers = McpServers(parse({"counter": {"url": url}}, "a"))
-        await servers.start(10)
-        try:
-            registry = Registry()
-            servers.register(registry, [])
-            lost = asyncio.Event()
+    async with serve_http(counter) as url, linked({"counter": {"url": url}}) as (_servers, registry):
+        lost = asyncio.Event()
 
-            def check() -> None:
-                if lost.is_set():
-                    raise LeaseLost("r1", "the test lost it")
+        def check() -> None:
+            if lost.is_set():
+                raise LeaseLost("r1", "the test lost it")
 
-            sending = asyncio.create_task(call(registry, "counter__bump", {"amount": 1}, lost=lost, before_send=check))
-            await until(lambda: len(counter.calls) == 1)
-            lost.set()
-            with pytest.raises(LeaseLost):
-                await sending
-            await until(lambda: counter.cancelled == 1)  # notifications/cancelled reached the tool
-        finally:
-            await servers.stop()
+        sending = asyncio.create_task(call(registry, "counter__bump", {"amount": 1}, lost=lost, before_send=check))
+        await until(lambda: len(counter.calls) == 1)
+        lost.set()
+        with pytest.raises(LeaseLost):
+            await sending
+        await until(lambda: counter.cancelled == 1)  # notifications/cancelled reached the tool
 
 
 async def test_a_stdio_server_is_a_child_started_again_when_it_dies_and_stopped_with_us(
@@ -144,11 +138,7 @@ async def test_a_stdio_server_is_a_child_started_again_when_it_dies_and_stopped_
 ) -> None:
     caplog.set_level("INFO", logger="ticketiq.tools.mcp_link")
     command = [sys.executable, "-P", str(COUNTER)]  # -P: its folder's http.py must not shadow the stdlib's
-    servers = McpServers(parse({"local": {"command": command, "env": {"COUNTER_SAY": "1"}}}, "a"))
-    await servers.start(20)
-    try:
-        registry = Registry()
-        servers.register(registry, [])
+    async with linked({"local": {"command": command, "env": {"COUNTER_SAY": "1"}}}, wait_s=20) as (servers, registry):
         assert (await call(registry, "local__bump", {"amount": 4})).result == {"count": 4}
         await until(lambda: "MCP server local says: counter heard bump" in caplog.text)  # its stderr, logged
         (child,) = counters()
@@ -157,8 +147,6 @@ async def test_a_stdio_server_is_a_child_started_again_when_it_dies_and_stopped_
         await until(lambda: servers.views()[0]["state"] == "ready", 40)
         assert (await call(registry, "local__read_count", {})).result == {"count": 0}  # a new child
         (again,) = counters()
-    finally:
-        await servers.stop()
     await until(lambda: again.pid not in [p.pid for p in counters()], 10)
 
 
@@ -179,11 +167,7 @@ async def test_the_stand_in_servers_changed_list_is_listed_again_and_a_forgotten
 ) -> None:
     """Against the stand-ins' own MCP server: `notifications/tools/list_changed` makes the link list again
     (the registry gains and loses the tool), and `forget` (every session dropped) is met with a new one."""
-    servers = McpServers(parse({"notes": {"url": standins.mcp_url, "trust_annotations": True}}, "a"))
-    await servers.start(10)
-    try:
-        registry = Registry()
-        servers.register(registry, [])
+    async with linked({"notes": {"url": standins.mcp_url, "trust_annotations": True}}) as (_servers, registry):
         assert "notes__archive_note" not in registry.tools
         await standins.mcp_extra_tool(True)
         await until(lambda: "notes__archive_note" in registry.tools)
@@ -193,28 +177,19 @@ async def test_the_stand_in_servers_changed_list_is_listed_again_and_a_forgotten
         assert outcome.ok, outcome  # the call met the 404, was never taken, and went out on a new session
         [written] = await standins.writes(vendor="mcp", operation="set_note", target="n-forget")
         assert written["effect"] == "applied"
-    finally:
-        await servers.stop()
 
 
 async def test_a_write_whose_window_ends_in_flight_is_cancelled_at_the_server_and_left_in_doubt() -> None:
     """I14: a write's try lasts at most until its budget ends; then the SDK tells the server
     (`notifications/cancelled`) and the outcome is uncertain (settled, never resent blindly)."""
     counter = Counter(hold=asyncio.Event())
-    async with serve_http(counter) as url:
-        servers = McpServers(parse({"counter": {"url": url}}, "a"))
-        await servers.start(10)
-        try:
-            registry = Registry()
-            servers.register(registry, [])
-            window = SendWindow(budget_ends=time.monotonic() + 1.0, lease_deadline=time.monotonic() + 60)
-            began = time.monotonic()
-            outcome = await call(registry, "counter__bump", {"amount": 1}, window=window)
-            assert time.monotonic() - began < 5
-            assert not outcome.ok and outcome.uncertain, outcome  # it reached the server: in doubt
-            await until(lambda: counter.cancelled == 1)
-        finally:
-            await servers.stop()
+    async with serve_http(counter) as url, linked({"counter": {"url": url}}) as (_servers, registry):
+        window = SendWindow(budget_ends=time.monotonic() + 1.0, lease_deadline=time.monotonic() + 60)
+        began = time.monotonic()
+        outcome = await call(registry, "counter__bump", {"amount": 1}, window=window)
+        assert time.monotonic() - began < 5
+        assert not outcome.ok and outcome.uncertain, outcome  # it reached the server: in doubt
+        await until(lambda: counter.cancelled == 1)
 
 
 async def test_a_calls_request_is_not_sent_once_its_lease_is_lost_before_its_bytes_go_out() -> None:
@@ -222,24 +197,17 @@ async def test_a_calls_request_is_not_sent_once_its_lease_is_lost_before_its_byt
     went out (the lease checked then passed) sends nothing once it goes on with the lease gone: the check
     runs again in the request hook, in the call's own context."""
     counter = Counter()
-    async with serve_http(counter) as url:
-        servers = McpServers(parse({"counter": {"url": url}}, "a"))
-        await servers.start(10)
-        try:
-            registry = Registry()
-            servers.register(registry, [])
-            checks = 0
+    async with serve_http(counter) as url, linked({"counter": {"url": url}}) as (_servers, registry):
+        checks = 0
 
-            def lost_by_then() -> None:
-                nonlocal checks
-                checks += 1
-                if checks > 1:  # passed when handed over; lost when the request is about to go
-                    raise LeaseLost("r1", "the lease lapsed while the process was stopped")
+        def lost_by_then() -> None:
+            nonlocal checks
+            checks += 1
+            if checks > 1:  # passed when handed over; lost when the request is about to go
+                raise LeaseLost("r1", "the lease lapsed while the process was stopped")
 
-            with pytest.raises(LeaseLost):
-                await call(registry, "counter__bump", {"amount": 1}, before_send=lost_by_then)
-            assert counter.calls == []  # the server never got it
-            # The next call waits for the session opened anew, and goes out on it.
-            assert (await call(registry, "counter__bump", {"amount": 2})).result == {"count": 2}
-        finally:
-            await servers.stop()
+        with pytest.raises(LeaseLost):
+            await call(registry, "counter__bump", {"amount": 1}, before_send=lost_by_then)
+        assert counter.calls == []  # the server never got it
+        # The next call waits for the session opened anew, and goes out on it.
+        assert (await call(registry, "counter__bump", {"amount": 2})).result == {"count": 2}
