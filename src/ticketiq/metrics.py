@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -18,6 +18,8 @@ RECOVERY_BUCKETS_S = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 11.0, 15.0, 30.0, 60.0
 # call from a millisecond to its request timeout.
 STEP_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 TOOL_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+# A retention pass takes a moment when little is due and minutes after a long pause with millions due.
+RETENTION_BUCKETS_S = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -110,6 +112,18 @@ class Metrics:
         )  # fmt: skip
         self._gauges = _Gauges()
         self.registry.register(self._gauges)
+        self._retention_deleted = Counter(
+            "ticketiq_retention_deleted", "Rows the retention passes of this process deleted, by table.", ["table"],
+            registry=self.registry,
+        )  # fmt: skip
+        self._retention_oldest = Gauge(
+            "ticketiq_retention_oldest_seconds", "Age of the oldest row of each table a retention policy is about, "
+            "as this process's last pass read it.", ["table"], registry=self.registry,
+        )  # fmt: skip
+        self._retention_pass = Histogram(
+            "ticketiq_retention_pass_seconds", "One retention pass, from its start to its end.",
+            buckets=RETENTION_BUCKETS_S, registry=self.registry,
+        )  # fmt: skip
         # Each step observes three histograms: their labelled children are looked up once, not per step.
         self._children: dict[tuple[str, ...], Histogram] = {}
 
@@ -139,6 +153,16 @@ class Metrics:
 
     def tool_call(self, tool: str, cls: str, seconds: float) -> None:
         self._child(self._tool_call, "tool", tool, cls).observe(seconds)
+
+    def retention_pass(self, seconds: float, deleted: dict[str, int], oldest: dict[str, float | None]) -> None:
+        """One retention pass: its duration, what it deleted per table, each table's oldest row (an empty
+        table shows 0)."""
+        self._retention_pass.observe(seconds)
+        for table, count in deleted.items():
+            if count:
+                self._retention_deleted.labels(table=table).inc(count)
+        for table, age in oldest.items():
+            self._retention_oldest.labels(table=table).set(age or 0.0)
 
     def _child(self, histogram: Histogram, *key: str) -> Histogram:
         child = self._children.get(key)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -24,6 +25,31 @@ _SAMPLE_AGENTS = Path(__file__).parent / "agents" / "sample.yaml"
 IDEMPOTENCY_TTL_FLOOR_S = 86400.0
 CRON_MISSED = ("latest", "skip")  # values.schedules.Missed
 _SCRUBBED_PASSWORD_MIN = 16
+
+
+class Duration(float):
+    """A length of time in seconds, written `90s`, `15m`, `12h` or `30d` (a bare number is seconds). For a
+    retention policy `0` means keep for ever (`forever`)."""
+
+    UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+    @classmethod
+    def parse(cls, raw: str) -> Duration:
+        found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", raw.lower())
+        if found is None:
+            raise ValueError("write a duration as a number and a unit: 90s, 15m, 12h or 30d (0 keeps for ever)")
+        return cls(float(found.group(1)) * cls.UNITS[found.group(2) or "s"])
+
+    @property
+    def forever(self) -> bool:
+        return float(self) == 0.0
+
+    def __str__(self) -> str:
+        for unit in ("d", "h", "m"):
+            size = self.UNITS[unit]
+            if self and self % size == 0:
+                return f"{int(self // size)}{unit}"
+        return f"{self:g}s"
 
 
 def _setting(default: Any, doc: str, secret: bool = False) -> Any:
@@ -287,6 +313,32 @@ class Settings:
         "then the leader purges it.",
     )
 
+    retention_runs: Duration = _setting(
+        Duration(30 * 86400),
+        "How long an ended run is kept after it finished (finished_at), with every row that belongs to it in every "
+        "table; a held run is kept whatever this says. 90s, 15m, 12h or 30d; 0 keeps for ever.",
+    )
+    retention_audit: Duration = _setting(
+        Duration(400 * 86400),
+        "How long an audit row is kept, on its own clock (an audit row of a purged run outlives it, no longer "
+        "linked to it). 0 keeps for ever.",
+    )
+    retention_jobs: Duration = _setting(
+        Duration(30 * 86400),
+        "How long an ended job is kept after it finished, with its steps and answers. 0 keeps for ever.",
+    )
+    retention_every: Duration = _setting(
+        Duration(600), "How often the leader runs the retention pass (`ticketiq retention run` runs one now)."
+    )
+    retention_batch: int = _setting(
+        1000, "Rows one statement of the retention pass deletes at most; each batch is its own short transaction."
+    )
+    retention_export_dir: Path | None = _setting(
+        None,
+        "A folder the retention pass writes each batch of runs to (JSON Lines, gzip), fsynced before the rows are "
+        "deleted. Unset: runs are purged without an export.",
+    )
+
     fault_point: str | None = _setting(
         None,
         "TESTS ONLY, off by default: the process SIGKILLs itself at this point (after_checkpoint, "
@@ -297,6 +349,9 @@ class Settings:
     log_level: str = _setting("INFO", "Log level of app processes.")
 
     def __post_init__(self) -> None:
+        for f in fields(self):  # a Duration given as a plain number (Settings(retention_runs=3.0)) is one all the same
+            if f.type == "Duration" and not isinstance(getattr(self, f.name), Duration):
+                object.__setattr__(self, f.name, Duration(getattr(self, f.name)))
         if self.cron_missed not in CRON_MISSED:
             raise ConfigError(f"TICKETIQ_CRON_MISSED={self.cron_missed!r} is not one of {', '.join(CRON_MISSED)}")
         if self.model_connections < 1:
@@ -320,6 +375,13 @@ class Settings:
             raise ConfigError(
                 f"TICKETIQ_IDEMPOTENCY_TTL_S={self.idempotency_ttl_s:g} is below the floor of "
                 f"{IDEMPOTENCY_TTL_FLOOR_S:g} s (a day); raise it or unset it."
+            )
+
+        if self.retention_batch < 1:
+            raise ConfigError(f"TICKETIQ_RETENTION_BATCH={self.retention_batch} deletes nothing; set 1 or more.")
+        if self.retention_every <= 0:
+            raise ConfigError(
+                "TICKETIQ_RETENTION_EVERY=0 would run the pass without pause; set a duration such as 10m."
             )
 
     @classmethod
@@ -380,6 +442,8 @@ def _parser(type_name: Any) -> Callable[[str], Any]:
         return int
     if text.startswith("float"):
         return float
+    if text.startswith("Duration"):
+        return Duration.parse
     if text.startswith("bool"):
         return _bool
     if text.startswith("Path"):

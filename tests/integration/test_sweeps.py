@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+from tests.support.engine import read_rows
+from ticketiq.leader.retention import RetentionPass
 from ticketiq.storage.database import Database
 from ticketiq.storage.run_store import RunStore
+from ticketiq.values.retention import Policy
 
 
 async def lost_runs(db: Database, n: int, holder: str, lapsed: bool = True) -> list[str]:
@@ -100,10 +103,11 @@ async def test_rows_of_processes_long_ended_are_pruned_unless_they_still_hold_a_
                 (name, ended_ago_s),
             )
     await lost_runs(db, 1, "old-holder")  # its lease was never claimed: keep who held it
-    gone = await db.fetch_all("leader.prune_processes", {"keep": 3600})
-    assert [r["id"] for r in gone] == ["old-idle"]
-    rows = await db.fetch_all("leader.prune_processes", {"keep": 3600})
-    assert rows == []
+    policy = Policy(runs_s=0, audit_s=0, jobs_s=0, keys_s=86400, batch=100, processes_s=3600)
+    assert (await RetentionPass(db, policy, "test").run()).deleted["processes"] == 1
+    rows = {r["id"] for r in await read_rows(db.url, "SELECT id FROM processes")}
+    assert rows == {"old-holder", "recent", "running"}
+    assert (await RetentionPass(db, policy, "test").run()).deleted["processes"] == 0
 
 
 async def test_a_process_never_claims_back_the_runs_it_still_drives(db: Database) -> None:

@@ -246,7 +246,7 @@ async def test_an_event_recorded_for_one_agent_before_its_process_died_starts_th
         # The process claimed the body, made and recorded the triager's run (not started), then died.
         store = TriggerStore(s.h.process.db)
         claim = signed_once.ticket_event_claim("ev-8", body)
-        assert await store.claim_signed(claim.source, claim.digest, "ev-8", None) == "ev-8"
+        assert await store.claim_signed(claim.source, claim.digest, "ev-8", None) == ("ev-8", False)
         made = await s.h.engine.submit(
             "triager", "Jira issue_created for OPS-45: Disk full", may_wait=False, channel="ticket_event",
             actor="jira:webhook", idempotency_key=ticket_events.run_key("ev-8", "triager"), start=False,

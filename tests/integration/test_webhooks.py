@@ -475,7 +475,7 @@ async def test_the_leader_purges_webhook_claims_past_their_window_and_keeps_tick
         assert (await s.deliver("deploys", signed(SECRET, "p-1", at=at))).status_code == 202
         assert (await s.deliver("deploys", signed(SECRET, "p-2"))).status_code == 202
         jira = await TriggerStore(s.h.process.db).claim_signed("jira", "ab" * 32, "ev-1", None)
-        assert jira == "ev-1"
+        assert jira == ("ev-1", False)
         kept = await read_rows(db_url, "SELECT delivery_id, extract(epoch FROM kept_until)::bigint AS until "
                                        "FROM signed_requests WHERE delivery_id = 'p-1'")  # fmt: skip
         assert kept == [{"delivery_id": "p-1", "until": at + 600}]  # t, the 300 s window, a 300 s margin

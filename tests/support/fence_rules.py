@@ -75,6 +75,7 @@ UNFENCED = {
     "tool_policies": "a gate a person sets; each attempt's gate check reads it",
     "principals": "a gate a person sets; each attempt's gate check reads it",
     "channels": "a gate a person sets; each attempt's gate check reads it",
+    "retention_passes": "the retention pass's own record of what it deleted: no run, job or process owns it",
     "seal_probe": "the cluster's key probe (I17): one row, offered once, moved only from the key it was found under",
 }
 
@@ -89,7 +90,12 @@ NOT_AN_ATTEMPTS = {
     "runs.stop_idle": "ends only a run no attempt drives (queued or waiting); the run's row lock orders it with a take",
     "approvals.decide": "a person's decision on a request; the attempt that filed it reads it",
     "runs.give_input": "a person's input to a question of a waiting run (no attempt drives it); the next reads it",
-    "runs.purge_answers": "the leader drops kept answers past their time, never one still to be handed on",
+    "retention.purge_runs": "the retention pass deletes only ended runs (no attempt drives one), each under its row "
+    "lock taken with SKIP LOCKED, and the leader's pass only while the leader lease is its own",
+    "retention.purge_jobs": "the retention pass deletes only ended jobs (no attempt drives one), under their row "
+    "locks (SKIP LOCKED)",
+    "retention.purge_short_lived": "the retention pass drops kept answers past their time, never one still to be "
+    "handed on, and rows no attempt writes",
     "schedules.fire": "the leader records a fire before its run exists: no attempt exists yet",
     "schedules.link_run": "the leader records the run its fire made, before any attempt drives it",
     "schedules.fire_failed": "the leader fails a fire that could make no run (no attempt ever existed)",
@@ -107,7 +113,7 @@ NOT_THE_HOLDERS = {
     "liveness mark is free, in one conditional statement under the lease's row lock",
     "leader.claim_dead": "the leader ends processes whose liveness mark is free; their runs are taken under their "
     "attempts (give_runs)",
-    "leader.prune_processes": "rows of processes ended long ago that hold no lease: nothing reads them again",
+    "retention.purge_short_lived": "rows of processes ended long ago that hold no lease: nothing reads them again",
     "fn:leases_taken_lapsed": "a take's trigger: marks a process stalled once every lease it held lapsed; it "
     "changes nothing the process holds",
 }

@@ -22,7 +22,8 @@ GRAPHED = {
     "ticketiq_model_call_seconds_bucket", "ticketiq_tool_call_seconds_bucket", "ticketiq_runs_waiting",
     "ticketiq_approvals_pending", "ticketiq_jobs_queued", "ticketiq_recovery_seconds_bucket",
     "ticketiq_runs_resumed_total", "ticketiq_lease_lapses_total", "ticketiq_claims_total",
-    "ticketiq_settlements_total",
+    "ticketiq_settlements_total", "ticketiq_retention_deleted_total", "ticketiq_retention_oldest_seconds",
+    "ticketiq_retention_pass_seconds_bucket",
 }  # fmt: skip
 SUFFIXES = {
     "counter": ("_total", "_created"),

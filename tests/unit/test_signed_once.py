@@ -21,18 +21,20 @@ ids = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), mi
 
 
 @pytest.mark.parametrize(
-    ("bound_to", "started", "outcome"),
+    ("bound_to", "started", "purged", "outcome"),
     [
-        ("d-1", False, Outcome.NEW),  # the first copy, or its retry after a crash before it recorded
-        ("d-1", True, Outcome.REDELIVERY),  # the sender's redelivery (re-signed or not)
-        ("d-0", False, Outcome.REPLAY),  # the same signed content, first under d-0
-        ("d-0", True, Outcome.REPLAY),  # d-1 started its own run, but this content is d-0's
+        ("d-1", False, False, Outcome.NEW),  # the first copy, or its retry after a crash before it recorded
+        ("d-1", True, False, Outcome.REDELIVERY),  # the sender's redelivery (re-signed or not)
+        ("d-0", False, False, Outcome.REPLAY),  # the same signed content, first under d-0
+        ("d-0", True, False, Outcome.REPLAY),  # d-1 started its own run, but this content is d-0's
+        ("d-1", False, True, Outcome.PURGED),  # d-1's run was purged since: its record went with it
+        ("d-0", False, True, Outcome.REPLAY),  # still d-0's content, whatever became of d-1
     ],
 )
 def test_what_a_claim_is_bound_to_and_what_the_id_started_decide(
-    bound_to: str, started: bool, outcome: Outcome
+    bound_to: str, started: bool, purged: bool, outcome: Outcome
 ) -> None:
-    assert decide("d-1", bound_to, started) is outcome
+    assert decide("d-1", bound_to, started, purged) is outcome
 
 
 @given(delivery=ids, other=ids, started=st.booleans())

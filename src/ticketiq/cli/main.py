@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ticketiq.cli import ha
+from ticketiq.cli import ha, retention
 from ticketiq.cli.client import Failed
 from ticketiq.errors import Conflict, NotFound, TicketIQError
 from ticketiq.runtime import interpreter
@@ -374,6 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
         "up; it is left running when the cluster stops, as a database outlives its app processes (the next "
         "cluster starts at once on the same data; `ticketiq db ha down` stops it)",
     )
+    retention.add_parser(sub)
     sub.add_parser("settings", help="print every TICKETIQ_* setting with its default")
     sub.add_parser(
         "doctor",
@@ -484,6 +485,8 @@ def main(argv: list[str] | None = None) -> int:
             return doctor.run(settings)
         if args.command == "jobs":
             return jobs_command(settings, args)
+        if args.command == "retention":
+            return retention.command(settings, args)
         if args.command in ("runs", "approvals"):
             return client_command(settings, args)
     except Failed as exc:  # a right command that did not succeed

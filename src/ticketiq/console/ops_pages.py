@@ -177,4 +177,5 @@ def add_routes(
             ended=found["ended"],
             left=found["left_for_newer_release"],
             database=found["database"],
+            retention=found["retention"],
         )

@@ -131,13 +131,20 @@ async def once(
         return response
     kept = response if kept_as is None else kept_as(result)
     try:
-        if not await store.finish(found, kept.status_code, bytes(kept.body).decode()):
+        if not await store.finish(found, kept.status_code, bytes(kept.body).decode(), _run_of(request, result)):
             log.warning("%s by %s: the key was taken over while this request was answered; the taker's answer is kept",
                         scope, principal.name)  # fmt: skip
     except StorageError as exc:
         # Made, and answered, but not kept: a repeat after the claim lapses answers again.
         log.error("%s by %s: the answer was not kept for repeats: %s", scope, principal.name, exc)
     return response
+
+
+def _run_of(request: Request, result: Any) -> str | None:
+    """The run an answer is about (the path's run, or the run a turn made), so that its key goes with it
+    when the retention pass purges the run."""
+    named = request.path_params.get("run_id") or getattr(result, "run_id", None)
+    return None if named is None else str(named)
 
 
 async def _claim(store: IdempotencyStore, ref: KeyRef, request_hash: str, holder: str) -> Claim | Response:

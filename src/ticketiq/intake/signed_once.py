@@ -42,6 +42,7 @@ class Outcome(StrEnum):
     NEW = "new"
     REDELIVERY = "redelivery"
     REPLAY = "replay"
+    PURGED = "purged"  # delivered before, its run purged since (issue 34): starts nothing again
 
 
 @dataclass(frozen=True)
@@ -67,12 +68,23 @@ def ticket_event_claim(identifier: str, body: bytes) -> SignedClaim:
     return SignedClaim(JIRA_SOURCE, ticket_events.body_digest(body), identifier, None)
 
 
-def decide(delivery_id: str, bound_to: str, started: bool) -> Outcome:
+def decide(delivery_id: str, bound_to: str, started: bool, purged: bool = False) -> Outcome:
     """See the module's table. `bound_to`: the delivery id the claim answered with (this one when it
-    was this request's, or a retry's of it); `started`: whether this delivery id recorded its run(s)."""
+    was this request's, or a retry's of it); `started`: whether this delivery id recorded its run(s);
+    `purged`: whether the run it started was purged since (its record went with it)."""
     if bound_to != delivery_id:
         return Outcome.REPLAY
-    return Outcome.REDELIVERY if started else Outcome.NEW
+    if started:
+        return Outcome.REDELIVERY
+    return Outcome.PURGED if purged else Outcome.NEW
+
+
+def purged_message(delivery_id: str) -> str:
+    """What a sender is told when its delivery's run was purged by the retention policy."""
+    return (
+        f"delivery {delivery_id} started a run that the retention policy has since purged; it starts nothing "
+        "again: send a new delivery (a new id) to start a new run"
+    )
 
 
 def replay_message(first: str) -> str:

@@ -140,13 +140,18 @@ class Triggers:
             raise Conflict(
                 "path.name", f"trigger {name} starts agent {signing.agent}, which the agents file no longer defines"
             )
-        bound_to = await _claimed(self.store, signed_once.webhook_claim(name, check.timestamp, body, delivery_id))
+        bound_to, purged = await _claimed(
+            self.store, signed_once.webhook_claim(name, check.timestamp, body, delivery_id)
+        )
         recorded = await self.store.delivery(name, delivery_id)
-        outcome = signed_once.decide(delivery_id, bound_to, started=recorded is not None)
+        outcome = signed_once.decide(delivery_id, bound_to, started=recorded is not None, purged=purged)
         if outcome is Outcome.REPLAY:
             log.warning("webhook delivery %r to %r repeats the signed request of delivery %r: refused, nothing "
                         "started", delivery_id, name, bound_to)  # fmt: skip
             raise Replayed(bound_to, await self.store.delivery(name, bound_to))
+        if outcome is Outcome.PURGED:
+            log.warning("webhook delivery %r to %r: its run was purged; refused, nothing started", delivery_id, name)
+            raise Conflict(f"header.{webhook_signature.DELIVERY_HEADER}", signed_once.purged_message(delivery_id))
         if recorded is not None:  # Outcome.REDELIVERY
             return Delivered(recorded, created=False)
         created = await self.engine.submit(
@@ -172,9 +177,9 @@ class Triggers:
         return opened
 
 
-async def _claimed(store: TriggerStore, claim: SignedClaim) -> str:
-    """The delivery id what was signed is bound to. I19: claimed before anything else is stored; a copy
-    racing this one waits on its claim and finds it."""
+async def _claimed(store: TriggerStore, claim: SignedClaim) -> tuple[str, bool]:
+    """The delivery id what was signed is bound to, and whether that delivery's run was purged. I19:
+    claimed before anything else is stored; a copy racing this one waits on its claim and finds it."""
     return await store.claim_signed(claim.source, claim.digest, claim.delivery_id, claim.kept_until_s)
 
 
@@ -219,9 +224,14 @@ class TicketIntake:
         if not agents:
             return {}  # nothing to start, so nothing to claim or store
         claim = signed_once.ticket_event_claim(identifier, body)
-        bound_to = await _claimed(self.store, claim)
+        bound_to, purged = await _claimed(self.store, claim)
         found = await self.store.event_runs(identifier)
-        if signed_once.decide(identifier, bound_to, started=bool(found)) is Outcome.REPLAY:
+        outcome = signed_once.decide(identifier, bound_to, started=bool(found), purged=purged)
+        if outcome is Outcome.PURGED:
+            # Its runs were purged by the retention policy (their records with them): none is made again.
+            log.warning("ticket event %r: its runs were purged; nothing started", identifier)
+            return {}
+        if outcome is Outcome.REPLAY:
             # The same signed body under another identifier: Jira does not sign the identifier header,
             # so this is a replay (or a second Jira webhook for one event). It starts nothing.
             log.warning("ticket event %r repeats the body of event %r: nothing started", identifier, bound_to)

@@ -10,6 +10,7 @@ import logging
 import time
 
 from ticketiq.engine.engine import Engine
+from ticketiq.leader.retention import Keeper
 from ticketiq.leader.sweep import Sweeper
 from ticketiq.runtime.background import Background
 from ticketiq.storage.leader_store import LeaderStore
@@ -23,6 +24,7 @@ class Elector:
     def __init__(self, engine: Engine, url: str, retry_s: float = 1.0) -> None:
         self.engine = engine
         self.sweeper = Sweeper(engine, url)
+        self.retention = Keeper(self.sweeper.retention_pass, float(engine.deps.settings.retention_every))
         self.retry_s = retry_s
         self.leading = False
         self._background = Background("elector", self.run)
@@ -41,15 +43,18 @@ class Elector:
         self.leading = True
         log.info("process %s leads", self.engine.deps.holder)
         sweeping = asyncio.create_task(self.sweeper.run(), name="sweeper")
+        # Its own task: a pass after a long pause may take minutes, and the sweeps never wait for it.
+        keeping = asyncio.create_task(self.retention.run(), name="retention")
         try:
             while not lease.lost.is_set() and time.monotonic() < lease.deadline:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(0.25):
                         await lease.lost.wait()
         finally:
-            sweeping.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeping
+            for task in (sweeping, keeping):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             self.leading = False
             self.engine.deps.keeper.drop_lease(LEADER)
             log.warning("process %s no longer leads", self.engine.deps.holder)

@@ -16,12 +16,11 @@ from typing import TYPE_CHECKING, Any
 from ticketiq.engine import resume
 from ticketiq.intake import teams_turns
 from ticketiq.intake.scheduler import Scheduler
+from ticketiq.leader.retention import PassReport, RetentionPass, exporter_for
 from ticketiq.storage import database
-from ticketiq.storage.idempotency_store import IdempotencyStore
 from ticketiq.storage.job_store import JobStore
-from ticketiq.storage.leader_store import LeaderStore
 from ticketiq.storage.outage import server_gone
-from ticketiq.storage.trigger_store import TriggerStore
+from ticketiq.values.retention import Policy
 
 if TYPE_CHECKING:
     from ticketiq.engine.engine import Engine
@@ -29,9 +28,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CLAIM_BATCH = 100
-# Ended processes' rows are kept a day (for a person asking who held a run), pruned every 10 minutes.
-PROCESS_ROWS_KEPT_S = 24 * 3600
-PRUNE_EVERY_S = 600
 LAPSE_MARGIN_S = 0.05
 
 
@@ -48,7 +44,6 @@ class Sweeper:
     def __init__(self, engine: Engine, url: str) -> None:
         self.engine = engine
         self.url = url
-        self.pruned_at: float | None = None
         self.scheduler = Scheduler(engine)
         self.cron_due_at = 0.0
         self.left_logged: set[str] = set()  # runs left for a newer release, each logged once (note_left)
@@ -105,8 +100,6 @@ class Sweeper:
             await self.engine.hand(run_id)
         await teams_turns.adopt_unstarted(self.engine)  # inbox rows whose process died before their run
         await self.note_left()
-        if self.pruned_at is None or time.monotonic() - self.pruned_at >= PRUNE_EVERY_S:
-            await self.prune()
         return await store.next_lapse_s(deps_holder)
 
     async def note_left(self) -> None:
@@ -144,22 +137,16 @@ class Sweeper:
         self.cron_due_at = time.monotonic() + self.settings.cron_check_s
         await self.scheduler.fire_due()
 
-    async def prune(self, keep_s: float = PROCESS_ROWS_KEPT_S) -> int:
-        """Delete the rows of processes long ended that hold no lease; return how many went."""
-        self.pruned_at = time.monotonic()
-        gone = await LeaderStore(self.engine.deps.db).prune_processes(keep_s)
-        if gone:
-            log.info("pruned %d ended process rows", gone)
-        purged = await self.engine.deps.store.purge_answers()  # I12: kept answers past their time
-        if purged:
-            log.info("purged %d kept answers past TICKETIQ_ANSWER_TTL_S", purged)
-        keys = await IdempotencyStore(self.engine.deps.db).purge(self.settings.idempotency_ttl_s)
-        if keys:
-            log.info("purged %d Idempotency-Keys past TICKETIQ_IDEMPOTENCY_TTL_S", keys)
-        claims = await TriggerStore(self.engine.deps.db).purge_signed()  # I19: past their signature's window
-        if claims:
-            log.info("purged %d webhook signature claims past their window", claims)
-        return gone
+    def retention_pass(self, fenced: bool = True) -> RetentionPass:
+        """The leader's retention pass (leader/retention.py): every policy, each statement fenced by the
+        leader lease (unless not `fenced`: one pass now, as `ticketiq retention run` makes)."""
+        deps = self.engine.deps
+        return RetentionPass(deps.db, Policy.of(self.settings), deps.holder, leader=deps.holder if fenced else None,
+                             exporter=exporter_for(deps.db, self.settings), metrics=deps.metrics)  # fmt: skip
+
+    async def prune(self) -> PassReport:
+        """One retention pass now, unfenced (what the leader runs every TICKETIQ_RETENTION_EVERY)."""
+        return await self.retention_pass(fenced=False).run()
 
     async def run(self) -> None:
         """Dead processes every liveness poll (or at once when a process announces itself), lapsed

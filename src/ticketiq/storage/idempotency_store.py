@@ -12,8 +12,6 @@ from datetime import datetime
 
 from ticketiq.storage.database import Database
 
-PURGE_BATCH = 10_000
-
 
 @dataclass(frozen=True)
 class KeyRef:
@@ -79,20 +77,12 @@ class IdempotencyStore:
         )
         return None if row is None else Claim(ref, holder, row["created_at"])
 
-    async def finish(self, claim: Claim, status_code: int, response: str) -> bool:
-        """Keep the answer; False when the claim was taken over meanwhile (the taker's answer counts)."""
-        params = {**claim.params(), "status_code": status_code, "response": response}
+    async def finish(self, claim: Claim, status_code: int, response: str, run_id: str | None = None) -> bool:
+        """Keep the answer (with the run it is about, if any); False when the claim was taken over meanwhile
+        (the taker's answer counts)."""
+        params = {**claim.params(), "status_code": status_code, "response": response, "run_id": run_id}
         return await self.db.execute("idempotency.finish", params) == 1
 
     async def release(self, claim: Claim) -> bool:
         """Free the key (nothing was made); False when the claim was taken over meanwhile."""
         return await self.db.execute("idempotency.release", claim.params()) == 1
-
-    async def purge(self, ttl_s: float) -> int:
-        """Delete the rows answered (or claimed and never answered) more than `ttl_s` ago; return how many."""
-        gone = 0
-        while True:
-            batch = await self.db.execute("idempotency.purge", {"ttl": ttl_s, "limit": PURGE_BATCH})
-            gone += batch
-            if batch < PURGE_BATCH:
-                return gone

@@ -71,7 +71,3 @@ class LeaderStore:
     async def step_down(self, holder: str) -> None:
         """Give the leader lease up, if `holder` holds it, so another process leads at once."""
         await self.db.execute("leader.step_down", {"holder": holder})
-
-    async def prune_processes(self, keep_s: float) -> int:
-        """Delete the rows of processes ended more than `keep_s` ago that hold no lease; how many went."""
-        return len(await self.db.fetch_all("leader.prune_processes", {"keep": keep_s}))

@@ -339,11 +339,6 @@ class RunStore:
     async def waiting_for(self, run_id: str) -> list[Waiting]:
         return [row_as(Waiting, r) for r in await self.db.fetch_all("runs.waiting_for", {"run_id": run_id})]
 
-    async def purge_answers(self) -> int:
-        """I12: drop kept answers past their time; returns how many."""
-        row = await self.db.fetch_one("runs.purge_answers")
-        return int(row["purged"]) if row else 0
-
     async def ping(self) -> None:
         await self.db.fetch_one("runs.ping")
 

@@ -16,7 +16,6 @@ from ticketiq.errors import StorageError
 from ticketiq.storage.database import Database, Row
 
 # Claims purged per statement: a long backlog goes in short statements, never one long lock.
-PURGE_BATCH = 10_000
 
 
 @dataclass(frozen=True)
@@ -187,23 +186,17 @@ class TriggerStore:
 
     # ----- signed requests (I19) ----------------------------------------------------------------------
 
-    async def claim_signed(self, source: str, digest: str, delivery_id: str, kept_until_s: float | None) -> str:
+    async def claim_signed(
+        self, source: str, digest: str, delivery_id: str, kept_until_s: float | None
+    ) -> tuple[str, bool]:
         """Claim what a signed request signed for `delivery_id`; the delivery id the claim is bound to
-        (this one, or the one the same signed content first came with)."""
+        (this one, or the one the same signed content first came with), and whether the run that delivery
+        id started was purged (issue 34)."""
         params = {"source": source, "digest": digest, "delivery_id": delivery_id, "kept_until_s": kept_until_s}
         row = await self.db.fetch_one("triggers.claim_signed", params)
         if row is None:  # an upsert returns its row, always
             raise StorageError(f"the claim of {source}'s delivery {delivery_id!r} returned nothing; retry")
-        return str(row["delivery_id"])
-
-    async def purge_signed(self) -> int:
-        """Delete the webhook claims past their time; return how many."""
-        gone = 0
-        while True:
-            batch = await self.db.execute("triggers.purge_signed", {"limit": PURGE_BATCH})
-            gone += batch
-            if batch < PURGE_BATCH:
-                return gone
+        return str(row["delivery_id"]), bool(row["purged"])
 
     # ----- ticket events -----------------------------------------------------------------------------
 

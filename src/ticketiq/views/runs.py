@@ -16,6 +16,7 @@ from ticketiq.engine.engine import TERMINAL, Engine
 from ticketiq.metrics import Gauges
 from ticketiq.storage import synchrony
 from ticketiq.storage.process_store import ProcessStore
+from ticketiq.storage.retention_store import RetentionStore
 from ticketiq.storage.rows import AuditRow, LeftRun, RunStatus, TranscriptRow
 from ticketiq.storage.run_list_store import RunListStore
 from ticketiq.storage.timeline_store import TimelineStore
@@ -23,6 +24,7 @@ from ticketiq.views import run_list, timeline
 from ticketiq.views.follows import Follow
 from ticketiq.views.run_events import RECHECK_S, RunEvents
 from ticketiq.views.run_list import RunPage, RunQuery
+from ticketiq.values import retention
 from ticketiq.views.timeline_feed import TimelineFeed
 
 ENDED_SHOWN = 20  # processes that ended, in `processes()`
@@ -92,12 +94,14 @@ class RunViews:
         return {status: counted.get(status, 0) for status in run_list.STATUSES}
 
     async def processes(self) -> dict[str, Any]:
-        """The live app processes, with what each holds, and the last that ended, with how."""
+        """The live app processes, with what each holds, the last that ended, with how, and the last
+        retention pass."""
         store = ProcessStore(self.db)
         return {"processes": [dict(row) for row in await store.live()],
                 "ended": [dict(row) for row in await store.ended(ENDED_SHOWN)],
                 "left_for_newer_release": [run.view() for run in await self.left_for_release(LEFT_SHOWN)],
-                "database": (await synchrony.read(self.db)).view()}  # fmt: skip
+                "database": (await synchrony.read(self.db)).view(),
+                "retention": retention.last_pass_view(await RetentionStore(self.db, None).last_pass())}  # fmt: skip
 
     async def shown_run(self, run_id: str, scope: str | None) -> dict[str, Any] | None:
         """The run as `GET /v1/runs/{id}` answers it, with what it waits for (I18); `scope` as `get_run`."""

@@ -29,10 +29,11 @@ UPDATE idempotency_keys
 RETURNING created_at
 
 -- name: finish
--- The answer kept for repeats. Matches nothing when the claim was taken over meanwhile.
+-- The answer kept for repeats. Matches nothing when the claim was taken over meanwhile. `run_id`: the run
+-- the answer is about, when that run exists, so that the retention pass deletes the key with it.
 UPDATE idempotency_keys
    SET state = 'done', status_code = %(status_code)s, response = %(response)s, expires_at = NULL,
-       answered_at = now()
+       answered_at = now(), run_id = (SELECT r.id FROM runs r WHERE r.id = %(run_id)s::uuid)
  WHERE scope = %(scope)s AND principal = %(principal)s AND key = %(key)s
    AND state = 'working' AND holder = %(holder)s AND created_at = %(claimed_at)s
 
@@ -41,12 +42,3 @@ UPDATE idempotency_keys
 DELETE FROM idempotency_keys
  WHERE scope = %(scope)s AND principal = %(principal)s AND key = %(key)s
    AND state = 'working' AND holder = %(holder)s AND created_at = %(claimed_at)s
-
--- name: purge
--- Rows answered (or claimed and never answered) longer ago than the TTL, a batch at a time.
-DELETE FROM idempotency_keys i
- USING (SELECT scope, principal, key FROM idempotency_keys
-         WHERE coalesce(answered_at, created_at) < now() - make_interval(secs => %(ttl)s)
-         LIMIT %(limit)s
-           FOR UPDATE SKIP LOCKED) old
- WHERE (i.scope, i.principal, i.key) = (old.scope, old.principal, old.key)

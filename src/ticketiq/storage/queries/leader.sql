@@ -187,14 +187,6 @@ RETURNING runs.id
 -- name: step_down
 DELETE FROM leases WHERE name = 'leader' AND holder = %(holder)s
 
--- name: prune_processes
--- Rows of processes that ended more than %(keep)s seconds ago and hold no lease any more: nothing
--- reads them again (a restarted process is a new row), and without pruning the table only grows.
-DELETE FROM processes p
- WHERE p.ended_at < now() - make_interval(secs => %(keep)s)
-   AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.holder = p.id)
-RETURNING p.id
-
 -- name: drain
 -- A process beginning a clean stop is given no more runs (run_targets passes it by), and gives back
 -- the runs given to it that it has not taken up: under the attempt each was given by (I3) their leases

@@ -31,7 +31,7 @@ UPDATE processes SET mcp_servers = %(servers)s
 
 -- name: ended
 -- The last processes that ended, newest first, and how (processes.ended_how: stopped, died, stalled;
--- NULL for one that ended before migration 022). Rows are kept a day (leader.prune_processes).
+-- NULL for one that ended before migration 022). Rows are kept a day after the process ended (the retention pass, values/retention.py).
 SELECT p.id, p.host, p.pid, p.version, p.build_commit AS commit, p.started_at, p.ended_at, p.ended_how AS how
   FROM processes p
  WHERE p.ended_at IS NOT NULL

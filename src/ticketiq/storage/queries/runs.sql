@@ -291,17 +291,6 @@ WITH fence AS (
 )
 SELECT fence.run_id FROM fence
 
--- name: purge_answers
--- I12: kept answers past their time are dropped (the run row keeps its answer for people to read).
--- An answer still to be handed on (its run `answered`) is kept until it is.
-WITH gone AS (
-    DELETE FROM answers a
-     WHERE a.kept_until < now()
-       AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = a.run_id AND r.status = 'answered')
-    RETURNING a.run_id
-)
-SELECT count(*)::int AS purged FROM gone
-
 -- name: fail
 -- The run fails without a new checkpoint: its checkpoint could not be trusted, its owner may not run
 -- it, or a statement of it was refused for good. Fenced like every other (I3): a process can fail

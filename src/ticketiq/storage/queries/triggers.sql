@@ -114,19 +114,18 @@ RETURNING run_id
 -- I19: what a signed request signed, bound to the delivery id it first came with; returns that id (this
 -- request's, or the first copy's). A copy racing the first waits for it and gets its id. I20: a claim
 -- found is locked and written, never only read.
-INSERT INTO signed_requests (source, digest, delivery_id, kept_until)
-VALUES (%(source)s, %(digest)s, %(delivery_id)s, to_timestamp(%(kept_until_s)s::float8))
-ON CONFLICT (source, digest) DO UPDATE SET delivery_id = signed_requests.delivery_id
-RETURNING delivery_id
-
--- name: purge_signed
--- Webhook claims past their time (their signature is refused as stale by now), a batch at a time.
-DELETE FROM signed_requests s
- USING (SELECT source, digest FROM signed_requests
-         WHERE kept_until < now()
-         LIMIT %(limit)s
-           FOR UPDATE SKIP LOCKED) old
- WHERE (s.source, s.digest) = (old.source, old.digest)
+-- `purged`: the run that delivery id started was purged by the retention pass (issue 34; a claim of it is
+-- marked): it starts nothing again, whatever it was signed with.
+WITH claimed AS (
+    INSERT INTO signed_requests (source, digest, delivery_id, kept_until)
+    VALUES (%(source)s, %(digest)s, %(delivery_id)s, to_timestamp(%(kept_until_s)s::float8))
+    ON CONFLICT (source, digest) DO UPDATE SET delivery_id = signed_requests.delivery_id
+    RETURNING delivery_id
+)
+SELECT c.delivery_id,
+       EXISTS (SELECT 1 FROM signed_requests s
+                WHERE s.source = %(source)s AND s.delivery_id = c.delivery_id AND s.run_purged_at IS NOT NULL) AS purged
+  FROM claimed c
 
 -- name: ticket_event_runs
 -- The runs an event started, by its identifier: an agent found here is not started again (I20: durable
