@@ -129,11 +129,12 @@ class Sink(Protocol):
 
 
 async def write_lines(lines: AsyncIterator[dict[str, Any]], out: Sink) -> int:
-    """Write each line as it comes; how many. The writes run off the event loop (a gzip stream compresses
-    as it writes)."""
+    """Write each line as it comes; how many. Written on the loop, not in a thread: a write stopped
+    midway (the pass cancelled) must not go on in a thread while its file is closed and removed; a line
+    is a buffered write (a gzip stream compresses it as it goes), the durable part is `write_file`'s."""
     count = 0
     async for line in lines:
-        await asyncio.to_thread(out.write, encoded(line))
+        out.write(encoded(line))
         count += 1
     return count
 
@@ -141,21 +142,21 @@ async def write_lines(lines: AsyncIterator[dict[str, Any]], out: Sink) -> int:
 async def write_file(lines: AsyncIterator[dict[str, Any]], path: Path) -> int:
     """Write the lines to `path` (gzip when it ends .gz) whole or not at all: to a temporary name beside
     it, flushed and fsynced, then renamed over `path`, then the directory fsynced, so the name is durable.
-    On any failure the temporary file is removed and nothing is under `path` that was not there before."""
+    On any failure (a cancellation included) the temporary file is removed and nothing is under `path`
+    but what was there before, or (stopped while the rename was made) the whole file."""
     temp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.partial")
     try:
-        raw = await asyncio.to_thread(open, temp, "xb")  # x: never another's file
-        with raw:
-            with (
-                gzip.GzipFile(path.name, "wb", fileobj=raw)
-                if path.name.endswith(".gz")
-                else contextlib.nullcontext(raw) as out
-            ):
+        # Opened on the loop: opened in a thread, a cancellation meanwhile would leave it open.
+        with open(temp, "xb") as raw:  # noqa: ASYNC230 (x: never another's file)
+            gz = path.name.endswith(".gz")
+            with gzip.GzipFile(path.name, "wb", fileobj=raw) if gz else contextlib.nullcontext(raw) as out:
                 count = await write_lines(lines, out)
-            raw.flush()
-            await asyncio.to_thread(os.fsync, raw.fileno())
-        await asyncio.to_thread(os.replace, temp, path)
-        await asyncio.to_thread(_sync_directory, path.parent)
+            publish = asyncio.ensure_future(asyncio.to_thread(_publish, raw, temp, path))
+            try:
+                await asyncio.shield(publish)
+            except asyncio.CancelledError:
+                await asyncio.wait([publish])  # the thread finishes with the file before it is closed
+                raise
     except OSError as exc:
         temp.unlink(missing_ok=True)
         raise ExportFailed(str(path), str(exc)) from exc
@@ -163,6 +164,14 @@ async def write_file(lines: AsyncIterator[dict[str, Any]], path: Path) -> int:
         temp.unlink(missing_ok=True)
         raise
     return count
+
+
+def _publish(raw: IO[bytes], temp: Path, path: Path) -> None:
+    """The written file made durable, then given its name, then the name made durable."""
+    raw.flush()
+    os.fsync(raw.fileno())
+    os.replace(temp, path)
+    _sync_directory(path.parent)
 
 
 def _sync_directory(directory: Path) -> None:

@@ -23,7 +23,7 @@ ORDER BY finished_at, id LIMIT %(limit)s
 -- name: ended_of
 -- Of the given runs, those that ended, in (finished_at, id) order: a retention batch as it is written.
 SELECT id, finished_at FROM runs
- WHERE id = ANY (%(run_ids)s::uuid[]) AND finished_at IS NOT NULL
+ WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(%(run_ids)s)::uuid)) AND finished_at IS NOT NULL
  ORDER BY finished_at, id
 
 -- name: now
