@@ -94,3 +94,13 @@ class Conflict(RequestError):
 
 class Forbidden(RequestError):
     status = 403
+
+
+class ExportFailed(TicketIQError):
+    """Ended runs could not be written out (`views/run_export.py`); nothing was left under `path`, so a
+    retention pass deletes none of them."""
+
+    def __init__(self, path: str, why: str) -> None:
+        super().__init__(f"the export to {path} failed: {why}; nothing was written under that name")
+        self.path = path
+        self.why = why

@@ -3,6 +3,8 @@ of the tables a run fills whole, as the sweeps' statements are read in bench/sca
 
 from __future__ import annotations
 
+from typing import Any
+
 import psycopg
 import pytest
 
@@ -13,13 +15,18 @@ RUNS = 200_000
 # The tables 200,000 finished runs fill: a plan that reads one of them whole grows with the history.
 BIG = ("runs", "checkpoints", "calls", "transcripts", "audit_log", "run_attempts", "answers")
 LEADER = "plans-leader"
-STATEMENTS = {
+STATEMENTS: dict[str, dict[str, Any]] = {
     "retention.purgeable_runs": {"keep_s": 60.0, "limit": 1000},
     "retention.purge_runs": {"leader": LEADER, "keep_s": 60.0, "limit": 1000, "ids": None},
     "retention.purge_audit": {"leader": LEADER, "keep_s": 86400.0, "limit": 1000},
     "retention.purge_jobs": {"leader": LEADER, "keep_s": 86400.0, "limit": 1000},
-    "retention.purge_short_lived": {"leader": LEADER, "limit": 1000, "keys_s": 86400.0, "processes_s": 86400.0,
-                                    "runless_s": 604800.0},  # fmt: skip
+    "retention.purge_short_lived": {
+        "leader": LEADER,
+        "limit": 1000,
+        "keys_s": 86400.0,
+        "processes_s": 86400.0,
+        "runless_s": 604800.0,
+    },
     "retention.oldest": {},
     "retention.last_pass": {},
 }

@@ -399,7 +399,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _runs_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], api: argparse.ArgumentParser) -> None:
-    p_runs = sub.add_parser("runs", help="runs over the API (--url, --token): list, show, watch, stop, input")
+    p_runs = sub.add_parser(
+        "runs", help="runs over the API (--url, --token): list, show, watch, stop, input; export (from the database)"
+    )
     actions = p_runs.add_subparsers(dest="action", required=True)
     p_list = actions.add_parser("list", parents=[api], help="runs, newest first (a caller sees its own)")
     p_list.add_argument("--status", action="append", help="queued, running, waiting, ..., stopped; may repeat")
@@ -422,6 +424,18 @@ def _runs_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], api: 
     p_input.add_argument("run_id")
     p_input.add_argument("text")
     p_input.add_argument("--question", help="the question it answers (default: the oldest pending one)")
+    p_export = actions.add_parser(
+        "export", help="write the runs that ended in [--since, --until) as JSON Lines, read from the database "
+        "directly (no --url or --token): each line the run, its timeline, transcript and write ledger as the API "
+        "shows them; prints how many to stderr"
+    )  # fmt: skip
+    when = "ISO 8601 (UTC when no offset) or a span back from now: 30d, 12h, 90m, 2w"
+    p_export.add_argument("--since", required=True, help=f"ended at or after this time: {when}")
+    p_export.add_argument("--until", required=True, help=f"ended before this time: {when}")
+    p_export.add_argument(
+        "--out", type=Path, metavar="FILE", help="the file, written whole or not at all; gzip when it ends .gz "
+        "(default: stdout)"
+    )  # fmt: skip
 
 
 def _approvals_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], api: argparse.ArgumentParser) -> None:
@@ -487,6 +501,10 @@ def main(argv: list[str] | None = None) -> int:
             return jobs_command(settings, args)
         if args.command == "retention":
             return retention.command(settings, args)
+        if args.command == "runs" and args.action == "export":
+            from ticketiq.cli import export
+
+            return export.runs_export(settings, args.since, args.until, args.out)
         if args.command in ("runs", "approvals"):
             return client_command(settings, args)
     except Failed as exc:  # a right command that did not succeed

@@ -52,7 +52,7 @@ from ticketiq.intake.idempotency import request_hash
 from ticketiq.process import AppProcess
 from ticketiq.runtime import interpreter, release, stall
 from ticketiq.settings import Settings
-from ticketiq.storage.rows import Approval, TranscriptRow
+from ticketiq.storage.rows import Approval
 from ticketiq.storage.token_store import TokenStore
 from ticketiq.views.runs import RunViews
 
@@ -248,12 +248,7 @@ def _routes() -> APIRouter:
         found = await _views(request).transcript(str(run_id), after, limit, tokens.run_scope(reader))
         if found is None:
             return field_error(404, "path.run_id", f"no run {run_id}")
-        return {
-            "run_id": str(run_id),
-            "entries": [entry for r in found.rows for entry in _expand(r)],
-            # Written with the checkpoint, not yet to the transcript table (at most about a second).
-            "pending": [{"kind": e["kind"], **e["body"]} for e in found.pending],  # type: ignore[dict-item]
-        }
+        return found.body(str(run_id))
 
     @router.post("/v1/runs/{run_id}/input", status_code=202, response_model=InputTaken)
     async def give_input(
@@ -426,13 +421,6 @@ def _refuse_input(answered: Answered, answer: Answer, run_id: str) -> None:
     how = "by this token with another input" if verdict is Verdict.REUSED else "by another input"
     raise Conflict("body.question_id", f"question {question} of run {run_id} was answered already, {how}; "
                    "an input answers one question, once")  # fmt: skip
-
-
-def _expand(row: TranscriptRow) -> list[dict[str, Any]]:
-    """A transcript row holds one entry, or (kind `entries`) the several one statement wrote."""
-    if row.kind == "entries":
-        return [{"id": row.id, "at": row.at, "kind": e["kind"], **e["body"]} for e in row.body["entries"]]
-    return [{"id": row.id, "at": row.at, "kind": row.kind, **row.body}]
 
 
 def _approval(approval: Approval) -> dict[str, Any]:

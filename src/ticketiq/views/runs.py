@@ -11,20 +11,23 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ticketiq.auth import tokens
 from ticketiq.engine import resume
 from ticketiq.engine.engine import TERMINAL, Engine
 from ticketiq.metrics import Gauges
 from ticketiq.storage import synchrony
+from ticketiq.storage.database import Database
 from ticketiq.storage.process_store import ProcessStore
 from ticketiq.storage.retention_store import RetentionStore
-from ticketiq.storage.rows import AuditRow, LeftRun, RunStatus, TranscriptRow
+from ticketiq.storage.rows import AuditRow, LeftRun, RunRecord, RunStatus, TranscriptRow
 from ticketiq.storage.run_list_store import RunListStore
+from ticketiq.storage.run_store import RunStore
 from ticketiq.storage.timeline_store import TimelineStore
+from ticketiq.values import retention
 from ticketiq.views import run_list, timeline
 from ticketiq.views.follows import Follow
 from ticketiq.views.run_events import RECHECK_S, RunEvents
 from ticketiq.views.run_list import RunPage, RunQuery
-from ticketiq.values import retention
 from ticketiq.views.timeline_feed import TimelineFeed
 
 ENDED_SHOWN = 20  # processes that ended, in `processes()`
@@ -36,27 +39,82 @@ class Transcript:
     rows: list[TranscriptRow]
     pending: list[dict[str, object]]  # entries still riding in the checkpoint
 
+    def body(self, run_id: str) -> dict[str, Any]:
+        """As `GET /v1/runs/{id}/transcript` answers it."""
+        return {
+            "run_id": run_id,
+            "entries": [entry for r in self.rows for entry in _expand(r)],
+            # Written with the checkpoint, not yet to the transcript table (at most about a second).
+            "pending": [{"kind": e["kind"], **e["body"]} for e in self.pending],  # type: ignore[dict-item]
+        }
 
-class RunViews:
-    def __init__(self, engine: Engine, events: RunEvents | None = None) -> None:
-        self.engine = engine
-        self.store = engine.store
-        self.db = engine.deps.db
-        # Wakes followers of a run when its status changes (None: they poll).
-        self.events = events
-        self.timeline_store = TimelineStore(engine.deps.db)
-        # What the event streams of this process follow, read once for all of them (`timeline_feed.py`).
-        self.feed = TimelineFeed(self, events, TERMINAL)
+
+def _expand(row: TranscriptRow) -> list[dict[str, Any]]:
+    """A transcript row holds one entry, or (kind `entries`) the several one statement wrote."""
+    if row.kind == "entries":
+        return [{"id": row.id, "at": row.at, "kind": e["kind"], **e["body"]} for e in row.body["entries"]]
+    return [{"id": row.id, "at": row.at, "kind": row.kind, **row.body}]
+
+
+class RunReads:
+    """One run as the API shows it (the run, its transcript, its timeline), read from the database alone:
+    what `RunViews` answers with, and what an export writes with no engine (`run_export.py`)."""
+
+    def __init__(self, store: RunStore, db: Database) -> None:
+        self.store = store
+        self.db = db
+        self.timeline_store = TimelineStore(db)
+
+    async def _run(self, run_id: str, created_by: str | None) -> RunRecord | None:
+        # As `Engine.get_run`: another token's run is not there for a scoped reader.
+        run = await self.store.get(run_id)
+        return run if run is not None and tokens.may_read(run.created_by, created_by) else None
 
     async def transcript(self, run_id: str, after: int, limit: int, created_by: str | None = None) -> Transcript | None:
         """The run's transcript; `created_by` scopes it as `Engine.get_run` does."""
         if created_by is not None:
-            if await self.engine.get_run(run_id, created_by) is None:
+            if await self._run(run_id, created_by) is None:
                 return None
         elif await self.store.status(run_id) is None:
             return None
         rows = await self.store.transcript(run_id, after, limit)
         return Transcript(rows, await self.store.unflushed(run_id))
+
+    async def shown_run(self, run_id: str, scope: str | None) -> dict[str, Any] | None:
+        """The run as `GET /v1/runs/{id}` answers it, with what it waits for (I18); `scope` as `get_run`."""
+        run = await self._run(run_id, scope)
+        if run is None:
+            return None
+        waits = timeline.waited(await self.store.waiting_for(run_id)) if run.status == "waiting" else []
+        newer = run.status not in TERMINAL and resume.format_unknown(run.state_format, run.seal_format) is not None
+        if newer and await self.left_for_release(1, run_id):
+            # A newer release's checkpoint, and no process of that release lives: it waits for one.
+            waits = [timeline.waits_for_release(run.state_format, run.seal_format), *waits]
+        return timeline.run_view(run, waits)
+
+    async def left_for_release(self, limit: int, run_id: str | None = None) -> list[LeftRun]:
+        """Runs no live process can resume: a newer release wrote their checkpoints (resume.format_unknown)."""
+        known = (resume.THIS_RELEASE.state_format, resume.THIS_RELEASE.seal_format)
+        return await self.store.left_for_release(known, limit, run_id)
+
+    async def timeline(self, run_id: str, scope: str | None) -> dict[str, Any] | None:
+        """The run's timeline (`views/timeline.py`): {run, attempts, steps}; `scope` as `get_run`."""
+        run = await self.shown_run(run_id, scope)
+        return None if run is None else await self.timeline_of(run)
+
+    async def timeline_of(self, run: dict[str, Any]) -> dict[str, Any]:
+        """The timeline of a run read already (`shown_run`'s answer)."""
+        return timeline.assemble(run, await self.timeline_store.read(str(run["id"])))
+
+
+class RunViews(RunReads):
+    def __init__(self, engine: Engine, events: RunEvents | None = None) -> None:
+        super().__init__(engine.store, engine.deps.db)
+        self.engine = engine
+        # Wakes followers of a run when its status changes (None: they poll).
+        self.events = events
+        # What the event streams of this process follow, read once for all of them (`timeline_feed.py`).
+        self.feed = TimelineFeed(self, events, TERMINAL)
 
     async def wait_change(
         self, run_id: str, timeout_s: float, seen: str | None = None, until: Follow | None = None
@@ -102,28 +160,6 @@ class RunViews:
                 "left_for_newer_release": [run.view() for run in await self.left_for_release(LEFT_SHOWN)],
                 "database": (await synchrony.read(self.db)).view(),
                 "retention": retention.last_pass_view(await RetentionStore(self.db, None).last_pass())}  # fmt: skip
-
-    async def shown_run(self, run_id: str, scope: str | None) -> dict[str, Any] | None:
-        """The run as `GET /v1/runs/{id}` answers it, with what it waits for (I18); `scope` as `get_run`."""
-        run = await self.engine.get_run(run_id, scope)
-        if run is None:
-            return None
-        waits = timeline.waited(await self.engine.waiting_for(run_id)) if run.status == "waiting" else []
-        newer = run.status not in TERMINAL and resume.format_unknown(run.state_format, run.seal_format) is not None
-        if newer and await self.left_for_release(1, run_id):
-            # A newer release's checkpoint, and no process of that release lives: it waits for one.
-            waits = [timeline.waits_for_release(run.state_format, run.seal_format), *waits]
-        return timeline.run_view(run, waits)
-
-    async def left_for_release(self, limit: int, run_id: str | None = None) -> list[LeftRun]:
-        """Runs no live process can resume: a newer release wrote their checkpoints (resume.format_unknown)."""
-        known = (resume.THIS_RELEASE.state_format, resume.THIS_RELEASE.seal_format)
-        return await self.store.left_for_release(known, limit, run_id)
-
-    async def timeline(self, run_id: str, scope: str | None) -> dict[str, Any] | None:
-        """The run's timeline (`views/timeline.py`): {run, attempts, steps}; `scope` as `get_run`."""
-        run = await self.shown_run(run_id, scope)
-        return None if run is None else timeline.assemble(run, await self.timeline_store.read(run_id))
 
     async def gauges(self) -> Gauges:
         """The cluster's queues for `GET /metrics` (waiting runs, pending approvals, queued jobs)."""
