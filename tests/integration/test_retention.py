@@ -4,6 +4,8 @@ passes at once, and a dry run."""
 from __future__ import annotations
 
 import asyncio
+import gzip
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -11,13 +13,17 @@ from typing import Any
 
 import httpx
 import pytest
+from a2a.types.a2a_pb2 import GetTaskRequest, TaskState
+from a2a.utils.errors import TaskNotFoundError
 
 from tests.integration.test_api import until
+from tests.support.a2a_rig import a2a, message, send
 from tests.support.ended_runs import fill
 from tests.support.engine import engine_under_test, read_rows
 from tests.support.http import TLS, serving
 from ticketiq.entries.api import create_app
-from ticketiq.leader.retention import LeadershipLost, RetentionPass
+from ticketiq.leader.retention import LeadershipLost, RetentionPass, exporter_for
+from ticketiq.settings import Settings
 from ticketiq.storage.database import Database
 from ticketiq.values.retention import Policy
 
@@ -195,3 +201,58 @@ async def test_a_policy_of_zero_keeps_for_ever_and_the_short_lived_rows_follow_t
     audit_only = RetentionPass(db, Policy(runs_s=0, audit_s=86400, jobs_s=0, keys_s=86400, batch=4), "test-pass")
     assert (await audit_only.run()).deleted["audit_log"] == 6  # in batches of 4: its own clock, the runs kept
     assert (await read_rows(db_url, "SELECT count(*) AS n FROM runs"))[0]["n"] == 3
+
+
+async def test_a_purged_a2a_task_is_not_found_as_the_protocol_says(db_url: str, tmp_path: Path, db: Database) -> None:
+    async with a2a(db_url, tmp_path, retention_every=3600.0) as s, s.client() as client:
+        task = await send(client, message("check OPS-1", "m-1"))
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
+        await asyncio.sleep(0.3)
+        assert (await a_pass(db, keep_s=0.1).run()).deleted["a2a_tasks"] == 1
+        with pytest.raises(TaskNotFoundError):
+            await client.get_task(GetTaskRequest(id=task.id))
+
+
+async def test_the_export_is_written_and_fsynced_before_its_runs_are_deleted(
+    db_url: str, tmp_path: Path, db: Database
+) -> None:
+    await fill(db_url, 25, ago_s=60)
+    folder = tmp_path / "exported"
+    policy = Policy(runs_s=30, audit_s=0, jobs_s=0, keys_s=86400, batch=10)
+
+    async def broken(ids: list[str]) -> tuple[str | None, list[str]]:
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        await RetentionPass(db, policy, "test-pass", exporter=broken).run()
+    assert (await read_rows(db_url, "SELECT count(*) AS n FROM runs"))[0]["n"] == 25  # nothing deleted
+
+    settings = Settings(database_url=db_url, retention_export_dir=folder)
+    done = await RetentionPass(db, policy, "test-pass", exporter=exporter_for(db, settings)).run()
+    assert done.deleted["runs"] == 25 and len(done.exported) == 3  # batches of 10, 10 and 5
+    lines = []
+    for path in done.exported:
+        with gzip.open(path, "rt") as written:
+            lines += [json.loads(line) for line in written]
+    assert len(lines) == 25 and {line["run"]["status"] for line in lines} == {"succeeded"}
+    assert {"run", "timeline", "transcript", "writes"} <= set(lines[0])
+    assert sorted(p.name for p in folder.iterdir()) == sorted(Path(p).name for p in done.exported)  # no temp left
+    assert (await read_rows(db_url, "SELECT count(*) AS n FROM runs"))[0]["n"] == 0
+
+
+async def test_an_idempotency_key_that_pointed_at_a_purged_run_goes_with_it(
+    db_url: str, tmp_path: Path, db: Database
+) -> None:
+    async with serving_api(db_url, tmp_path) as client:
+        asking = (await client.post("/v1/runs", json={"agent": "asker", "input": "deploy OPS-9",
+                                                      "may_wait": True})).json()["id"]  # fmt: skip
+        waiting = await until(client, asking, "waiting")
+        given = await client.post(f"/v1/runs/{asking}/input", json={"text": "prod"},
+                                  headers={"Idempotency-Key": "input-1"})  # fmt: skip
+        assert given.status_code == 202, given.text
+        await until(client, asking, "succeeded")
+        keys = await read_rows(db_url, "SELECT run_id::text FROM idempotency_keys WHERE key = 'input-1'")
+        assert keys == [{"run_id": asking}] and waiting["status"] == "waiting"
+        await asyncio.sleep(KEEP_S + 0.5)
+        assert (await a_pass(db).run()).deleted["idempotency_keys"] == 1
+    assert await read_rows(db_url, "SELECT key FROM idempotency_keys") == []

@@ -485,3 +485,28 @@ async def test_the_leader_purges_webhook_claims_past_their_window_and_keeps_tick
         await Sweeper(s.h.engine, db_url).prune()
     left = await read_rows(db_url, "SELECT source, delivery_id FROM signed_requests ORDER BY delivery_id")
     assert left == [{"source": "jira", "delivery_id": "ev-1"}, {"source": "trigger:deploys", "delivery_id": "p-2"}]
+
+
+async def test_a_signed_delivery_sent_again_after_its_run_was_purged_is_refused_and_starts_nothing(
+    db_url: str, tmp_path: Path
+) -> None:
+    async with site(db_url, tmp_path, retention_runs=1.0, retention_every=3600.0) as s:
+        assert (await s.declare()).status_code == 201
+        first = signed(SECRET, "p-9")
+        made = await s.deliver("deploys", first)
+        assert made.status_code == 202
+        run_id = made.json()["run_id"]
+        await s.run(run_id, "succeeded")
+        await asyncio.sleep(1.5)
+        report = await Sweeper(s.h.engine, db_url).prune()
+        assert report.deleted["runs"] == 1 and report.deleted["signed_requests_marked"] == 1
+        assert (await s.client.get(f"/v1/runs/{run_id}", headers=s.admin)).status_code == 404
+        # The very same request again (a replay, inside the signature's window), and the delivery re-signed.
+        for headers in (first, signed(SECRET, "p-9")):
+            again = await s.deliver("deploys", headers)
+            assert again.status_code == 409, again.text
+            assert again.json()["detail"][0]["loc"] == ["header", "X-TicketIQ-Delivery"]
+        # The same content under another delivery id is the replay it always was.
+        replayed = await s.deliver("deploys", {**first, "X-TicketIQ-Delivery": "p-10"})
+        assert replayed.status_code == 409
+    assert (await read_rows(db_url, "SELECT count(*) AS n FROM runs"))[0]["n"] == 0

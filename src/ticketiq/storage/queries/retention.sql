@@ -33,7 +33,7 @@ SELECT r.id
 -- (TICKETIQ_RETENTION_AUDIT), no longer naming it by run_id (the id stays in its detail as `purged_run`);
 -- an Idempotency-Key that pointed at the run goes with it; the claim of the signed delivery that started
 -- it is marked, so that the same delivery is refused while its signature is valid. `%(ids)s`: only these
--- runs (those the export wrote), or NULL for the batch the policy makes due. Every condition of
+-- runs (a JSON list) (those the export wrote), or NULL for the batch the policy makes due. Every condition of
 -- `purgeable_runs` is checked again under the row lock.
 WITH fence AS (
     SELECT %(leader)s::text IS NULL
@@ -45,7 +45,7 @@ WITH fence AS (
      WHERE fence.ok
        AND r.finished_at IS NOT NULL AND r.held_at IS NULL
        AND r.finished_at < now() - make_interval(secs => %(keep_s)s)
-       AND (%(ids)s::uuid[] IS NULL OR r.id = ANY (%(ids)s::uuid[]))
+       AND (%(ids)s::jsonb IS NULL OR r.id = ANY (ARRAY(SELECT jsonb_array_elements_text(%(ids)s::jsonb)::uuid)))
        AND r.status IN ('succeeded', 'failed', 'interrupted', 'stopped')
        AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_run_id = r.id)
        AND NOT EXISTS (SELECT 1 FROM answers a
