@@ -17,6 +17,7 @@ short-lived rows, each past its policy (values/retention.py), deleted in bounded
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
     from ticketiq.settings import Settings
 
 log = logging.getLogger(__name__)
+
+# How long a pass stopped by a cancellation may take to record so, at most.
+END_RECORD_S = 2.0
 
 # Writes the given ended runs to a file, fsynced, and returns its path (None: none was written) and the runs
 # it wrote, which are the ones then deleted (views/run_export.py).
@@ -97,15 +101,24 @@ class RetentionPass:
                     pass
             else:
                 await self._purge(record, report, export=self.exporter is not None)
-        except BaseException as exc:
-            report.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            raise
-        finally:
+        except asyncio.CancelledError:
+            # The leader stepped down or the process stops: the record says so, within a moment, and the
+            # cancellation goes on (never left running detached while the pool closes under it).
+            report.error = "stopped: the process no longer leads, or it stops"
             report.seconds = time.monotonic() - started
-            await asyncio.shield(record.end_pass(pass_id, report.deleted, report.exported, report.error))
-            if self.metrics is not None and not dry_run:
-                oldest = await RetentionStore(self.db, None).oldest()
-                self.metrics.retention_pass(report.seconds, report.deleted, oldest)
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(END_RECORD_S):
+                    await record.end_pass(pass_id, report.deleted, report.exported, report.error)
+            raise
+        except Exception as exc:
+            report.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            report.seconds = time.monotonic() - started
+            await record.end_pass(pass_id, report.deleted, report.exported, report.error)
+            raise
+        report.seconds = time.monotonic() - started
+        await record.end_pass(pass_id, report.deleted, report.exported, report.error)
+        if self.metrics is not None and not dry_run:
+            self.metrics.retention_pass(report.seconds, report.deleted, await record.oldest())
         return report
 
     async def _purge(self, store: RetentionStore, report: PassReport, export: bool) -> None:
@@ -162,6 +175,9 @@ class Keeper:
 
     async def run(self) -> None:
         while True:
+            # The interval first: a process that just became leader (a restart, a failover) does not add a
+            # pass to its start; a pass that finds much due catches up in batches all the same.
+            await asyncio.sleep(self.every_s)
             try:
                 self.last = await self.make().run()
                 if any(self.last.deleted.values()):
@@ -171,7 +187,6 @@ class Keeper:
                 return
             except Exception:
                 log.exception("retention pass failed; trying again in %.0f s", self.every_s)
-            await asyncio.sleep(self.every_s)
 
 
 def exporter_for(db: Database, settings: Settings) -> Exporter | None:
