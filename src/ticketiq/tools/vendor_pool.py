@@ -22,12 +22,13 @@ the raw headers and the body read whole (nothing in TicketIQ streams a response)
   expiry is the httpx timeout of its phase, and every failure is the httpx error its transport gives
   (ConnectError, RemoteProtocolError, ReadError, UnsupportedProtocol), chained to aiohttp's.
 - I3, I14: a request's last check (the `BEFORE_WRITE` extension: its lease and its write's window) runs
-  inside the first `transport.write` of its bytes, in the same call stack and with no await between the
-  check and the socket's send (`_LastMoment`). Run any earlier (when the connection left the pool, as it
-  once was), a process frozen (SIGSTOP, a paused VM) after the check and let go on after the write's
-  window still sent the write: the body is written by a task of its own a loop turn later, and nothing
-  looked at the clock again. The stall watch (runtime/stall.py) is asked at the same instant. Refused,
-  nothing of the request was written: the connection is dropped and the check's exception comes out as
+  inside each `transport.write` of its bytes, in the same call stack and with no await between the check
+  and the socket's send (`_LastMoment`). Run any earlier (when the connection left the pool, as it once
+  was), a process frozen (SIGSTOP, a paused VM) after the check and let go on after the write's window
+  still sent the write: the body is written by a task of its own a loop turn later, and nothing looked
+  at the clock again. Each write, not only the first: a request cut off before its last byte is one its
+  vendor never takes. The stall watch (runtime/stall.py) is asked at the same instants. Refused, the
+  connection is aborted (a request it began is never finished) and the check's exception comes out as
   raised. A request still queued for a connection is not checked here.
 - I9: aiohttp sends a request again, once, on a new connection when the server closed a kept-alive one
   under it (for GET, PUT, DELETE, ...). That is turned off, and a second connect for the same request is
@@ -83,7 +84,8 @@ class _Exchange:
     """One request's state, seen by the connector through `_EXCHANGE` (connect runs in the request's task)."""
 
     __slots__ = (
-        "check", "connected", "faults", "pool_s", "refused", "request", "write_s", "write_stalled", "write_timer",
+        "check", "connected", "faults", "guard", "pool_s", "refused", "request", "write_s", "write_stalled",
+        "write_timer",
     )  # fmt: skip
 
     def __init__(
@@ -92,7 +94,8 @@ class _Exchange:
         self.request = request
         self.check: LastCheck | None = request.extensions.get(BEFORE_WRITE)
         self.faults = faults
-        self.refused: BaseException | None = None  # what the last check raised: nothing was written
+        self.refused: BaseException | None = None  # what the last check raised: the request was cut off
+        self.guard: _LastMoment | None = None  # on the connection's transport while the request is written
         self.pool_s = pool_s
         self.write_s = write_s  # None: no bound, or no body to write
         self.connected = False  # a connection came from the pool: from here bytes may go
@@ -161,20 +164,23 @@ class _Connector(aiohttp.TCPConnector):
 
 
 class _LastMoment(asyncio.Transport):
-    """A connection's transport while its request has written nothing: the first write (or writelines)
-    runs the request's last check in its own call stack, just before the socket's send, then puts the
-    connection's own transport back so that the rest goes straight (I3, I14). Everything else passes
-    through."""
+    """A connection's transport while its request is being written: each write (or writelines) runs the
+    request's last check in its own call stack, just before the socket's send (I3, I14). Everything else
+    passes through. The request's end puts the connection's own transport back (`unwrap`)."""
 
     def __init__(self, transport: asyncio.Transport, protocol: ResponseHandler, exchange: _Exchange) -> None:
         super().__init__()
         self.bare = transport
         self._protocol = protocol
         self._exchange = exchange
+        exchange.guard = self
+
+    def unwrap(self) -> None:
+        if self._protocol.transport is self:
+            self._protocol.transport = self.bare
 
     def _last_check(self) -> None:
         exchange = self._exchange
-        self._protocol.transport = self.bare
         try:
             if exchange.faults is not None:
                 exchange.faults.hit("before_write")  # the kill trials' and the tests' freeze lands here
@@ -183,7 +189,7 @@ class _LastMoment(asyncio.Transport):
                 exchange.check()
         except BaseException as exc:
             exchange.refused = exc
-            self.bare.abort()  # not a byte of this request was written, but aiohttp began it: not reused
+            self.bare.abort()  # what of the request went is never finished; aiohttp began it: not reused
             raise
 
     def write(self, data: Any) -> None:
@@ -417,6 +423,8 @@ class VendorTransport(httpx.AsyncBaseTransport):
         finally:
             if exchange.write_timer is not None:
                 exchange.write_timer.cancel()
+            if exchange.guard is not None:
+                exchange.guard.unwrap()
             _EXCHANGE.reset(token)
         reason = (answer.reason or "").encode("latin-1", "replace")
         return httpx.Response(
