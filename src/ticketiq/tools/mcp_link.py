@@ -370,6 +370,7 @@ def _at_write(check: Callable[[], None]) -> Callable[[str, dict[str, Any]], Awai
 
     async def trace(event: str, info: dict[str, Any]) -> None:
         if event.endswith((".send_request_headers.started", ".send_request_body.started")):
+            stall.check()  # as the request hook does: a process that stalled past its leases sends nothing
             check()
 
     return trace
