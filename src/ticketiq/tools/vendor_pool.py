@@ -70,8 +70,8 @@ from ticketiq.runtime.faults import Faults
 # idle connection before the far end does (a request racing the far end's close fails without an answer).
 KEEPALIVE_S = 50.0
 
-# The request extension holding its last check: called with no argument as its first byte is written; it
-# raises to send nothing (tools/http.py: the lease and the write's window).
+# The request extension holding its last check: called with no argument as each write of its bytes goes to
+# the socket; it raises to send nothing more (tools/http.py: last_check, the lease and the write's window).
 BEFORE_WRITE = "ticketiq.before_write"
 
 # Headers aiohttp would add or replace; httpx already wrote the ones it means to send.
@@ -132,7 +132,7 @@ class _Connector(aiohttp.TCPConnector):
         exchange.connected = True
         protocol = conn.protocol
         if protocol is not None and protocol.transport is not None:
-            # I3, I14: checked as its first byte is written, not now: a loop turn or more lies between.
+            # I3, I14: checked as its bytes are written, not now: a loop turn or more lies between.
             protocol.transport = _LastMoment(_bare(protocol.transport), protocol, exchange)
         if exchange.write_s is not None and conn.protocol is not None:
             exchange.write_timer = asyncio.get_running_loop().call_later(
@@ -244,7 +244,7 @@ class _LastMoment(asyncio.Transport):
 
 
 def _bare(transport: asyncio.Transport) -> asyncio.Transport:
-    """The connection's own transport (a request that ended before it wrote left its wrapper on it)."""
+    """The connection's own transport: a wrapper is taken off as its request ends, and never wrapped twice."""
     return transport.bare if isinstance(transport, _LastMoment) else transport
 
 
