@@ -153,7 +153,8 @@ class AppProcess:
                              settings.lease_margin_s, limits)  # fmt: skip
         # Every outbound request names this process (vendors log it) and is refused once it stalled.
         # One pool per host, sized to the calls in flight (issue 19): it neither scans nor churns.
-        http = httpx.AsyncClient(transport=VendorTransport(settings.vendor_connections),
+        faults = Faults(settings.fault_point, settings.fault_after)
+        http = httpx.AsyncClient(transport=VendorTransport(settings.vendor_connections, faults=faults),
                                  timeout=settings.http_timeout_s, headers={"User-Agent": user_agent()},
                                  event_hooks={"request": [stall.before_request]})  # fmt: skip
         # The model's steps on a pool of the same kind, sized apart: a thousand runs may wait on the model
@@ -163,7 +164,7 @@ class AppProcess:
         deps = EngineDeps(
             db=db, settings=settings, registry=registry, catalog=agents.Catalog(agents={}), model=model,
             keys=keys, keeper=keeper, holder=holder, http=http,
-            faults=Faults(settings.fault_point, settings.fault_after), gate_watch=GateWatch(target.url, limits),
+            faults=faults, gate_watch=GateWatch(target.url, limits),
             metrics=Metrics(), store=RunStore(db), gates=GateStore(db),
         )  # fmt: skip
         engine = Engine(deps)

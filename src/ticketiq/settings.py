@@ -342,7 +342,7 @@ class Settings:
     fault_point: str | None = _setting(
         None,
         "TESTS ONLY, off by default: the process SIGKILLs itself at this point (after_checkpoint, "
-        "after_mark, after_send, before_answer, before_hand_on).",
+        "after_mark, after_send, before_answer, before_hand_on, before_write).",
     )
     fault_after: int = _setting(1, "TESTS ONLY: the fault fires at the Nth time its point is reached.")
 

@@ -211,3 +211,23 @@ async def test_a_calls_request_is_not_sent_once_its_lease_is_lost_before_its_byt
         assert counter.calls == []  # the server never got it
         # The next call waits for the session opened anew, and goes out on it.
         assert (await call(registry, "counter__bump", {"amount": 2})).result == {"count": 2}
+
+
+async def test_a_calls_request_is_checked_again_as_its_bytes_are_written_after_the_request_hook() -> None:
+    """I3, I14 as the bytes go: between the request hook and the write lie the wait for a pooled connection,
+    the connect and a TLS handshake, where a process may be stopped. The call's check runs again right
+    before the request's head is written (httpcore's trace): lost by then, the server never gets it."""
+    counter = Counter()
+    async with serve_http(counter) as url, linked({"counter": {"url": url}}) as (_servers, registry):
+        checks = 0
+
+        def lost_after_the_hook() -> None:
+            nonlocal checks
+            checks += 1
+            if checks > 2:  # passed when handed over and in the request hook; lost as the head is written
+                raise LeaseLost("r1", "the lease lapsed while the process was stopped")
+
+        with pytest.raises(LeaseLost):
+            await call(registry, "counter__bump", {"amount": 1}, before_send=lost_after_the_hook)
+        assert counter.calls == []  # the server never got it
+        assert (await call(registry, "counter__bump", {"amount": 2})).result == {"count": 2}

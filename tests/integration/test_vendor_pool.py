@@ -22,7 +22,7 @@ from ticketiq.errors import LeaseLost
 from ticketiq.settings import Settings
 from ticketiq.tools.base import CallContext
 from ticketiq.tools.http import Send, VendorFailed, request
-from ticketiq.tools.vendor_pool import VendorTransport
+from ticketiq.tools.vendor_pool import BEFORE_WRITE, VendorTransport
 
 
 class Vendor:
@@ -36,6 +36,7 @@ class Vendor:
         self.accepted = 0
         self.requests: list[tuple[int, str]] = []  # (connection, path) as they arrived
         self.heads: list[bytes] = []
+        self.whole: list[str] = []  # paths of the requests whose bodies came in whole
         self.open: dict[int, asyncio.StreamWriter] = {}
         self.idle: set[int] = set()
         self._gates: dict[str, asyncio.Event] = {}
@@ -83,6 +84,7 @@ class Vendor:
                 self.heads.append(head)
                 length = next((int(v) for k, _, v in _fields(head) if k.lower() == b"content-length"), 0)
                 await reader.readexactly(length)
+                self.whole.append(path)
                 await self._answer(number, path, reader, writer)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client closed the connection
@@ -404,7 +406,9 @@ async def test_a_gzip_encoded_answer_is_decoded_once_by_httpx(vendor: Vendor, po
     assert b"gzip" in next(v for k, _, v in _fields(vendor.heads[-1]) if k.lower() == b"accept-encoding")
 
 
-async def test_the_lease_check_runs_after_the_connection_came_from_the_pool(vendor: Vendor) -> None:
+async def test_the_lease_check_runs_as_the_first_byte_is_written_after_the_connection_came_from_the_pool(
+    vendor: Vendor,
+) -> None:
     pooled = Pooled(vendor, limit=1)
     async with pooled.client:
         await pooled.get("/ok")
@@ -415,7 +419,7 @@ async def test_the_lease_check_runs_after_the_connection_came_from_the_pool(vend
 
         ctx = CallContext("run-1", "probe", {}, "k", pooled.client, Settings(), before_send)
         await request(ctx, "probe", "GET", "/ok", send=Send.READ)
-        # Checked once before the request, idle connection on the stack; then at the last moment, taken.
+        # Checked once before the request, idle connection on the stack; then as its bytes go out, taken.
         assert seen == [(1, 1), (1, 0)]
 
         held = asyncio.create_task(pooled.get("/hold/a"))
@@ -438,9 +442,37 @@ async def test_the_lease_check_runs_after_the_connection_came_from_the_pool(vend
             await sending
         assert checks == 2
         assert [path for _, path in vendor.requests] == ["/ok", "/ok", "/hold/a"]  # the write was never sent
-        assert pooled.counts() == (1, 1)  # its connection went back unused: the slot is not leaked
-        assert await pooled.get("/ok") == 1
-        assert vendor.accepted == 1
+        # aiohttp had begun the request on it, so its connection is closed rather than reused: not leaked.
+        await wait_until(lambda: pooled.counts() == (0, 0))
+        assert await pooled.get("/ok") == 2
+        assert [path for _, path in vendor.requests] == ["/ok", "/ok", "/hold/a", "/ok"]
+
+
+async def test_a_request_refused_between_two_of_its_writes_is_cut_off_and_never_whole_at_the_vendor(
+    vendor: Vendor,
+) -> None:
+    """I3, I14: the last check runs at each write of a request's bytes, not only the first: a body written
+    in slices (past 1 MiB) whose lease is lost after its first slice went is cut off there, and a request
+    that never arrived whole is one the vendor never takes."""
+    pooled = Pooled(vendor, limit=1)
+    async with pooled.client:
+        writes = 0
+
+        def lost_after_the_first_slice() -> None:
+            nonlocal writes
+            writes += 1
+            if writes == 2:
+                raise LeaseLost("run-1", "taken over while the body was being written")
+
+        with pytest.raises(LeaseLost):
+            await pooled.client.post(
+                "/write", content=b"x" * (3 << 20), extensions={BEFORE_WRITE: lost_after_the_first_slice}
+            )
+        assert writes == 2
+        await wait_until(lambda: not vendor.open)  # the connection was aborted under the half-sent request
+        assert [path for _, path in vendor.requests] == ["/write"]  # its head came...
+        assert vendor.whole == []  # ...its body never did
+        assert pooled.counts() == (0, 0)
 
 
 async def test_closing_the_client_closes_every_socket_idle_or_in_use(vendor: Vendor) -> None:

@@ -39,7 +39,8 @@ from a2a.utils.errors import A2AError, TaskNotFoundError
 
 from ticketiq.settings import Settings
 from ticketiq.tools.base import CallContext, Outcome, ReadBack, Tool, ToolClass
-from ticketiq.tools.http import VendorFailed, _last_moment
+from ticketiq.tools.http import VendorFailed, last_check
+from ticketiq.tools.vendor_pool import BEFORE_WRITE
 
 VENDOR = "remote agent"
 T = TypeVar("T")
@@ -268,7 +269,7 @@ class _CallHttp:
     def build_request(self, method: str, url: str, **kwargs: Any) -> httpx.Request:
         headers = httpx.Headers(self.headers)
         headers.update(kwargs.pop("headers", None) or {})
-        extensions = {"trace": _last_moment(self._ctx)}
+        extensions = {BEFORE_WRITE: last_check(self._ctx)}
         return self._ctx.http.build_request(method, url, headers=headers, extensions=extensions, **kwargs)
 
     async def send(self, request: httpx.Request, *, stream: bool = False) -> httpx.Response:

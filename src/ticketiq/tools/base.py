@@ -68,9 +68,9 @@ class CallContext:
     key: str
     http: httpx.AsyncClient
     settings: Settings
-    # Called before every request the adapter sends, at the last moment before its bytes go out (after
-    # the connection came from the pool): raises LeaseLost once the lease deadline passed or the write's
-    # window closed (I3, I14), so no write leaves the process after it may have been taken over.
+    # Called before every request the adapter sends, and again as its bytes are written (tools/http.py:
+    # last_check, which adds the write's window, I14): raises LeaseLost once the lease was lost or its
+    # deadline passed (I3), so no write leaves the process after it may have been taken over.
     before_send: Callable[[], None] = lambda: None
     # A write's window (I14); None for reads and readers.
     window: SendWindow | None = None

@@ -6,9 +6,10 @@
   writes only (the vendor dedupes on our key). A plain write is never resent: its outcome is
   `uncertain`, and the engine settles it (I9).
 - A failure to connect is retried for every kind: nothing reached the vendor.
-- `ctx.before_send()` runs at the last moment before each try's bytes are sent, after its connection
-  came from the pool (the trace hook, fired by tools/vendor_pool.py), so no request leaves after the lease
-  deadline (I3).
+- Each try's last check (`last_check`: the lease, `ctx.before_send()`, and a write's window) runs as its
+  first byte is written, in the call stack of the socket's send (tools/vendor_pool.py), so no request
+  leaves after the lease deadline (I3) nor a write after its window (I14), even from a process that was
+  frozen between its earlier checks and that write and let go on later.
 - A write's tries fit its window (I14): none starts after the budget or the lease deadline it had at
   its mark, and each is cut off when the budget ends, so the mark bounds how long it can be in flight.
 """
@@ -19,7 +20,7 @@ import asyncio
 import email.utils
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -28,11 +29,8 @@ import httpx
 
 from ticketiq.errors import ToolError
 from ticketiq.tools.base import CallContext, Outcome
+from ticketiq.tools.vendor_pool import BEFORE_WRITE
 from ticketiq.values.json_depth import too_deep
-
-# httpcore's name (VendorTransport fires it too) for the moment the connection is ready and the request line
-# is next.
-_SENDING = "send_request_headers.started"
 
 
 class Send(StrEnum):
@@ -92,8 +90,12 @@ async def request(
             async with asyncio.timeout(timeout):  # the whole try, not only each phase of it
                 response = await ctx.http.request(
                     method, url, headers=headers, json=json, params=params, timeout=timeout,
-                    extensions={"trace": _last_moment(ctx, sending)},
+                    extensions={BEFORE_WRITE: last_check(ctx, sending)},
                 )  # fmt: skip
+        except WindowClosed as exc:
+            # Its window closed while it waited for a connection or was frozen: nothing of this try left.
+            raise _failed(f"{vendor}: the write's budget was spent before its bytes could leave",
+                          uncertain=reached) from exc  # fmt: skip
         except (httpx.TransportError, TimeoutError) as exc:
             if _not_sent(exc, sending):
                 # Nothing of this try left (no connection, or the try's bound ended while it waited for
@@ -153,16 +155,26 @@ class Sending:
         self.started = False
 
 
-def _last_moment(ctx: CallContext, sending: Sending | None = None) -> Callable[[str, dict[str, Any]], Awaitable[None]]:
-    """The transport's trace hook: the lease check (I3) right before the request's bytes are sent."""
+class WindowClosed(VendorFailed):
+    """A write's window (I14) closed before a byte of its try was written: nothing of that try was sent."""
 
-    async def trace(event: str, info: dict[str, Any]) -> None:
-        if event.endswith(_SENDING):
-            ctx.before_send()
-            if sending is not None:
-                sending.started = True
+    def __init__(self, run_id: str) -> None:
+        super().__init__(Outcome(ok=False, error=f"run {run_id}: the write's window closed before it was sent"))
 
-    return trace
+
+def last_check(ctx: CallContext, sending: Sending | None = None) -> Callable[[], None]:
+    """A request's last check, run by the transport as its first byte is written, with no await before the
+    socket's send (tools/vendor_pool.py: BEFORE_WRITE): the lease (I3) and, for a write, its window (I14),
+    which a read-back waits out on the database clock; a write let through here left before it closed."""
+
+    def check() -> None:
+        ctx.before_send()
+        if ctx.window is not None and not ctx.window.may_send(time.monotonic()):
+            raise WindowClosed(ctx.run_id)
+        if sending is not None:
+            sending.started = True
+
+    return check
 
 
 def message_of(body: Any) -> str:

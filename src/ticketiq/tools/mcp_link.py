@@ -40,9 +40,10 @@ from ticketiq.values.mcp_servers import Hints, ServerSpec
 
 log = logging.getLogger(__name__)
 
-# The lease check of the call whose request is being sent. The SDK sends each request from a task that runs
-# in its sender's context (its write stream keeps the sender's contextvars), so the HTTP request hook reads
-# the check of exactly the call it is about to send: the last moment before its bytes go out, as for vendors.
+# The last check of the call whose request is being sent (its lease and its write's window). The SDK sends each
+# request from a task that runs in its sender's context (its write stream keeps the sender's contextvars), so
+# the HTTP request hook reads the check of exactly the call it is about to send, and hands it to the request's
+# trace: it runs again right before the head and the body are written (`_at_write`), as for vendors.
 _SENDING_CHECK: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
     "mcp_sending_check", default=None
 )
@@ -124,18 +125,22 @@ class McpLink:
 
     async def call(
         self, tool: str, args: dict[str, Any], timeout_s: float, lost: asyncio.Event | None,
-        before_send: Callable[[], None],
+        before_send: Callable[[], None], before_write: Callable[[], None] | None = None,
     ) -> types.CallToolResult:  # fmt: skip
         """One `tools/call`. Raises NotSent when nothing reached the server; MCPError when the server
         answered an error or the answer never came (timed out, the session closed); the fence's
-        exception (from `before_send`) when the lease is lost before or while it is in flight."""
+        exception (from `before_send`) when the lease is lost before or while it is in flight.
+        `before_write`: the check as the request's bytes are written (a write's window as well as its
+        lease, tools/http.py: last_check); `before_send` when None. A failure after it refused is an
+        MCPError all the same, unless the lease is lost: whether a byte went is not told apart."""
         ends = time.monotonic() + timeout_s
         try:
-            return await self._call_once(tool, args, timeout_s, lost, before_send)
+            return await self._call_once(tool, args, timeout_s, lost, before_send, before_write)
         except Forgotten:
             # The server never took it (a 404 to our session id): sent once more on the session opened now.
             await self._ready_again(ends - time.monotonic())
-            return await self._call_once(tool, args, max(0.0, ends - time.monotonic()), lost, before_send)
+            left = max(0.0, ends - time.monotonic())
+            return await self._call_once(tool, args, left, lost, before_send, before_write)
 
     async def _ready_again(self, wait_s: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -145,7 +150,7 @@ class McpLink:
 
     async def _call_once(
         self, tool: str, args: dict[str, Any], timeout_s: float, lost: asyncio.Event | None,
-        before_send: Callable[[], None],
+        before_send: Callable[[], None], before_write: Callable[[], None] | None,
     ) -> types.CallToolResult:  # fmt: skip
         if self.state is LinkState.CONNECTING or self._reopen.is_set():
             await self._ready_again(min(timeout_s, OPEN_TIMEOUT_S))  # a session being opened: wait for it
@@ -154,7 +159,7 @@ class McpLink:
             state = "opening a new session" if self.state is LinkState.READY else self.state.value
             raise NotSent(f"MCP server {self.name} is {state}" + (f": {self.error}" if self.error else ""))
         before_send()  # I3: the lease checked before the request is handed to the SDK, and again as it goes out
-        marked = _SENDING_CHECK.set(before_send)
+        marked = _SENDING_CHECK.set(before_write or before_send)
         try:  # the task takes a copy of this context, with the check, and so does the request it sends
             sending = asyncio.ensure_future(session.call_tool(tool, args, read_timeout_seconds=timeout_s))
         finally:
@@ -347,11 +352,28 @@ class McpLink:
 
 
 async def _last_moment(request: httpx2.Request) -> None:
-    """An httpx2 request hook: the lease of the call this request carries, checked as it goes out. Raising
-    sends nothing; the SDK then ends the session, and the link opens a new one."""
+    """An httpx2 request hook: the check of the call this request carries, before the request takes a
+    connection, and handed to its trace for the moments its bytes are written. Raising sends nothing (or
+    cuts the request off before its body, which the server then never takes); the SDK then ends the
+    session, and the link opens a new one."""
     check = _SENDING_CHECK.get()
     if check is not None:
         check()
+        request.extensions["trace"] = _at_write(check)
+
+
+def _at_write(check: Callable[[], None]) -> Callable[[str, dict[str, Any]], Awaitable[None]]:
+    """httpcore's trace, which it awaits right before it writes the request's head, and again its body: the
+    connect, a TLS handshake and a wait for a pooled connection all lie before these, and nothing suspends
+    between them and the socket's send (unless the socket pushes back), so a process frozen after the hook's
+    check and let go on later is checked again here (I3, I14)."""
+
+    async def trace(event: str, info: dict[str, Any]) -> None:
+        if event.endswith((".send_request_headers.started", ".send_request_body.started")):
+            stall.check()  # as the request hook does: a process that stalled past its leases sends nothing
+            check()
+
+    return trace
 
 
 def _describe(exc: BaseException) -> str:

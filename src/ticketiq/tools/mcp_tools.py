@@ -25,6 +25,7 @@ from mcp import types
 from mcp.shared.exceptions import MCPError
 
 from ticketiq.tools.base import CallContext, Outcome, Registry, Tool, ToolClass
+from ticketiq.tools.http import last_check
 from ticketiq.tools.mcp_link import ListedTool, McpLink, NotSent
 from ticketiq.tools.registry import guarded
 from ticketiq.values.mcp_servers import SEPARATOR, Hints, ServerSpec, ToolRule, offered_name, tool_class
@@ -158,7 +159,9 @@ def _executor(
                 )
             timeout = ctx.window.try_timeout(now, timeout)
         try:
-            result = await link.call(name, args, timeout, ctx.lost, ctx.before_send)
+            # The window is checked as the bytes go (last_check), but a failure is judged by the lease alone:
+            # a request that went out whole and then timed out at its window's end is uncertain, not unsent.
+            result = await link.call(name, args, timeout, ctx.lost, ctx.before_send, last_check(ctx))
         except NotSent as exc:
             return Outcome(ok=False, error=str(exc))
         except MCPError as exc:

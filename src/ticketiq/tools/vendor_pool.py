@@ -21,9 +21,15 @@ the raw headers and the body read whole (nothing in TicketIQ streams a response)
   until the request's bytes have all left for the kernel (aiohttp has no write bound of its own). Each
   expiry is the httpx timeout of its phase, and every failure is the httpx error its transport gives
   (ConnectError, RemoteProtocolError, ReadError, UnsupportedProtocol), chained to aiohttp's.
-- I3: the trace hook's `http11.send_request_headers.started` is awaited after the connection left the
-  pool and before a byte of the request is written (`_Connector.connect`); a request still queued for
-  a connection does not fire it. If the hook raises (LeaseLost), the connection goes back unused.
+- I3, I14: a request's last check (the `BEFORE_WRITE` extension: its lease and its write's window) runs
+  inside each `transport.write` of its bytes, in the same call stack and with no await between the check
+  and the socket's send (`_LastMoment`). Run any earlier (when the connection left the pool, as it once
+  was), a process frozen (SIGSTOP, a paused VM) after the check and let go on after the write's window
+  still sent the write: the body is written by a task of its own a loop turn later, and nothing looked
+  at the clock again. Each write, not only the first: a request cut off before its last byte is one its
+  vendor never takes. The stall watch (runtime/stall.py) is asked at the same instants. Refused, the
+  connection is aborted (a request it began is never finished) and the check's exception comes out as
+  raised. A request still queued for a connection is not checked here.
 - I9: aiohttp sends a request again, once, on a new connection when the server closed a kept-alive one
   under it (for GET, PUT, DELETE, ...). That is turned off, and a second connect for the same request is
   refused besides: a request's bytes go out at most once; resending is tools/http.py's decision.
@@ -44,7 +50,7 @@ import functools
 import ipaddress
 import ssl
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextvars import ContextVar
 from types import TracebackType
 from typing import Any
@@ -57,26 +63,39 @@ from aiohttp.connector import Connection
 from aiohttp.tracing import Trace
 from yarl import URL
 
+from ticketiq.runtime import stall
+from ticketiq.runtime.faults import Faults
+
 # Shorter than the 60 s idle timeout of the load balancers many vendors sit behind, so that we close an
 # idle connection before the far end does (a request racing the far end's close fails without an answer).
 KEEPALIVE_S = 50.0
 
-# httpcore's name for the moment the connection is ready and the request line is next (tools/http.py).
-SENDING = "http11.send_request_headers.started"
+# The request extension holding its last check: called with no argument as each write of its bytes goes to
+# the socket; it raises to send nothing more (tools/http.py: last_check, the lease and the write's window).
+BEFORE_WRITE = "ticketiq.before_write"
 
 # Headers aiohttp would add or replace; httpx already wrote the ones it means to send.
 _NOT_OURS = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
 
-TraceHook = Callable[[str, dict[str, Any]], Awaitable[None]]
+LastCheck = Callable[[], None]
 
 
 class _Exchange:
     """One request's state, seen by the connector through `_EXCHANGE` (connect runs in the request's task)."""
 
-    __slots__ = ("connected", "pool_s", "request", "write_s", "write_stalled", "write_timer")
+    __slots__ = (
+        "check", "connected", "faults", "guard", "pool_s", "refused", "request", "write_s", "write_stalled",
+        "write_timer",
+    )  # fmt: skip
 
-    def __init__(self, request: httpx.Request, pool_s: float | None, write_s: float | None) -> None:
+    def __init__(
+        self, request: httpx.Request, pool_s: float | None, write_s: float | None, faults: Faults | None = None
+    ) -> None:
         self.request = request
+        self.check: LastCheck | None = request.extensions.get(BEFORE_WRITE)
+        self.faults = faults
+        self.refused: BaseException | None = None  # what the last check raised: the request was cut off
+        self.guard: _LastMoment | None = None  # on the connection's transport while the request is written
         self.pool_s = pool_s
         self.write_s = write_s  # None: no bound, or no body to write
         self.connected = False  # a connection came from the pool: from here bytes may go
@@ -111,13 +130,10 @@ class _Connector(aiohttp.TCPConnector):
             raise aiohttp.ServerDisconnectedError("the server closed the connection; the request is not sent again")
         conn = await super().connect(req, traces, timeout)
         exchange.connected = True
-        hook: TraceHook | None = exchange.request.extensions.get("trace")
-        if hook is not None:
-            try:
-                await hook(SENDING, {"request": exchange.request})  # I3: the last moment before a byte goes
-            except BaseException:
-                conn.release()  # nothing was written on it: it goes back as it came, its place freed
-                raise
+        protocol = conn.protocol
+        if protocol is not None and protocol.transport is not None:
+            # I3, I14: checked as its bytes are written, not now: a loop turn or more lies between.
+            protocol.transport = _LastMoment(_bare(protocol.transport), protocol, exchange)
         if exchange.write_s is not None and conn.protocol is not None:
             exchange.write_timer = asyncio.get_running_loop().call_later(
                 exchange.write_s, _write_deadline, exchange, conn.protocol
@@ -145,6 +161,91 @@ class _Connector(aiohttp.TCPConnector):
         protocol = await super()._create_connection(req, traces, timeout)
         self.opened += 1
         return protocol
+
+
+class _LastMoment(asyncio.Transport):
+    """A connection's transport while its request is being written: each write (or writelines) runs the
+    request's last check in its own call stack, just before the socket's send (I3, I14). Everything else
+    passes through. The request's end puts the connection's own transport back (`unwrap`)."""
+
+    def __init__(self, transport: asyncio.Transport, protocol: ResponseHandler, exchange: _Exchange) -> None:
+        super().__init__()
+        self.bare = transport
+        self._protocol = protocol
+        self._exchange = exchange
+        exchange.guard = self
+
+    def unwrap(self) -> None:
+        if self._protocol.transport is self:
+            self._protocol.transport = self.bare
+
+    def _last_check(self) -> None:
+        exchange = self._exchange
+        try:
+            if exchange.faults is not None:
+                exchange.faults.hit("before_write")  # the kill trials' and the tests' freeze lands here
+            stall.check()  # a process that stalled past its leases sends nothing more (runtime/stall.py)
+            if exchange.check is not None:
+                exchange.check()
+        except BaseException as exc:
+            exchange.refused = exc
+            self.bare.abort()  # what of the request went is never finished; aiohttp began it: not reused
+            raise
+
+    def write(self, data: Any) -> None:
+        self._last_check()
+        self.bare.write(data)
+
+    def writelines(self, list_of_data: Any) -> None:
+        self._last_check()
+        self.bare.writelines(list_of_data)
+
+    def write_eof(self) -> None:
+        self.bare.write_eof()
+
+    def can_write_eof(self) -> bool:
+        return self.bare.can_write_eof()
+
+    def abort(self) -> None:
+        self.bare.abort()
+
+    def close(self) -> None:
+        self.bare.close()
+
+    def is_closing(self) -> bool:
+        return self.bare.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self.bare.get_extra_info(name, default)
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self.bare.set_protocol(protocol)
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self.bare.get_protocol()
+
+    def is_reading(self) -> bool:
+        return self.bare.is_reading()
+
+    def pause_reading(self) -> None:
+        self.bare.pause_reading()
+
+    def resume_reading(self) -> None:
+        self.bare.resume_reading()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self.bare.set_write_buffer_limits(high, low)
+
+    def get_write_buffer_size(self) -> int:
+        return self.bare.get_write_buffer_size()
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self.bare.get_write_buffer_limits()
+
+
+def _bare(transport: asyncio.Transport) -> asyncio.Transport:
+    """The connection's own transport: a wrapper is taken off as its request ends, and never wrapped twice."""
+    return transport.bare if isinstance(transport, _LastMoment) else transport
 
 
 def _write_deadline(exchange: _Exchange, protocol: ResponseHandler) -> None:
@@ -222,7 +323,13 @@ class VendorTransport(httpx.AsyncBaseTransport):
     """httpx's transport interface over one aiohttp session: `limit` connections per vendor host, all of
     which may stay idle (KEEPALIVE_S) for the next request; see the module docstring."""
 
-    def __init__(self, limit: int, keepalive_s: float = KEEPALIVE_S, verify: ssl.SSLContext | bool = True) -> None:
+    def __init__(
+        self,
+        limit: int,
+        keepalive_s: float = KEEPALIVE_S,
+        verify: ssl.SSLContext | bool = True,
+        faults: Faults | None = None,
+    ) -> None:
         if limit < 1:
             raise ValueError(f"a vendor pool needs room for one connection at least, not {limit}")
         self._limit = limit
@@ -233,6 +340,7 @@ class VendorTransport(httpx.AsyncBaseTransport):
         self._session: aiohttp.ClientSession | None = None
         self._connector: _Connector | None = None
         self._closed = False
+        self._faults = faults  # tests and kill trials only: `before_write`
 
     @property
     def opened(self) -> int:
@@ -289,7 +397,7 @@ class VendorTransport(httpx.AsyncBaseTransport):
         if proxy == "":
             proxy = self._routes[where] = route(*where, self._proxies)
         timeouts = request.extensions.get("timeout", {})
-        exchange = _Exchange(request, timeouts.get("pool"), timeouts.get("write") if body else None)
+        exchange = _Exchange(request, timeouts.get("pool"), timeouts.get("write") if body else None, self._faults)
         token = _EXCHANGE.set(exchange)
         try:
             answer = await session.request(
@@ -309,10 +417,14 @@ class VendorTransport(httpx.AsyncBaseTransport):
                 answer.close()  # half read: closed, never reused
                 raise
         except (aiohttp.ClientError, TimeoutError, _NoConnection) as exc:
+            if exchange.refused is not None:  # aiohttp wraps what the body's task raised: the check's own
+                raise exchange.refused from exc
             raise _translated(exc, exchange) from exc
         finally:
             if exchange.write_timer is not None:
                 exchange.write_timer.cancel()
+            if exchange.guard is not None:
+                exchange.guard.unwrap()
             _EXCHANGE.reset(token)
         reason = (answer.reason or "").encode("latin-1", "replace")
         return httpx.Response(
