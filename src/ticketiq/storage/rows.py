@@ -165,6 +165,8 @@ class GateFacts:
     starter_role: str | None = None  # None: no such token (any more)
     starter_agents: frozenset[str] | None = None  # None: every agent
     starter_revoked: bool = False
+    # I24: when `ticketiq db restore` found the run unfinished in its backup (migration 036); None: never.
+    restored_at: datetime | None = None
 
 
 @dataclass(frozen=True)

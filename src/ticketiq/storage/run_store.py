@@ -110,6 +110,7 @@ def gate_facts_of(row: Row) -> GateFacts:
         starter_role=row["starter_role"],
         starter_agents=None if row["starter_agents"] is None else frozenset(row["starter_agents"]),
         starter_revoked=row["starter_revoked"],
+        restored_at=row["restored_at"],  # I24
     )
 
 

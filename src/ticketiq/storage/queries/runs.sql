@@ -63,7 +63,7 @@ WITH run AS (
 )
 SELECT c.*, NULL::timestamptz AS lease_expired_at, 'acquired' AS why, run.status AS run_status,
        %(agent)s AS agent, %(tenant)s AS tenant, %(owner)s AS owner, %(channel)s AS channel,
-       %(may_wait)s::boolean AS may_wait, NULL::text AS stopped_by, g.*, s.*
+       %(may_wait)s::boolean AS may_wait, NULL::text AS stopped_by, NULL::timestamptz AS restored_at, g.*, s.*
   FROM run, checkpoint c, LATERAL gate_context(%(agent)s, %(tenant)s, %(owner)s, %(channel)s) g,
        LATERAL starter_authority(%(created_by)s) s
 
@@ -107,14 +107,15 @@ SELECT status, answer, error FROM runs WHERE id = %(run_id)s
 -- the take (gate_context, migration 028; its starter's authority, 032): the run's first step reads none of
 -- its own.
 WITH run AS (
-    SELECT r.id, r.status, r.agent, r.tenant, r.owner, r.channel, r.may_wait, r.stopped_by, r.created_by
+    SELECT r.id, r.status, r.agent, r.tenant, r.owner, r.channel, r.may_wait, r.stopped_by, r.created_by,
+           r.restored_at
       FROM runs r
      WHERE r.id = %(run_id)s AND r.status IN ('queued', 'waiting', 'answered')
        AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.name = 'checkpoint:' || r.id::text AND l.expires_at >= now())
        FOR UPDATE
 )
 SELECT t.*, 'acquired' AS why, CASE WHEN run.status = 'answered' THEN 'answered' ELSE 'running' END AS run_status,
-       run.agent, run.tenant, run.owner, run.channel, run.may_wait, run.stopped_by, g.*, s.*
+       run.agent, run.tenant, run.owner, run.channel, run.may_wait, run.stopped_by, run.restored_at, g.*, s.*
   FROM run, LATERAL take_run(run.id, %(holder)s, %(ttl)s, false) t,
        LATERAL gate_context(run.agent, run.tenant, run.owner, run.channel) g,
        LATERAL starter_authority(run.created_by) s
@@ -444,8 +445,9 @@ WITH checkpoint AS (
 SELECT checkpoint.run_id, pending.any AS suspended FROM checkpoint, pending, finished
 
 -- name: gate_facts
--- Everything the gates need for one run, in one read: with its starter's authority (migration 032).
-SELECT r.agent, r.tenant, r.owner, r.channel, r.may_wait, r.stopped_by, g.*, s.*
+-- Everything the gates need for one run, in one read: with its starter's authority (migration 032), and
+-- whether a restore found it unfinished (migration 036, I24).
+SELECT r.agent, r.tenant, r.owner, r.channel, r.may_wait, r.stopped_by, r.restored_at, g.*, s.*
   FROM runs r, LATERAL gate_context(r.agent, r.tenant, r.owner, r.channel) g, LATERAL starter_authority(r.created_by) s
  WHERE r.id = %(run_id)s
 
