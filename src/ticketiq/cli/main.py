@@ -104,10 +104,13 @@ def serve(settings: Settings, host: str, port: int) -> int:
     return 0
 
 
-def db_command(settings: Settings, action: str, check: bool = False) -> int:
+def db_command(settings: Settings, action: str, check: bool = False, file: str | None = None) -> int:
     from ticketiq.dbserver import authentication, embedded
     from ticketiq.dbserver.target import resolve
 
+    if action in ("backup", "restore"):
+        assert file is not None
+        return _backup_or_restore(settings, action, Path(file))
     if action == "url":
         home = Path(settings.home)
         if settings.database_url and not embedded.names_home(home, settings.database_url):
@@ -135,6 +138,26 @@ def db_command(settings: Settings, action: str, check: bool = False) -> int:
         print("stopped" if stopped else f"no embedded server was running in {Path(settings.home).resolve()}")
         return 0
     raise AssertionError(action)
+
+
+def _backup_or_restore(settings: Settings, action: str, file: Path) -> int:
+    """`ticketiq db backup FILE`: an online backup (pg_dump) of the database, while runs go on. `ticketiq db
+    restore FILE`: into an empty one, every run it holds unfinished marked restored (I24; dbserver/backup.py)."""
+    from ticketiq.dbserver import backup
+    from ticketiq.dbserver.target import resolve
+
+    target = resolve(settings)
+    try:
+        if action == "backup":
+            print(backup.backup(target.url, file))
+            return 0
+        done = backup.restore(target.url, file)
+    finally:
+        target.release()
+    print(f"restored {done.label} into {done.database}: {done.runs_restored} runs had not ended at the backup's "
+          "point; each write they plan is read back or sent under its key before it is sent, or waits for "
+          "`ticketiq runs resume`")  # fmt: skip
+    return 0
 
 
 async def _migrate(url: str, check: bool) -> int:
@@ -337,6 +360,15 @@ def build_parser() -> argparse.ArgumentParser:
         "stop", help="stop the embedded Postgres on purpose (the processes using it leave it stopped until `db url` "
         "starts it again)"
     )  # fmt: skip
+    p_backup = db_actions.add_parser(
+        "backup", help="an online backup (pg_dump, one consistent snapshot) of the database into FILE, while runs go on"
+    )
+    p_backup.add_argument("file", metavar="FILE")
+    p_restore = db_actions.add_parser(
+        "restore", help="restore FILE into an empty TICKETIQ_HOME (or empty database); every run not ended at the "
+        "backup's point is marked restored: its writes are settled before they are sent (docs/operate.md)"
+    )  # fmt: skip
+    p_restore.add_argument("file", metavar="FILE")
     ha.add_parser(db_actions)
     p_tokens = sub.add_parser("tokens", help="bearer tokens of the HTTP API: create (shown once), list, revoke")
     actions = p_tokens.add_subparsers(dest="action", required=True)
@@ -458,7 +490,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "db" and args.action == "ha":
             return ha.ha_command(settings, args)
         if args.command == "db":
-            return db_command(settings, args.action, check=getattr(args, "check", False))
+            return db_command(
+                settings, args.action, check=getattr(args, "check", False), file=getattr(args, "file", None)
+            )
         if args.command == "tokens":
             return tokens_command(settings, args)
         if args.command == "demo":

@@ -129,6 +129,8 @@ class Approval:
     reason: str | None
     created_at: datetime
     decided_at: datetime | None
+    # Why a person is asked when not the approval gate (I24: a restored run's write); None: the approval gate.
+    asked_why: str | None = None
 
     def shown(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

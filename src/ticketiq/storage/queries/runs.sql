@@ -578,7 +578,8 @@ SELECT kind, question, question_id, approval_id, tool, asked_at, step, idx FROM 
            NULL::text AS tool, asked_at
       FROM inputs WHERE run_id = %(run_id)s AND status = 'pending'
     UNION ALL
-    SELECT 2, step, idx, 'approval', 'approve ' || tool || '?', NULL::uuid, id, tool, created_at
+    -- A restored run's write held for an operator (I24) says why it is asked.
+    SELECT 2, step, idx, 'approval', coalesce(asked_why, 'approve ' || tool || '?'), NULL::uuid, id, tool, created_at
       FROM approvals WHERE run_id = %(run_id)s AND status = 'pending'
 ) waits
  ORDER BY part, step, idx
