@@ -430,7 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _runs_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], api: argparse.ArgumentParser) -> None:
-    p_runs = sub.add_parser("runs", help="runs over the API (--url, --token): list, show, watch, stop, input")
+    p_runs = sub.add_parser("runs", help="runs over the API (--url, --token): list, show, watch, stop, resume, input")
     actions = p_runs.add_subparsers(dest="action", required=True)
     p_list = actions.add_parser("list", parents=[api], help="runs, newest first (a caller sees its own)")
     p_list.add_argument("--status", action="append", help="queued, running, waiting, ..., stopped; may repeat")
@@ -449,6 +449,12 @@ def _runs_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], api: 
     p_watch = actions.add_parser("watch", parents=[api], help="follow a run until it ends; exit 0 when it succeeded")
     p_watch.add_argument("run_id")
     actions.add_parser("stop", parents=[api], help="stop a run (operator)").add_argument("run_id")
+    p_resume = actions.add_parser(
+        "resume", parents=[api], help="let a restored run waiting for an operator go on: the writes it held (which "
+        "could be neither read back nor deduped) are sent, the risk yours (operator; docs/operate.md)"
+    )  # fmt: skip
+    p_resume.add_argument("run_id")
+    p_resume.add_argument("--reason", default=None, help="why, for the audit log")
     p_input = actions.add_parser("input", parents=[api], help="give a waiting run the input it asked for")
     p_input.add_argument("run_id")
     p_input.add_argument("text")

@@ -57,7 +57,7 @@ def _client(name: str, args: list[str], url: str) -> subprocess.CompletedProcess
     user reads; a command line is anyone's (ps)."""
     password = authentication.password_of(url)
     env = {**os.environ, "PGPASSWORD": password} if password else None
-    dbname = make_conninfo(**{k: v for k, v in conninfo_to_dict(url).items() if k != "password"})
+    dbname = make_conninfo("", **{k: v for k, v in conninfo_to_dict(url).items() if k != "password"})
     return subprocess.run([str(embedded.client(name)), *args, "--dbname", dbname], capture_output=True, text=True,
                           env=env, check=False)  # fmt: skip
 

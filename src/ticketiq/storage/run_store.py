@@ -319,6 +319,11 @@ class RunStore:
         row = await self.db.fetch_one("approvals.get", {"id": approval_id})
         return None if row is None else row_as(Approval, row)
 
+    async def resume_restored(self, run_id: str, by: str, reason: str) -> Row | None:
+        """I24: approve every request a restore asked of a person for this run, still pending (audited once);
+        the run's status and how many were approved, or None when there is no such run."""
+        return await self.db.fetch_one("approvals.resume_restored", {"run_id": run_id, "by": by, "reason": reason})
+
     async def decide(self, approval_id: str, status: str, by: str, reason: str | None) -> Approval | None:
         """Decide a pending request; None when it was decided otherwise already. The same decision by
         the same person again answers the request as it stands, changing nothing (I18)."""
