@@ -1,12 +1,11 @@
 """I24: a restored run's write is settled as a call in doubt is before it is sent; where it cannot be, an
-operator decides. The decision is pure (`engine/restored.py`)."""
+operator decides. The decision is pure (`engine/settlement.py`, beside `route`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ticketiq.engine.restored import Restored, decide, hold_reason
-from ticketiq.engine.settlement import RESUME_HORIZON_S, Route, ToolNow
+from ticketiq.engine.settlement import RESUME_HORIZON_S, Restored, Route, ToolNow, decide_restored, hold_reason
 from ticketiq.tools.base import ToolClass
 
 READER = ToolNow(exists=True, has_reader=True, dedupe_window_s=None)
@@ -19,18 +18,18 @@ GONE = ToolNow(exists=False, has_reader=False, dedupe_window_s=None)
 def test_a_write_with_a_reader_is_read_back_before_it_is_sent() -> None:
     # The Jira comment and the Teams reply: found by their key, sent only when absent.
     for cls in (ToolClass.WRITE, ToolClass.KEYED_WRITE):
-        assert decide(cls, READER, "tqkey", True, None).route is Route.READ_BACK
+        assert decide_restored(cls, READER, "tqkey", True, None).route is Route.READ_BACK
 
 
 def test_a_keyed_write_its_vendor_dedupes_long_is_sent_again_under_its_key() -> None:
     # The incident create: the same key finds the incident the lost steps made.
-    made = decide(ToolClass.KEYED_WRITE, LONG_KEYED, "tqkey", True, None)
+    made = decide_restored(ToolClass.KEYED_WRITE, LONG_KEYED, "tqkey", True, None)
     assert (made.what, made.route) == (Restored.SETTLE, Route.RESEND_SAME_KEY)
 
 
 def test_an_idempotent_write_and_a_delegation_go_again_as_after_a_crash() -> None:
-    assert decide(ToolClass.IDEMPOTENT_WRITE, NO_READER, "tqkey", True, None).route is Route.RESEND_SAME_ARGS
-    assert decide(ToolClass.DELEGATION, NO_READER, "tqkey", True, None).route is Route.DELEGATION
+    assert decide_restored(ToolClass.IDEMPOTENT_WRITE, NO_READER, "tqkey", True, None).route is Route.RESEND_SAME_ARGS
+    assert decide_restored(ToolClass.DELEGATION, NO_READER, "tqkey", True, None).route is Route.DELEGATION
 
 
 @pytest.mark.parametrize(
@@ -45,17 +44,17 @@ def test_an_idempotent_write_and_a_delegation_go_again_as_after_a_crash() -> Non
     ],
 )
 def test_a_write_that_cannot_be_settled_waits_for_an_operator(cls: ToolClass, tool_now: ToolNow, stable: bool) -> None:
-    assert decide(cls, tool_now, "tqkey", stable, None).what is Restored.HOLD
-    assert decide(cls, tool_now, "tqkey", stable, "pending").what is Restored.HOLD
+    assert decide_restored(cls, tool_now, "tqkey", stable, None).what is Restored.HOLD
+    assert decide_restored(cls, tool_now, "tqkey", stable, "pending").what is Restored.HOLD
     # The operator's word decides it, once given: sent (the risk is theirs), or not sent.
-    assert decide(cls, tool_now, "tqkey", stable, "approved").what is Restored.SEND
-    assert decide(cls, tool_now, "tqkey", stable, "rejected").what is Restored.REFUSE
-    assert decide(cls, tool_now, "tqkey", stable, "withdrawn").what is Restored.REFUSE
+    assert decide_restored(cls, tool_now, "tqkey", stable, "approved").what is Restored.SEND
+    assert decide_restored(cls, tool_now, "tqkey", stable, "rejected").what is Restored.REFUSE
+    assert decide_restored(cls, tool_now, "tqkey", stable, "withdrawn").what is Restored.REFUSE
 
 
 def test_an_operator_word_never_overrides_a_settlement_that_exists() -> None:
     # A hold is filed only for a write that cannot be settled: one that can is settled whatever is filed.
-    assert decide(ToolClass.WRITE, READER, "tqkey", True, "approved").route is Route.READ_BACK
+    assert decide_restored(ToolClass.WRITE, READER, "tqkey", True, "approved").route is Route.READ_BACK
 
 
 def test_the_reason_names_the_call_the_tool_and_what_to_do() -> None:

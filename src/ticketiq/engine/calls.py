@@ -25,14 +25,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ticketiq.engine import approvals, in_doubt, restored, transcript
+from ticketiq.engine import approvals, in_doubt, settlement, transcript
 from ticketiq.engine.context import EngineDeps
 from ticketiq.engine.gates import GateDecision, GateFacts, Verdict, run_gate
 from ticketiq.engine.in_doubt import Settled, Unknown
 from ticketiq.engine.leases import HeldLease
-from ticketiq.engine.restored import Restored
 from ticketiq.engine.resume import LeftCall
-from ticketiq.engine.settlement import UNKNOWN_FOR_MODEL, Happened, Route, ToolNow
+from ticketiq.engine.settlement import UNKNOWN_FOR_MODEL, Happened, Restored, Route, ToolNow
 from ticketiq.engine.state import PlannedCall, RunState
 from ticketiq.engine.step_keys import approval_key, fresh_key
 from ticketiq.runtime.faults import Faults
@@ -242,7 +241,7 @@ class CallMaker:
         facts: GateFacts,
     ) -> Happened | None:  # fmt: skip
         """I24: a write of a run restored unfinished from a backup, which may have sent this very call after
-        the backup was taken: settled as a call in doubt is before it is sent (`restored.decide`); one that
+        the backup was taken: settled as a call in doubt is before it is sent (`settlement.decide_restored`); one that
         cannot be waits for an operator, asked why. None: sent as planned (the caller's happened stands)."""
         assert facts.restored_at is not None
         if key is None:
@@ -255,12 +254,12 @@ class CallMaker:
         run_id, step = self.handle.run_id, self.step
         bound_by = approvals.restore_binding(run_id, step, call.idx, call.tool, call.step_key, call.args)
         hold = approvals.for_call(await self.handle.approvals_for_step(step), bound_by)
-        decided = restored.decide(call.tool_class, now, key, stable, hold.status if hold else None)
+        decided = settlement.decide_restored(call.tool_class, now, key, stable, hold.status if hold else None)
         if decided.what is Restored.HOLD:
             label = f"restored at {facts.restored_at.isoformat(timespec='seconds')}"
-            why = restored.hold_reason(call.tool, step, call.idx, label, now, stable)
+            why = settlement.hold_reason(call.tool, step, call.idx, label, now, stable)
             hold = await self.file_approval(call, bound_by, why)
-            decided = restored.decide(call.tool_class, now, key, stable, hold.status)
+            decided = settlement.decide_restored(call.tool_class, now, key, stable, hold.status)
             if decided.what is Restored.HOLD:
                 work.waiting = True
                 work.approvals_held += 1

@@ -1,7 +1,7 @@
 -- beside: previous
 -- Issue 34, part 8: a database restored from a backup has forgotten what happened after it; the vendors have
 -- not (I24). `ticketiq db restore` marks every run that had not ended at the backup's point as restored; each
--- write such a run plans is settled as a call in doubt is before it is sent (engine/restored.py), and one that
+-- write such a run plans is settled as a call in doubt is before it is sent (engine/settlement.py), and one that
 -- can be neither read back nor sent again under a key its vendor dedupes waits for an operator: an approval
 -- filed with the reason it is asked (`approvals.asked_why`), which `ticketiq runs resume` (POST
 -- /v1/runs/{id}/resume) decides, or `runs stop` ends with its run.
