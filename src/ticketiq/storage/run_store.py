@@ -490,6 +490,7 @@ class RunHandle(FencedHandle):
 
     async def file_approval(self, params: dict[str, Any]) -> Approval:
         """I15: file (or find, by its binding) the request for one call."""
+        params = {"asked_why": None, **params}  # None: the approval gate asks (I24 sets why otherwise)
         return row_as(Approval, await self._fenced("approvals.file", "filing an approval", params))
 
     async def audit(self, action: str, actor: str, detail: dict[str, Any]) -> None:
