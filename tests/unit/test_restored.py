@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from ticketiq.engine.approvals import binding, restore_binding
 from ticketiq.engine.settlement import RESUME_HORIZON_S, Restored, Route, ToolNow, decide_restored, hold_reason
 from ticketiq.tools.base import ToolClass
 
@@ -64,3 +65,17 @@ def test_the_reason_names_the_call_the_tool_and_what_to_do() -> None:
     assert "dedupes for 300 s only" in hold_reason("sqs_send_message", 1, 0, None, SHORT_KEYED, True)
     assert "only a position" in hold_reason("jira_add_comment", 1, 0, None, READER, False)
     assert "no longer registered" in hold_reason("gone", 1, 0, None, GONE, True)
+
+
+def test_the_operator_s_word_is_bound_apart_from_the_approval_gate_s() -> None:
+    # A decision the approval gate asked for (before the backup, say) never stands for the operator's word.
+    args = {"path": "hooks/ops", "payload": {"issue": "OPS-1"}}
+    assert restore_binding("r", 1, 0, "webhook_post", "tqkey", args) != binding(
+        "r", 1, 0, "webhook_post", "tqkey", args
+    )
+    assert restore_binding("r", 1, 0, "webhook_post", "tqkey", args) == restore_binding(
+        "r", 1, 0, "webhook_post", "tqkey", dict(args)
+    )
+    assert restore_binding("r", 1, 1, "webhook_post", "tqkey", args) != restore_binding(
+        "r", 1, 0, "webhook_post", "tqkey", args
+    )
