@@ -199,3 +199,20 @@ def test_a_backup_restored_into_a_new_home_ends_every_run_and_doubles_no_write(w
     assert len(applied(b, "webhook")) == 2  # the operator's word: sent again, the risk theirs
     audit = b.rows("SELECT actor FROM audit_log WHERE run_id = %s AND action = 'agent.run.resumed_by_operator'", writer)
     assert [r["actor"] for r in audit] == ["cluster-admin"] * resumes  # one audit row a resume
+
+
+def test_db_restore_refuses_what_is_not_a_backup_and_leaves_the_home_empty() -> None:
+    with tempfile.TemporaryDirectory(prefix="ticketiq-test-restore-") as folder:
+        home = Path(folder) / "home"
+        try:
+            missing = cli(home, "db", "restore", str(Path(folder) / "none.dump"))
+            assert missing.returncode == 2 and "no backup file" in missing.stderr, missing.stderr
+            garbage = Path(folder) / "garbage.dump"
+            garbage.write_bytes(b"PGDMP, or so it says")
+            refused = cli(home, "db", "restore", str(garbage))
+            assert refused.returncode == 2 and "is not a backup" in refused.stderr, refused.stderr
+            # Nothing half written: the home's database has no table, so a real restore would still go in.
+            check = cli(home, "db", "migrate", "--check")
+            assert "a new database: no release ran on it before" in check.stdout, check.stdout
+        finally:
+            embedded.stop(home)

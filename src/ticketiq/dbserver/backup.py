@@ -120,9 +120,11 @@ def restore(url: str, file: Path) -> Restored:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(database)))
             conn.execute(sql.SQL("ALTER DATABASE {} RENAME TO {}").format(sql.Identifier(scratch),
                                                                          sql.Identifier(database)))  # fmt: skip
-    except BaseException:
+    except BaseException as exc:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(scratch)))
+        if isinstance(exc, psycopg.Error):  # a migration refused, the app database in use meanwhile, ...
+            raise RestoreRefused(f"the restore failed, nothing was changed: {exc}") from exc
         raise
     return Restored(database, label, runs)
 
