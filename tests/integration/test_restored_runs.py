@@ -71,6 +71,9 @@ async def test_a_write_no_one_can_settle_waits_for_an_operator_then_goes_out_onc
             said = run["waiting_for"]["question"]
             assert "restored from a backup" in said and "call 0 of step 1 (probe_blind)" in said, said
             assert "no reader" in said and "resume the run" in said
+            assert "(test.dump, taken 2026-12-06 20:00:00 UTC)" in said, said  # which backup
+            assert run["restored"]["from"] == "test.dump, taken 2026-12-06 20:00:00 UTC"
+            assert (await client.get(f"/v1/runs/{finished}")).json()["restored"] is None
 
             # A run that waits for no operator's word, an unknown run, a caller: refused, nothing sent.
             refused = await client.post(f"/v1/runs/{finished}/resume")

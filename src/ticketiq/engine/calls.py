@@ -256,8 +256,7 @@ class CallMaker:
         hold = approvals.for_call(await self.handle.approvals_for_step(step), bound_by)
         decided = settlement.decide_restored(call.tool_class, now, key, stable, hold.status if hold else None)
         if decided.what is Restored.HOLD:
-            label = f"restored at {facts.restored_at.isoformat(timespec='seconds')}"
-            why = settlement.hold_reason(call.tool, step, call.idx, label, now, stable)
+            why = settlement.hold_reason(call.tool, step, call.idx, facts.restored_from, now, stable)
             hold = await self.file_approval(call, bound_by, why)
             decided = settlement.decide_restored(call.tool_class, now, key, stable, hold.status)
             if decided.what is Restored.HOLD:

@@ -111,6 +111,7 @@ def gate_facts_of(row: Row) -> GateFacts:
         starter_agents=None if row["starter_agents"] is None else frozenset(row["starter_agents"]),
         starter_revoked=row["starter_revoked"],
         restored_at=row["restored_at"],  # I24
+        restored_from=row["restored_from"],
     )
 
 
