@@ -88,6 +88,8 @@ def probe_tools(base_url: str) -> list[Tool]:
     return [
         Tool("probe_read", "read from the probe", OBJECT, ToolClass.READ, sender("read")),
         Tool("probe_write", "write to the probe", OBJECT, ToolClass.WRITE, sender("write"), reader=never_found),
+        # A write with no reader and no dedupe (a webhook's like): a restored run's waits for an operator (I24).
+        Tool("probe_blind", "write to the probe, never found again", OBJECT, ToolClass.WRITE, sender("blind")),
         Tool(
             "probe_keyed",
             "keyed write",

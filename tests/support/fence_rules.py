@@ -89,6 +89,10 @@ NOT_AN_ATTEMPTS = {
     "runs.release": "a person's release of that hold: no attempt reads or writes it",
     "runs.stop_idle": "ends only a run no attempt drives (queued or waiting); the run's row lock orders it with a take",
     "approvals.decide": "a person's decision on a request; the attempt that filed it reads it",
+    "approvals.resume_restored": "a person's word on a restored run's held writes (I24): decisions, which the "
+    "attempt that filed them reads, as approvals.decide's are",
+    "restore.mark": "`ticketiq db restore` marks the runs a backup holds unfinished before any process starts on "
+    "the database: no attempt of this world exists yet",
     "runs.give_input": "a person's input to a question of a waiting run (no attempt drives it); the next reads it",
     "retention.purge_runs": "the retention pass deletes only ended runs (no attempt drives one), each under its row "
     "lock taken with SKIP LOCKED, and the leader's pass only while the leader lease is its own",

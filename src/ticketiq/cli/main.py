@@ -104,10 +104,13 @@ def serve(settings: Settings, host: str, port: int) -> int:
     return 0
 
 
-def db_command(settings: Settings, action: str, check: bool = False) -> int:
+def db_command(settings: Settings, action: str, check: bool = False, file: str | None = None) -> int:
     from ticketiq.dbserver import authentication, embedded
     from ticketiq.dbserver.target import resolve
 
+    if action in ("backup", "restore"):
+        assert file is not None
+        return _backup_or_restore(settings, action, Path(file))
     if action == "url":
         home = Path(settings.home)
         if settings.database_url and not embedded.names_home(home, settings.database_url):
@@ -135,6 +138,26 @@ def db_command(settings: Settings, action: str, check: bool = False) -> int:
         print("stopped" if stopped else f"no embedded server was running in {Path(settings.home).resolve()}")
         return 0
     raise AssertionError(action)
+
+
+def _backup_or_restore(settings: Settings, action: str, file: Path) -> int:
+    """`ticketiq db backup FILE`: an online backup (pg_dump) of the database, while runs go on. `ticketiq db
+    restore FILE`: into an empty one, every run it holds unfinished marked restored (I24; dbserver/backup.py)."""
+    from ticketiq.dbserver import backup
+    from ticketiq.dbserver.target import resolve
+
+    target = resolve(settings)
+    try:
+        if action == "backup":
+            print(backup.backup(target.url, file))
+            return 0
+        done = backup.restore(target.url, file)
+    finally:
+        target.release()
+    print(f"restored {done.label} into {done.database}: {done.runs_restored} runs had not ended at the backup's "
+          "point; each write they plan is read back or sent under its key before it is sent, or waits for "
+          "`ticketiq runs resume`")  # fmt: skip
+    return 0
 
 
 async def _migrate(url: str, check: bool) -> int:
@@ -337,6 +360,15 @@ def build_parser() -> argparse.ArgumentParser:
         "stop", help="stop the embedded Postgres on purpose (the processes using it leave it stopped until `db url` "
         "starts it again)"
     )  # fmt: skip
+    p_backup = db_actions.add_parser(
+        "backup", help="an online backup (pg_dump, one consistent snapshot) of the database into FILE, while runs go on"
+    )
+    p_backup.add_argument("file", metavar="FILE")
+    p_restore = db_actions.add_parser(
+        "restore", help="restore FILE into an empty TICKETIQ_HOME (or empty database); every run not ended at the "
+        "backup's point is marked restored: its writes are settled before they are sent (docs/operate.md)"
+    )  # fmt: skip
+    p_restore.add_argument("file", metavar="FILE")
     ha.add_parser(db_actions)
     p_tokens = sub.add_parser("tokens", help="bearer tokens of the HTTP API: create (shown once), list, revoke")
     actions = p_tokens.add_subparsers(dest="action", required=True)
@@ -400,7 +432,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _runs_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], api: argparse.ArgumentParser) -> None:
     p_runs = sub.add_parser(
-        "runs", help="runs over the API (--url, --token): list, show, watch, stop, input; export (from the database)"
+        "runs",
+        help="runs over the API (--url, --token): list, show, watch, stop, resume, input; export (from the database)",
     )
     actions = p_runs.add_subparsers(dest="action", required=True)
     p_list = actions.add_parser("list", parents=[api], help="runs, newest first (a caller sees its own)")
@@ -420,6 +453,12 @@ def _runs_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], api: 
     p_watch = actions.add_parser("watch", parents=[api], help="follow a run until it ends; exit 0 when it succeeded")
     p_watch.add_argument("run_id")
     actions.add_parser("stop", parents=[api], help="stop a run (operator)").add_argument("run_id")
+    p_resume = actions.add_parser(
+        "resume", parents=[api], help="let a restored run waiting for an operator go on: the writes it held (which "
+        "could be neither read back nor deduped) are sent, the risk yours (operator; docs/operate.md)"
+    )  # fmt: skip
+    p_resume.add_argument("run_id")
+    p_resume.add_argument("--reason", default=None, help="why, for the audit log")
     p_input = actions.add_parser("input", parents=[api], help="give a waiting run the input it asked for")
     p_input.add_argument("run_id")
     p_input.add_argument("text")
@@ -473,7 +512,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "db" and args.action == "ha":
             return ha.ha_command(settings, args)
         if args.command == "db":
-            return db_command(settings, args.action, check=getattr(args, "check", False))
+            return db_command(
+                settings, args.action, check=getattr(args, "check", False), file=getattr(args, "file", None)
+            )
         if args.command == "tokens":
             return tokens_command(settings, args)
         if args.command == "demo":

@@ -1,4 +1,4 @@
-"""`ticketiq runs list|show|watch|stop|input` and `ticketiq approvals list|approve|reject`: runs and
+"""`ticketiq runs list|show|watch|stop|resume|input` and `ticketiq approvals list|approve|reject`: runs and
 approvals over the HTTP API, at `--url` (default TICKETIQ_URL) with `--token` (default TICKETIQ_TOKEN).
 
 Every run id printed comes with its console page, `<url>/console/runs/<id>`. `runs watch` follows the
@@ -46,7 +46,8 @@ def _print_json(body: Any) -> None:
 
 def runs_command(settings: Settings, args: argparse.Namespace, console: Console) -> int:
     target = Target.of(args.api_url, args.api_token, settings)
-    action = {"list": runs_list, "show": runs_show, "watch": runs_watch, "stop": runs_stop, "input": runs_input}
+    action = {"list": runs_list, "show": runs_show, "watch": runs_watch, "stop": runs_stop, "input": runs_input,
+              "resume": runs_resume}  # fmt: skip
     return action[args.action](target, args, console)
 
 
@@ -159,6 +160,16 @@ def runs_stop(target: Target, args: argparse.Namespace, console: Console) -> int
         stopped = api.post(f"/v1/runs/{run_id}/stop", {})
     _say(console, f"stop requested for run {run_id}; its status now: {stopped.get('status')} (a running run stops at "
          f"its next gate check)\n{console_link(target.url, run_id)}")  # fmt: skip
+    return 0
+
+
+def runs_resume(target: Target, args: argparse.Namespace, console: Console) -> int:
+    """I24: a restored run waiting for an operator goes on; the writes it held are sent (the risk is yours)."""
+    run_id = _run_id(args.run_id)
+    with Api(target) as api:
+        resumed = api.post(f"/v1/runs/{run_id}/resume", {"reason": args.reason} if args.reason else {})
+    _say(console, f"run {run_id} resumed: {resumed.get('writes_released')} held writes sent as it goes on; its status "
+         f"now: {resumed.get('status')}\n{console_link(target.url, run_id)}")  # fmt: skip
     return 0
 
 

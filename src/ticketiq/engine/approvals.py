@@ -20,6 +20,12 @@ def binding(run_id: str, step: int, idx: int, tool: str, step_key: str | None, a
     return hashlib.sha256(canonical([run_id, step, idx, step_key, tool, args])).hexdigest()
 
 
+def restore_binding(run_id: str, step: int, idx: int, tool: str, step_key: str | None, args: dict[str, Any]) -> str:
+    """I24: the binding of the request a restored run's write waits on: apart from the approval gate's, so
+    that a decision the gate asked for (before the backup, say) never stands for the operator's word."""
+    return hashlib.sha256(canonical(["restored", run_id, step, idx, step_key, tool, args])).hexdigest()
+
+
 def for_call(approvals: Iterable[Approval], bound_by: str) -> Approval | None:
     """The request filed for exactly this call, if any."""
     for approval in approvals:

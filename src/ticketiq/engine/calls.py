@@ -25,13 +25,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ticketiq.engine import approvals, in_doubt, transcript
+from ticketiq.engine import approvals, in_doubt, settlement, transcript
 from ticketiq.engine.context import EngineDeps
 from ticketiq.engine.gates import GateDecision, GateFacts, Verdict, run_gate
 from ticketiq.engine.in_doubt import Settled, Unknown
 from ticketiq.engine.leases import HeldLease
 from ticketiq.engine.resume import LeftCall
-from ticketiq.engine.settlement import UNKNOWN_FOR_MODEL, Happened, Route
+from ticketiq.engine.settlement import UNKNOWN_FOR_MODEL, Happened, Restored, Route, ToolNow
 from ticketiq.engine.state import PlannedCall, RunState
 from ticketiq.engine.step_keys import approval_key, fresh_key
 from ticketiq.runtime.faults import Faults
@@ -56,6 +56,7 @@ class StepWork:
     happened: dict[int, Happened] = field(default_factory=dict)
     asks: list[dict[str, Any]] = field(default_factory=list)  # questions for a person ({id, idx, question})
     approvals_held: int = 0
+    held: list[str] = field(default_factory=list)  # why a restored run's writes wait for an operator (I24)
 
     def merge(self, other: StepWork) -> None:
         self.results.update(other.results)
@@ -65,6 +66,7 @@ class StepWork:
         self.happened.update(other.happened)
         self.asks += other.asks
         self.approvals_held += other.approvals_held
+        self.held += other.held
 
 
 class Run(Protocol):
@@ -124,10 +126,15 @@ class CallMaker:
         work.happened[call.idx] = await self._make(work, call, decision)
 
     async def _make(
-        self, work: StepWork, call: PlannedCall, decision: GateDecision, key: str | None = None
+        self,
+        work: StepWork,
+        call: PlannedCall,
+        decision: GateDecision,
+        key: str | None = None,
+        approval: Approval | None = None,
     ) -> Happened:
         """Make one call through its gate decision: refuse it, hold it for a person, or send it. `key`:
-        the key it must carry (an approved call's)."""
+        the key it must carry (an approved call's, `approval`)."""
         if call.args_error:
             return self.finish(work, call, {"error": f"arguments rejected: {call.args_error}"}, "refused")
         if decision.verdict is Verdict.REFUSE:
@@ -160,10 +167,14 @@ class CallMaker:
             self.finish(work, call, result, "read", ok=outcome.ok, sent_at=sent_at)
             return happened
         # A Stop or a quarantine may have landed since the step's gates were read: writes look afresh.
-        now = run_gate(await self.run.gate_facts(fresh=True))
+        facts = await self.run.gate_facts(fresh=True)
+        now = run_gate(facts)
         if not now.allowed:
             work.entries.append(transcript.gate(self.step, call, now))
             return self.finish(work, call, {"refused": now.reason, "gate": now.gate}, "refused")
+        if facts.restored_at is not None:
+            # I24: restored unfinished, the run may have sent this very call after the backup was taken.
+            return await self._restored(work, call, tool, key, approval, facts) or happened
         await self.send_write(work, call, tool, key or call.step_key or fresh_key())
         return happened
 
@@ -224,6 +235,51 @@ class CallMaker:
     async def send_write(self, work: StepWork, call: PlannedCall, tool: Tool, sent_key: str) -> None:
         """A write made now: the in-doubt protocol's send (engine/in_doubt.py); its result lands in `work`."""
         await in_doubt.send(CallWrite(self, work, call, tool, sent_key))
+
+    async def _restored(
+        self, work: StepWork, call: PlannedCall, tool: Tool, key: str | None, approval: Approval | None,
+        facts: GateFacts,
+    ) -> Happened | None:  # fmt: skip
+        """I24: a write of a run restored unfinished from a backup, which may have sent this very call after
+        the backup was taken: settled as a call in doubt is before it is sent (`settlement.decide_restored`); one that
+        cannot be waits for an operator, asked why. None: sent as planned (the caller's happened stands)."""
+        assert facts.restored_at is not None
+        if key is None:
+            key, stable = call.step_key or fresh_key(), call.step_key is not None
+        else:
+            # An approved call's key is the approval's: one the vendor may have seen only when the approval
+            # is older than the restore (one filed since has an id nothing was sent under before).
+            stable = approval is not None and approval.created_at < facts.restored_at
+        now = ToolNow(exists=True, has_reader=tool.reader is not None, dedupe_window_s=tool.dedupe_window_s)
+        run_id, step = self.handle.run_id, self.step
+        bound_by = approvals.restore_binding(run_id, step, call.idx, call.tool, call.step_key, call.args)
+        hold = approvals.for_call(await self.handle.approvals_for_step(step), bound_by)
+        decided = settlement.decide_restored(call.tool_class, now, key, stable, hold.status if hold else None)
+        if decided.what is Restored.HOLD:
+            why = settlement.hold_reason(call.tool, step, call.idx, facts.restored_from, now, stable)
+            hold = await self.file_approval(call, bound_by, why)
+            decided = settlement.decide_restored(call.tool_class, now, key, stable, hold.status)
+            if decided.what is Restored.HOLD:
+                work.waiting = True
+                work.approvals_held += 1
+                work.held.append(why)
+                return Happened.APPROVAL_FILED
+        if decided.what is Restored.REFUSE:
+            assert hold is not None
+            return self.finish(work, call, {"refused": approvals.not_approved(hold), "gate": "restore"}, "refused")
+        if decided.what is Restored.SEND:  # the operator's word: sent once, the risk theirs
+            await self.send_write(work, call, tool, key)
+            return None
+        assert decided.route is not None
+        write = CallWrite(self, work, call, tool, key)
+        if decided.route is Route.READ_BACK:
+            await write.mark()  # I2: what the read-back finds, or the send it leads to, lands in this row
+        settled = await in_doubt.settle(write, decided.route)
+        await self.handle.audit("agent.call.settled_after_restore", self.deps.holder, {
+            "step": step, "idx": call.idx, "tool": call.tool, "class": call.tool_class.value, "key": key,
+            "route": decided.route.value, "happened": settled.happened.value,
+        })  # fmt: skip
+        return settled.happened
 
     def clean(self, value: Any, call: PlannedCall, entries: list[dict[str, Any]]) -> Any:
         """What a tool or vendor answered, fit for a transcript and for Postgres: secrets a vendor
@@ -297,12 +353,16 @@ class CallMaker:
 
         return record
 
-    async def file_approval(self, call: PlannedCall) -> Approval:
-        """I15: file (or find) the request bound to exactly this call."""
-        bound_by = approvals.binding(self.handle.run_id, self.step, call.idx, call.tool, call.step_key, call.args)
+    async def file_approval(
+        self, call: PlannedCall, bound_by: str | None = None, asked_why: str | None = None
+    ) -> Approval:
+        """I15: file (or find) the request bound to exactly this call: the approval gate's, or (`bound_by`,
+        `asked_why`) the operator's word a restored run's write waits on (I24)."""
+        if bound_by is None:
+            bound_by = approvals.binding(self.handle.run_id, self.step, call.idx, call.tool, call.step_key, call.args)
         return await self.handle.file_approval({
             "id": str(uuid.uuid4()), "step": self.step, "idx": call.idx, "tool": call.tool, "args": call.args,
-            "step_key": call.step_key, "binding": bound_by,
+            "step_key": call.step_key, "binding": bound_by, "asked_why": asked_why,
         })  # fmt: skip
 
     # ----- the calls a step left ------------------------------------------------------------------
@@ -325,7 +385,7 @@ class CallMaker:
                 return self.finish(work, call, refusal, "refused")
             decision = self.run.decide(facts, call, approved=True)
             # I11: an approved call's key is the approval's, however often it is sent.
-            happened = await self._make(work, call, decision, key=approval_key(item.approval.id))
+            happened = await self._make(work, call, decision, approval_key(item.approval.id), item.approval)
             return Happened.APPROVAL_DECIDED if happened is Happened.MADE else happened
         return await self._in_doubt(work, item, facts)
 
@@ -426,12 +486,13 @@ class CallWrite:
         return result
 
     async def in_flight_s(self) -> float:
-        assert self.left is not None
-        return self.left.wait_s
+        # Without a left call, a restored run's write (I24): whatever sent it lived in the world the restore
+        # threw away, whose processes were stopped before it (docs/operate.md); nothing of it is in flight.
+        return 0.0 if self.left is None else self.left.wait_s
 
     async def read_back(self) -> ReadBack:
-        assert self.left is not None and self.left.row is not None and self.tool.reader is not None
-        reference = self.left.row.remote_ref
+        assert self.tool.reader is not None
+        reference = self.left.row.remote_ref if self.left is not None and self.left.row is not None else None
         return await self.tool.reader(self.maker.context(self.tool, self.call, self.key, reference=reference))
 
     async def found(self, read: ReadBack) -> Any:
@@ -450,8 +511,11 @@ class CallWrite:
 
     async def gate(self) -> Settled[Any] | None:
         """Sent again (a keyed resend, a delegation asked again, or a write read back and not there):
-        through the approval gate as it stands now, an approval of this very call counting (I15)."""
-        assert self.left is not None and self.facts is not None
+        through the approval gate as it stands now, an approval of this very call counting (I15). A restored
+        run's write (no left call) passed its gates the moment before it was settled (`_make`)."""
+        if self.left is None:
+            return None
+        assert self.facts is not None
         maker, work, call, facts, approval = self.maker, self.work, self.call, self.facts, self.left.approval
         approved = approval is not None and approval.status == "approved"
         gate = maker.run.decide(facts, call, approved=approved)

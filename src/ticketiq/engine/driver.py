@@ -508,7 +508,8 @@ class RunDriver:
         sealed = self._sealed()
         self.lease.check()
         reasons = [f"the model asks for input: {ask['question']}" for ask in work.asks]
-        reasons += ["a call awaits approval"] if work.approvals_held else []
+        reasons += work.held  # I24: a restored run's writes held for an operator, each with why
+        reasons += ["a call awaits approval"] if work.approvals_held > len(work.held) else []
         waiting = [transcript.entry("waiting", reason=r) for r in reasons] + [transcript.statement("run_waiting")]
         self.lease.releasing = True  # a suspend deletes the lease
         suspended = await self.handle.suspend(sealed, taken, waiting, self.deps.holder, work.asks)

@@ -169,6 +169,21 @@ class Engine:
         await self.start(decided.run_id)
         return decided
 
+    async def resume_restored(self, run_id: str, by: str, reason: str | None) -> dict[str, Any]:
+        """I24: an operator lets a restored run go on: each write it holds, which can be neither read back nor
+        sent under a key its vendor dedupes, is sent (the risk theirs), and the run woken as a decision wakes it.
+        Conflict when the run waits for no such word (`runs stop` is the other way out)."""
+        found = await self.store.resume_restored(run_id, by, reason or f"resumed by {by} after a restore")
+        if found is None:
+            raise NotFound("path.run_id", f"no run {run_id}")
+        if not found["decided"]:
+            raise Conflict("path.run_id", f"run {run_id} is {found['status']} and holds no write a restore left "
+                           "for an operator to decide; nothing was changed")  # fmt: skip
+        await self.start(run_id)
+        status = await self.store.status(run_id)
+        assert status is not None
+        return {"id": run_id, "resumed": True, "writes_released": found["decided"], "status": status.status}
+
     async def give_input(self, run_id: str, answer: Answer, created_by: str | None = None) -> Answered:
         """The input for the question a waiting run asked (`request_input`), bound to that question (I18:
         `questions.py`), and the run woken to go on, here or wherever it is taken (a new attempt, not a

@@ -290,6 +290,16 @@ def _routes() -> APIRouter:
         status = await _engine(request).request_stop(str(run_id), operator.name)
         return {"id": str(run_id), "stop_requested": True, "status": status.status}
 
+    @router.post("/v1/runs/{run_id}/resume")
+    async def resume_run(
+        run_id: uuid.UUID,
+        request: Request,
+        operator: Annotated[Principal, Depends(requires(Permission.DECIDE_APPROVALS))],
+        body: HoldRequest | None = None,
+    ) -> dict[str, Any]:
+        """I24: a restored run waiting for an operator goes on; the writes it held are sent (the risk theirs)."""
+        return await _engine(request).resume_restored(str(run_id), operator.name, body.reason if body else None)
+
     @router.post("/v1/runs/{run_id}/hold")
     async def hold_run(
         run_id: uuid.UUID,

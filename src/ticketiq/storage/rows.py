@@ -92,6 +92,8 @@ class RunRecord:
     held_at: datetime | None = None  # held against every retention pass (issue 34), by whom and why
     held_by: str | None = None
     hold_reason: str | None = None
+    restored_at: datetime | None = None  # found unfinished by a restore (I24), from which backup
+    restored_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,8 @@ class Approval:
     reason: str | None
     created_at: datetime
     decided_at: datetime | None
+    # Why a person is asked when not the approval gate (I24: a restored run's write); None: the approval gate.
+    asked_why: str | None = None
 
     def shown(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -165,6 +169,10 @@ class GateFacts:
     starter_role: str | None = None  # None: no such token (any more)
     starter_agents: frozenset[str] | None = None  # None: every agent
     starter_revoked: bool = False
+    # I24: when `ticketiq db restore` found the run unfinished in its backup (migration 037), and which backup;
+    # None: never.
+    restored_at: datetime | None = None
+    restored_from: str | None = None
 
 
 @dataclass(frozen=True)

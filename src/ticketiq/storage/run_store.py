@@ -110,6 +110,8 @@ def gate_facts_of(row: Row) -> GateFacts:
         starter_role=row["starter_role"],
         starter_agents=None if row["starter_agents"] is None else frozenset(row["starter_agents"]),
         starter_revoked=row["starter_revoked"],
+        restored_at=row["restored_at"],  # I24
+        restored_from=row["restored_from"],
     )
 
 
@@ -318,6 +320,11 @@ class RunStore:
         row = await self.db.fetch_one("approvals.get", {"id": approval_id})
         return None if row is None else row_as(Approval, row)
 
+    async def resume_restored(self, run_id: str, by: str, reason: str) -> Row | None:
+        """I24: approve every request a restore asked of a person for this run, still pending (audited once);
+        the run's status and how many were approved, or None when there is no such run."""
+        return await self.db.fetch_one("approvals.resume_restored", {"run_id": run_id, "by": by, "reason": reason})
+
     async def decide(self, approval_id: str, status: str, by: str, reason: str | None) -> Approval | None:
         """Decide a pending request; None when it was decided otherwise already. The same decision by
         the same person again answers the request as it stands, changing nothing (I18)."""
@@ -479,6 +486,7 @@ class RunHandle(FencedHandle):
 
     async def file_approval(self, params: dict[str, Any]) -> Approval:
         """I15: file (or find, by its binding) the request for one call."""
+        params = {"asked_why": None, **params}  # None: the approval gate asks (I24 sets why otherwise)
         return row_as(Approval, await self._fenced("approvals.file", "filing an approval", params))
 
     async def audit(self, action: str, actor: str, detail: dict[str, Any]) -> None:

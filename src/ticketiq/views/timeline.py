@@ -55,6 +55,8 @@ def run_view(run: RunRecord, waits: list[dict[str, Any]]) -> dict[str, Any]:
         # Held: no retention pass purges it (issue 34), whatever the policy says, until it is released.
         "held": run.held_at is not None,
         "hold": None if run.held_at is None else {"at": run.held_at, "by": run.held_by, "reason": run.hold_reason},
+        # I24: found unfinished by a restore: each write it plans is settled before it is sent.
+        "restored": None if run.restored_at is None else {"at": run.restored_at, "from": run.restored_from},
         "created_at": run.created_at,
         "updated_at": run.updated_at,
         "started_at": run.started_at,

@@ -48,7 +48,9 @@ SELECT r.id, r.agent, r.status, r.channel, r.created_by, r.created_at, r.held_at
                  NULL::uuid AS approval_id, NULL::text AS tool
             FROM inputs i WHERE i.run_id = r.id AND i.status = 'pending' AND r.status = 'waiting'
           UNION ALL
-          SELECT 1, a.step, a.idx, a.created_at, 'approval', 'approve ' || a.tool || '?', NULL::uuid, a.id, a.tool
+          -- A restored run's write held for an operator (I24) says why it is asked.
+          SELECT 1, a.step, a.idx, a.created_at, 'approval', coalesce(a.asked_why, 'approve ' || a.tool || '?'),
+                 NULL::uuid, a.id, a.tool
             FROM approvals a WHERE a.run_id = r.id AND a.status = 'pending' AND r.status = 'waiting'
       ) waits
        ORDER BY waits.asked_at, waits.step, waits.idx, waits.part

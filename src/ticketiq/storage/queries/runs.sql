@@ -63,7 +63,8 @@ WITH run AS (
 )
 SELECT c.*, NULL::timestamptz AS lease_expired_at, 'acquired' AS why, run.status AS run_status,
        %(agent)s AS agent, %(tenant)s AS tenant, %(owner)s AS owner, %(channel)s AS channel,
-       %(may_wait)s::boolean AS may_wait, NULL::text AS stopped_by, g.*, s.*
+       %(may_wait)s::boolean AS may_wait, NULL::text AS stopped_by, NULL::timestamptz AS restored_at,
+       NULL::text AS restored_from, g.*, s.*
   FROM run, checkpoint c, LATERAL gate_context(%(agent)s, %(tenant)s, %(owner)s, %(channel)s) g,
        LATERAL starter_authority(%(created_by)s) s
 
@@ -90,7 +91,7 @@ SELECT id, status, answer, error, durable() AS durable FROM runs WHERE delegatio
 -- name: get
 SELECT r.id, r.agent, r.input, r.owner, r.tenant, r.channel, r.may_wait, r.correlation_id, r.parent_run_id,
        r.status, r.answer, r.error, r.stop_requested_at, r.stopped_by, r.created_by,
-       r.created_at, r.started_at, r.finished_at, r.held_at, r.held_by, r.hold_reason,
+       r.created_at, r.started_at, r.finished_at, r.held_at, r.held_by, r.hold_reason, r.restored_at, r.restored_from,
        c.attempt, c.step, c.losses, c.written_at AS checkpoint_at, c.state_format, c.seal_format,
        greatest(coalesce(r.updated_at, r.finished_at, r.started_at, r.created_at), c.written_at) AS updated_at
   FROM runs r JOIN checkpoints c ON c.run_id = r.id
@@ -107,14 +108,16 @@ SELECT status, answer, error FROM runs WHERE id = %(run_id)s
 -- the take (gate_context, migration 028; its starter's authority, 032): the run's first step reads none of
 -- its own.
 WITH run AS (
-    SELECT r.id, r.status, r.agent, r.tenant, r.owner, r.channel, r.may_wait, r.stopped_by, r.created_by
+    SELECT r.id, r.status, r.agent, r.tenant, r.owner, r.channel, r.may_wait, r.stopped_by, r.created_by,
+           r.restored_at, r.restored_from
       FROM runs r
      WHERE r.id = %(run_id)s AND r.status IN ('queued', 'waiting', 'answered')
        AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.name = 'checkpoint:' || r.id::text AND l.expires_at >= now())
        FOR UPDATE
 )
 SELECT t.*, 'acquired' AS why, CASE WHEN run.status = 'answered' THEN 'answered' ELSE 'running' END AS run_status,
-       run.agent, run.tenant, run.owner, run.channel, run.may_wait, run.stopped_by, g.*, s.*
+       run.agent, run.tenant, run.owner, run.channel, run.may_wait, run.stopped_by, run.restored_at, run.restored_from,
+       g.*, s.*
   FROM run, LATERAL take_run(run.id, %(holder)s, %(ttl)s, false) t,
        LATERAL gate_context(run.agent, run.tenant, run.owner, run.channel) g,
        LATERAL starter_authority(run.created_by) s
@@ -433,8 +436,9 @@ WITH checkpoint AS (
 SELECT checkpoint.run_id, pending.any AS suspended FROM checkpoint, pending, finished
 
 -- name: gate_facts
--- Everything the gates need for one run, in one read: with its starter's authority (migration 032).
-SELECT r.agent, r.tenant, r.owner, r.channel, r.may_wait, r.stopped_by, g.*, s.*
+-- Everything the gates need for one run, in one read: with its starter's authority (migration 032), and
+-- whether a restore found it unfinished (migration 037, I24).
+SELECT r.agent, r.tenant, r.owner, r.channel, r.may_wait, r.stopped_by, r.restored_at, r.restored_from, g.*, s.*
   FROM runs r, LATERAL gate_context(r.agent, r.tenant, r.owner, r.channel) g, LATERAL starter_authority(r.created_by) s
  WHERE r.id = %(run_id)s
 
@@ -565,7 +569,8 @@ SELECT kind, question, question_id, approval_id, tool, asked_at, step, idx FROM 
            NULL::text AS tool, asked_at
       FROM inputs WHERE run_id = %(run_id)s AND status = 'pending'
     UNION ALL
-    SELECT 2, step, idx, 'approval', 'approve ' || tool || '?', NULL::uuid, id, tool, created_at
+    -- A restored run's write held for an operator (I24) says why it is asked.
+    SELECT 2, step, idx, 'approval', coalesce(asked_why, 'approve ' || tool || '?'), NULL::uuid, id, tool, created_at
       FROM approvals WHERE run_id = %(run_id)s AND status = 'pending'
 ) waits
  ORDER BY part, step, idx
