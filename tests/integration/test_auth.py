@@ -129,6 +129,7 @@ async def test_every_v1_route_refuses_a_missing_malformed_unknown_or_revoked_tok
             ("GET", "/v1/runs/{run_id}/timeline"): (f"/v1/runs/{run_id}/timeline", None),
             ("GET", "/v1/runs/{run_id}/events"): (f"/v1/runs/{run_id}/events", None),
             ("POST", "/v1/runs/{run_id}/stop"): (f"/v1/runs/{run_id}/stop", {}),
+            ("POST", "/v1/runs/{run_id}/resume"): (f"/v1/runs/{run_id}/resume", {}),
             ("POST", "/v1/runs/{run_id}/hold"): (f"/v1/runs/{run_id}/hold", {}),
             ("DELETE", "/v1/runs/{run_id}/hold"): (f"/v1/runs/{run_id}/hold", {}),
             ("POST", "/v1/runs/{run_id}/input"): (f"/v1/runs/{run_id}/input", {"text": "staging"}),

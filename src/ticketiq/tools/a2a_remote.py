@@ -39,8 +39,7 @@ from a2a.utils.errors import A2AError, TaskNotFoundError
 
 from ticketiq.settings import Settings
 from ticketiq.tools.base import CallContext, Outcome, ReadBack, Tool, ToolClass
-from ticketiq.tools.http import VendorFailed, last_check
-from ticketiq.tools.vendor_pool import BEFORE_WRITE
+from ticketiq.tools.http import VendorFailed, checked_at_write
 
 VENDOR = "remote agent"
 T = TypeVar("T")
@@ -269,7 +268,10 @@ class _CallHttp:
     def build_request(self, method: str, url: str, **kwargs: Any) -> httpx.Request:
         headers = httpx.Headers(self.headers)
         headers.update(kwargs.pop("headers", None) or {})
-        extensions = {BEFORE_WRITE: last_check(self._ctx)}
+        # The lease only: the same client asks for the card, sends the message and then follows the task, and
+        # the follow-up reads may go on past the message's window (REMOTE_AGENT_WAIT_S); `_Bounds` holds the
+        # message itself to its window before it is asked for.
+        extensions = checked_at_write(self._ctx.before_send)
         return self._ctx.http.build_request(method, url, headers=headers, extensions=extensions, **kwargs)
 
     async def send(self, request: httpx.Request, *, stream: bool = False) -> httpx.Response:

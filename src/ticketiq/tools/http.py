@@ -90,7 +90,7 @@ async def request(
             async with asyncio.timeout(timeout):  # the whole try, not only each phase of it
                 response = await ctx.http.request(
                     method, url, headers=headers, json=json, params=params, timeout=timeout,
-                    extensions={BEFORE_WRITE: last_check(ctx, sending)},
+                    extensions=checked_at_write(last_check(ctx, sending)),
                 )  # fmt: skip
         except WindowClosed as exc:
             # Its window closed while it waited for a connection or was frozen: nothing of this try left.
@@ -175,6 +175,19 @@ def last_check(ctx: CallContext, sending: Sending | None = None) -> Callable[[],
             sending.started = True
 
     return check
+
+
+def checked_at_write(check: Callable[[], None]) -> dict[str, Any]:
+    """A request's extensions that run `check` as its bytes are written, whatever transport the client has:
+    the vendor transport's BEFORE_WRITE (in the same call as the socket's send), and httpcore's trace, which
+    it awaits right before it writes the head and again the body (a client on httpx's own transport: the
+    A2A SDK's, a test's)."""
+
+    async def trace(event: str, info: dict[str, Any]) -> None:
+        if event.endswith((".send_request_headers.started", ".send_request_body.started")):
+            check()
+
+    return {BEFORE_WRITE: check, "trace": trace}
 
 
 def message_of(body: Any) -> str:
