@@ -1,7 +1,7 @@
 """Retention (issue 34): how fast the pass purges a million ended runs, and what it costs the runs in flight.
 
     .venv/bin/python bench/retention.py [--runs 1000000] [--in-flight 32] [--seconds 20] [--batch 1000]
-                                        [--json PATH]
+                                        [--rest-share 1.0] [--json PATH]
 
 On an embedded Postgres of its own (a temporary home; fsync and synchronous_commit on, as the app runs it):
 
@@ -12,8 +12,9 @@ On an embedded Postgres of its own (a temporary home; fsync and synchronous_comm
    of a run writes (`runs.write_checkpoint`, one sealed checkpoint and its transcript entries, fenced by its
    attempt), for `--seconds` without a purge: the p50 and p99 of that statement.
 3. The same writers while a retention pass (leader/retention.py, batches of `--batch`, a policy of a
-   minute) purges the million: the statement's p50 and p99 meanwhile, and the pass's rows deleted per
-   second (every row of every table it deleted, over the pass's own time).
+   minute, resting `--rest-share` of each batch's time after it, as the app does) purges the million: the
+   statement's p50 and p99 meanwhile, and the pass's rows deleted per second (every row of every table it
+   deleted, over the pass's own time, rests included).
 
 It prints figures and asserts none; the goals (issue 34): the purge at 10,000 rows/s or more, and the p99
 of a step's statement moved by less than 1.5x, side by side in this one run. The machine's cores are
@@ -43,10 +44,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.support.ended_runs import fill
 
 from ticketiq.dbserver import embedded
-from ticketiq.leader.retention import RetentionPass
+from ticketiq.leader.retention import REST_SHARE, RetentionPass
 from ticketiq.storage.database import Database
 from ticketiq.storage.migrate import migrate
 from ticketiq.storage.queries import QUERIES
+from ticketiq.values import retention
 from ticketiq.values.retention import Policy
 
 DBNAME = "retention_bench"
@@ -101,7 +103,7 @@ def quantiles(samples: list[float]) -> dict[str, float]:
     return {"n": len(samples), "p50_ms": round(statistics.median(samples), 3), "p99_ms": round(cuts[98], 3)}
 
 
-async def measure(url: str, runs: int, flying: int, seconds: float, batch: int) -> dict[str, Any]:
+async def measure(url: str, runs: int, flying: int, seconds: float, batch: int, rest: float) -> dict[str, Any]:
     async with await psycopg.AsyncConnection.connect(url, autocommit=True, row_factory=dict_row) as conn:
         await migrate(conn)
     started = time.monotonic()
@@ -121,8 +123,8 @@ async def measure(url: str, runs: int, flying: int, seconds: float, batch: int) 
         await asyncio.sleep(seconds)
         phase[0] = "during"
         pass_started = time.monotonic()
-        report = await RetentionPass(db, Policy(runs_s=60, audit_s=0, jobs_s=0, keys_s=86400, batch=batch),
-                                     "bench").run()  # fmt: skip
+        policy = Policy(runs_s=60, audit_s=0, jobs_s=0, keys_s=86400, batch=batch)
+        report = await RetentionPass(db, policy, "bench", rest_share=rest).run()
         pass_s = time.monotonic() - pass_started
         phase[0] = "after"
     finally:
@@ -132,9 +134,9 @@ async def measure(url: str, runs: int, flying: int, seconds: float, batch: int) 
     alone = [ms for p, ms in samples if p == "alone"]
     during = [ms for p, ms in samples if p == "during"]
     # Rows deleted: not the audit rows unlinked nor the signed claims marked (those are updated, and kept).
-    deleted = sum(n for table, n in report.deleted.items() if not table.endswith(("_unlinked", "_marked")))
+    deleted = retention.rows_deleted(report.deleted)
     return {
-        "ended_runs": runs, "rows_made_s": round(made_s, 1), "in_flight": flying, "batch": batch,
+        "ended_runs": runs, "rows_made_s": round(made_s, 1), "in_flight": flying, "batch": batch, "rest_share": rest,
         "pass_s": round(pass_s, 2), "rows_deleted": deleted, "runs_deleted": report.deleted.get("runs", 0),
         "rows_per_s": round(deleted / pass_s), "deleted": report.deleted,
         "step_statement": {"without_purge": quantiles(alone), "during_purge": quantiles(during)},
@@ -147,6 +149,12 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument(
+        "--rest-share",
+        type=float,
+        default=REST_SHARE,
+        help="the pass rests this share of each batch's time after it (the app's default)",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     cores = os.cpu_count()
@@ -155,7 +163,9 @@ def main() -> None:
         try:
             create_database(server.url())
             print(f"retention bench: {args.runs:,} ended runs, {args.in_flight} runs in flight, {cores} cores")
-            figures = asyncio.run(measure(server.url(DBNAME), args.runs, args.in_flight, args.seconds, args.batch))
+            figures = asyncio.run(
+                measure(server.url(DBNAME), args.runs, args.in_flight, args.seconds, args.batch, args.rest_share)
+            )
         finally:
             embedded.stop(server.home)
     alone, during = figures["step_statement"]["without_purge"], figures["step_statement"]["during_purge"]

@@ -6,6 +6,8 @@ is a real `ticketiq serve` (with the test job kinds, `tests/support/job_kinds.py
 
 from __future__ import annotations
 
+import asyncio
+import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -15,7 +17,7 @@ import yaml
 from playwright.async_api import Page, expect
 
 from tests.browser.rig import Console, agents_file, shot, sign_in
-from tests.support import job_kinds
+from tests.support import job_kinds, preforked
 from tests.support.cluster import Cluster
 from tests.support.http import web
 from tests.support.postgres import SuitePostgres
@@ -305,3 +307,24 @@ async def test_the_processes_page_shows_each_processs_mcp_servers(site: Console,
         await shot(page, "processes-mcp")
     finally:
         other.child.stop()
+
+
+async def test_the_processes_page_shows_the_last_retention_pass(site: Console, page: Page) -> None:
+    operator = site.token("retention-op", "operator")
+    ended = site.start_run(operator, "reader", "Read OPS-611")
+    site.ended(ended)
+    await asyncio.sleep(1.2)
+    # The module's other tests keep their runs: held while this pass runs, released after.
+    others = site.cluster.rows("UPDATE runs SET held_at = now() WHERE id <> %s AND held_at IS NULL RETURNING id", ended)
+    purged = preforked.run([sys.executable, "-m", "ticketiq.cli", "retention", "run"],
+                           env={**site.cluster.env, "TICKETIQ_RETENTION_RUNS": "1s"}, timeout=120)  # fmt: skip
+    site.cluster.rows("UPDATE runs SET held_at = NULL WHERE id = ANY(%s)", [r["id"] for r in others])
+    assert purged.returncode == 0, purged.stderr
+    shown = site.api("GET", "/v1/processes", operator).json()["retention"]
+    assert shown["state"] == "done" and shown["deleted"]["runs"] >= 1
+    await sign_in(page, site.base, operator, "/console/processes")
+    said = page.locator("p.retention")
+    await expect(said.locator(".badge")).to_have_text("done")
+    await expect(said).to_contain_text(f"deleted {shown['total']:,} rows")
+    await expect(said).to_contain_text("runs")
+    await shot(page, "processes-retention")

@@ -77,6 +77,15 @@ def full(counts: Mapping[str, int], tables: Iterable[str], limit: int) -> bool:
     return any(counts.get(table, 0) >= limit for table in tables)
 
 
+# What a run's purge counts but keeps: audit rows unlinked from it, signed claims marked.
+KEPT_SUFFIXES = ("_unlinked", "_marked")
+
+
+def rows_deleted(deleted: Mapping[str, int]) -> int:
+    """The rows a pass deleted: not those it only unlinked from a purged run or marked."""
+    return sum(int(n) for table, n in deleted.items() if not table.endswith(KEPT_SUFFIXES))
+
+
 def report(deleted: Mapping[str, int], dry_run: bool) -> list[str]:
     """The lines `ticketiq retention run` prints: each table and its rows, widest name first aligned."""
     verb = "would delete" if dry_run else "deleted"
@@ -98,7 +107,7 @@ def last_pass_view(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
     deleted = {table: int(n) for table, n in sorted(dict(row["deleted"]).items()) if n}
     state = "stopped" if row["error"] else ("running" if row["ended_at"] is None else "done")
     return {"started_at": _iso(row["started_at"]), "ended_at": _iso(row["ended_at"]), "process": row["process"],
-            "state": state, "deleted": deleted, "total": sum(deleted.values()), "exported": list(row["exported"]),
+            "state": state, "deleted": deleted, "total": rows_deleted(deleted), "exported": list(row["exported"]),
             "error": row["error"]}  # fmt: skip
 
 
