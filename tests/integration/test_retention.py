@@ -261,16 +261,16 @@ async def test_an_idempotency_key_that_pointed_at_a_purged_run_goes_with_it(
 async def test_the_leader_runs_the_pass_every_interval_fenced_by_its_lease(db_url: str, tmp_path: Path) -> None:
     async with engine_under_test(db_url, tmp_path, SCRIPTS, AGENTS, retention_every=0.5, retention_runs=0.5) as h:
         made = await h.engine.submit("a", "check OPS-4", may_wait=False, channel="api", actor="ops")
-        for _ in range(200):
-            left = await read_rows(db_url, "SELECT count(*) AS n FROM runs WHERE id = %s", made.id)
-            if left[0]["n"] == 0:
+        passes: list[dict[str, Any]] = []
+        for _ in range(200):  # until the pass that purged it has recorded so
+            passes = await read_rows(
+                db_url, "SELECT process, error FROM retention_passes WHERE (deleted->>'runs')::int = 1"
+            )
+            if passes:
                 break
             await asyncio.sleep(0.1)
-        assert left[0]["n"] == 0
-        passes = await read_rows(
-            db_url, "SELECT process, error FROM retention_passes WHERE (deleted->>'runs')::int = 1"
-        )
         assert passes == [{"process": h.process.engine.deps.holder, "error": None}]
+        assert (await read_rows(db_url, "SELECT count(*) AS n FROM runs WHERE id = %s", made.id))[0]["n"] == 0
         scraped = h.process.engine.deps.metrics.render(lease_lapses=0)
         assert 'ticketiq_retention_deleted_total{table="runs"} 1.0' in scraped
         assert "ticketiq_retention_oldest_seconds" in scraped and "ticketiq_retention_pass_seconds_count" in scraped

@@ -124,9 +124,9 @@ class RetentionPass:
             await record.end_pass(pass_id, report.deleted, report.exported, report.error)
             raise
         report.seconds = time.monotonic() - started
-        await record.end_pass(pass_id, report.deleted, report.exported, report.error)
-        if self.metrics is not None and not dry_run:
+        if self.metrics is not None and not dry_run:  # before the record: whoever reads it finds them counted
             self.metrics.retention_pass(report.seconds, report.deleted, await record.oldest())
+        await record.end_pass(pass_id, report.deleted, report.exported, report.error)
         return report
 
     async def _purge(self, store: RetentionStore, report: PassReport, export: bool) -> None:
