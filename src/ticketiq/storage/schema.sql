@@ -202,6 +202,16 @@ CREATE FUNCTION public.process_alive(process_id text) RETURNS boolean
 $$;
 
 
+-- FUNCTION public.retention_may_run(text)
+
+CREATE FUNCTION public.retention_may_run(p_leader text) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT p_leader IS NULL
+        OR EXISTS (SELECT 1 FROM leases l WHERE l.name = 'leader' AND l.holder = p_leader AND l.expires_at > now())
+$$;
+
+
 -- FUNCTION public.run_targets(text, integer)
 
 CREATE FUNCTION public.run_targets(p_claimer text, p_n integer) RETURNS TABLE(slot bigint, holder text)

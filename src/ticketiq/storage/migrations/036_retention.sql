@@ -35,6 +35,15 @@ ALTER TABLE idempotency_keys ADD COLUMN run_id uuid;
 COMMENT ON COLUMN idempotency_keys.run_id IS 'The run the kept answer points at, when it points at one: the retention pass deletes the key with the run.';
 CREATE INDEX idempotency_keys_run ON idempotency_keys (run_id) WHERE run_id IS NOT NULL;
 
+-- The fence of the leader's retention pass, written once: the leader lease is the caller's, unexpired
+-- (NULL: `ticketiq retention run`, which no leader runs).
+CREATE FUNCTION retention_may_run(p_leader text) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT p_leader IS NULL
+        OR EXISTS (SELECT 1 FROM leases l WHERE l.name = 'leader' AND l.holder = p_leader AND l.expires_at > now())
+$$;
+
 CREATE TABLE retention_passes (
     id bigserial PRIMARY KEY,
     started_at timestamptz NOT NULL DEFAULT now(),

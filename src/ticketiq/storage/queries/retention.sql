@@ -16,6 +16,7 @@ SELECT r.id
  WHERE r.finished_at IS NOT NULL AND r.held_at IS NULL
    AND r.finished_at < now() - make_interval(secs => %(keep_s)s)
    AND r.status IN ('succeeded', 'failed', 'interrupted', 'stopped')
+   -- Written out, not a function: a function's lookups would be made row by row and hidden from the plan.
    AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_run_id = r.id)
    AND NOT EXISTS (SELECT 1 FROM answers a WHERE a.run_id = r.id AND a.handed_on_at IS NULL AND a.kept_until > now())
    AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.id AND a.status = 'pending')
@@ -36,9 +37,7 @@ SELECT r.id
 -- runs (a JSON list) (those the export wrote), or NULL for the batch the policy makes due. Every condition of
 -- `purgeable_runs` is checked again under the row lock.
 WITH fence AS (
-    SELECT %(leader)s::text IS NULL
-        OR EXISTS (SELECT 1 FROM leases l
-                    WHERE l.name = 'leader' AND l.holder = %(leader)s AND l.expires_at > now()) AS ok
+    SELECT retention_may_run(%(leader)s) AS ok
 ), batch AS (
     SELECT r.id
       FROM runs r, fence
@@ -47,13 +46,13 @@ WITH fence AS (
        AND r.finished_at < now() - make_interval(secs => %(keep_s)s)
        AND (%(ids)s::jsonb IS NULL OR r.id = ANY (ARRAY(SELECT jsonb_array_elements_text(%(ids)s::jsonb)::uuid)))
        AND r.status IN ('succeeded', 'failed', 'interrupted', 'stopped')
-       AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_run_id = r.id)
-       AND NOT EXISTS (SELECT 1 FROM answers a
-                        WHERE a.run_id = r.id AND a.handed_on_at IS NULL AND a.kept_until > now())
-       AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.id AND a.status = 'pending')
-       AND NOT EXISTS (SELECT 1 FROM inputs i WHERE i.run_id = r.id AND i.status = 'pending')
-       AND NOT EXISTS (SELECT 1 FROM workflow_steps w JOIN jobs j ON j.id = w.job_id
-                        WHERE w.run_id = r.id AND j.finished_at IS NULL)
+       -- Written out, not a function: a function's lookups would be made row by row and hidden from the plan.
+   AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_run_id = r.id)
+   AND NOT EXISTS (SELECT 1 FROM answers a WHERE a.run_id = r.id AND a.handed_on_at IS NULL AND a.kept_until > now())
+   AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.id AND a.status = 'pending')
+   AND NOT EXISTS (SELECT 1 FROM inputs i WHERE i.run_id = r.id AND i.status = 'pending')
+   AND NOT EXISTS (SELECT 1 FROM workflow_steps w JOIN jobs j ON j.id = w.job_id
+                    WHERE w.run_id = r.id AND j.finished_at IS NULL)
      ORDER BY r.finished_at
      LIMIT %(limit)s
        FOR UPDATE OF r SKIP LOCKED
@@ -115,9 +114,7 @@ SELECT (SELECT ok FROM fence) AS ok,
 -- Audit rows older than TICKETIQ_RETENTION_AUDIT, oldest first (audit_log_at), whatever run they were
 -- about: the audit has its own clock.
 WITH fence AS (
-    SELECT %(leader)s::text IS NULL
-        OR EXISTS (SELECT 1 FROM leases l
-                    WHERE l.name = 'leader' AND l.holder = %(leader)s AND l.expires_at > now()) AS ok
+    SELECT retention_may_run(%(leader)s) AS ok
 ), batch AS (
     SELECT a.id FROM audit_log a, fence
      WHERE fence.ok AND a.at < now() - make_interval(secs => %(keep_s)s)
@@ -134,9 +131,7 @@ SELECT (SELECT ok FROM fence) AS ok, (SELECT count(*) FROM gone) AS audit_log
 -- red-team answers. A job a classifier was trained by is kept: the classifier names it as its source. A
 -- job restarted from this one keeps its own row and loses the link.
 WITH fence AS (
-    SELECT %(leader)s::text IS NULL
-        OR EXISTS (SELECT 1 FROM leases l
-                    WHERE l.name = 'leader' AND l.holder = %(leader)s AND l.expires_at > now()) AS ok
+    SELECT retention_may_run(%(leader)s) AS ok
 ), batch AS (
     SELECT j.id FROM jobs j, fence
      WHERE fence.ok AND j.finished_at IS NOT NULL
@@ -167,9 +162,7 @@ SELECT (SELECT ok FROM fence) AS ok, (SELECT count(*) FROM gone) AS jobs, counte
 -- past %(runless_s)s. A fire or inbox row with a run goes with its run; one still to be made is never
 -- touched (the sweeps need it). Kept answers past TICKETIQ_ANSWER_TTL_S (I12), once handed on.
 WITH fence AS (
-    SELECT %(leader)s::text IS NULL
-        OR EXISTS (SELECT 1 FROM leases l
-                    WHERE l.name = 'leader' AND l.holder = %(leader)s AND l.expires_at > now()) AS ok
+    SELECT retention_may_run(%(leader)s) AS ok
 ), keys AS (
     DELETE FROM idempotency_keys i
      USING (SELECT scope, principal, key FROM idempotency_keys, fence
