@@ -203,6 +203,11 @@ class Settings:
         "Event streams and long waits this process holds open at once, whoever holds them, at most; one more is "
         "answered 429 with Retry-After.",
     )
+    max_waiters: int = _setting(
+        1000,
+        "Requests waiting on a run at once on this process (GET /v1/runs/{id}?wait=S), at most; one more is "
+        "answered at once, with the run as it is and Retry-After.",
+    )
     stream_max_s: float = _setting(
         300.0,
         "How long one event stream lasts, seconds; then it ends and the client reconnects with Last-Event-ID, "

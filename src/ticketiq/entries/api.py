@@ -37,6 +37,7 @@ from ticketiq.entries import (
     hooks,
     inspector,
     jobs,
+    run_wait,
     runs_list,
     schedules,
     teams,
@@ -54,6 +55,7 @@ from ticketiq.runtime import interpreter, release, stall
 from ticketiq.settings import Settings
 from ticketiq.storage.rows import Approval
 from ticketiq.storage.token_store import TokenStore
+from ticketiq.views.follows import Follow
 from ticketiq.views.runs import RunViews
 
 log = logging.getLogger(__name__)
@@ -139,6 +141,7 @@ def create_app(
             app.state.process = process or await AppProcess.start(settings)
             # Found tokens are kept while the gate listener hears their changes (auth/token_cache.py).
             app.state.tokens = TokenStore(app.state.process.db, app.state.process.engine.deps.gate_watch.tokens)
+            app.state.waiters = run_wait.Waiters(settings.max_waiters)
             a2a.start(app)
             if freeze_start_up:
                 interpreter.freeze_start_up()
@@ -231,11 +234,37 @@ def _routes() -> APIRouter:
 
     @router.get("/v1/runs/{run_id}", response_model=None)
     async def get_run(
-        run_id: uuid.UUID, request: Request, reader: Annotated[Principal, Depends(requires(Permission.READ_OWN_RUNS))]
+        run_id: uuid.UUID,
+        request: Request,
+        reader: Annotated[Principal, Depends(requires(Permission.READ_OWN_RUNS))],
+        wait: Annotated[
+            float | None,
+            Query(
+                ge=0,
+                le=run_wait.WAIT_MAX_S,
+                description="Seconds to wait, at most, for the run to end or to "
+                "wait for a person: the answer comes as soon as it does (entries/run_wait.py).",
+            ),
+        ] = None,
     ) -> dict[str, Any] | JSONResponse:
         # With what a waiting run waits for, oldest first, each question with the id an input names (I18).
-        shown = await _views(request).shown_run(str(run_id), tokens.run_scope(reader))
-        return field_error(404, "path.run_id", f"no run {run_id}") if shown is None else shown
+        views, scope = _views(request), tokens.run_scope(reader)
+        shown = await views.shown_run(str(run_id), scope)
+        if shown is None:
+            return field_error(404, "path.run_id", f"no run {run_id}")
+        if not wait or run_wait.done_waiting(shown["status"]):
+            return shown
+
+        async def status_of(run: str, left: float, seen: str | None, follow: Follow) -> str | None:
+            now = await views.wait_change(run, left, seen=seen, until=follow)
+            return None if now is None else now.status
+
+        proc = _proc(request)
+        if not await run_wait.waited(request, str(run_id), wait, status_of, proc.follows, auth.credential(request),
+                                     request.app.state.waiters):  # fmt: skip
+            return JSONResponse(jsonable_encoder(shown), headers={"Retry-After": "1"})
+        again = await views.shown_run(str(run_id), scope)
+        return field_error(404, "path.run_id", f"no run {run_id}") if again is None else again
 
     @router.get("/v1/runs/{run_id}/transcript", response_model=None)
     async def transcript(

@@ -1,0 +1,101 @@
+"""`GET /v1/runs/{id}?wait=S` (issue 35): the run's answer as soon as it ended, waits for a person (input or
+an approval), or S seconds passed, in one request instead of a poll loop.
+
+- The wait is woken by the run events the process already hears (`RunViews.wait_change`, the feed's
+  listener): it reads the run once when it begins and again at each change, never on a timer of its own.
+- Waiting requests are bounded by TICKETIQ_MAX_WAITERS on this process; one more is answered at once,
+  with the run as it is and `Retry-After`. A wait also holds a follow (`views/follows.py`): a principal's
+  caps, and its credential's end, hold for it as for an event stream.
+- A client that hangs up frees its waiter: the request's `http.disconnect` (awaited, not polled) ends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+
+from ticketiq.engine.engine import TERMINAL
+from ticketiq.views.follows import CredentialEnded, Follow, Follows, TooMany
+
+WAIT_MAX_S = 60.0
+KIND = "wait"
+
+
+def done_waiting(status: str | None) -> bool:
+    """Whether a wait ends on this status: the run ended, or it waits for a person (or is gone)."""
+    return status is None or status in TERMINAL or status == "waiting"
+
+
+class Waiters:
+    """How many waits this process holds, against TICKETIQ_MAX_WAITERS."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+
+    def take(self) -> bool:
+        if self.held >= self.limit:
+            return False
+        self.held += 1
+        return True
+
+    def give_back(self) -> None:
+        self.held -= 1
+
+
+async def hung_up(request: Request) -> None:
+    """Returns when the client hangs up (its `http.disconnect`); a GET's body is read past first."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def waited(
+    request: Request,
+    run_id: str,
+    wait_s: float,
+    status_of: Callable[[str, float, str | None, Follow], Awaitable[str | None]],
+    follows: Follows,
+    credential: Any,
+    waiters: Waiters,
+) -> bool:
+    """Wait as the module says; False when it was refused (too many waiting: answer with Retry-After)."""
+    if not waiters.take():
+        return False
+    try:
+        try:
+            follow = follows.open(credential, KIND, wait_s)
+        except (TooMany, CredentialEnded):
+            return False
+        try:
+            leaving = asyncio.ensure_future(hung_up(request))
+            waiting = asyncio.ensure_future(_until_done(run_id, time.monotonic() + wait_s, status_of, follow))
+            try:
+                await asyncio.wait({leaving, waiting}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in (leaving, waiting):
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await task
+        finally:
+            follows.close(follow)
+    finally:
+        waiters.give_back()
+    return True
+
+
+async def _until_done(
+    run_id: str, deadline: float, status_of: Callable[[str, float, str | None, Follow], Awaitable[str | None]],
+    follow: Follow,
+) -> None:  # fmt: skip
+    seen: str | None = None
+    while True:
+        left = deadline - time.monotonic()
+        status = await status_of(run_id, max(0.0, left), seen, follow)
+        if done_waiting(status) or left <= 0 or follow.ended.is_set():
+            return
+        seen = status
