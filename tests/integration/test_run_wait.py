@@ -97,3 +97,18 @@ async def test_past_the_waiters_limit_a_wait_is_answered_at_once_and_a_client_th
             await asyncio.sleep(0.05)
         assert app.state.waiters.held == 0
         assert (await client.get(f"/v1/runs/{run_id}")).json()["status"] in ("queued", "running")
+
+
+async def test_a_post_with_wait_answers_201_with_the_run_as_it_is_then(db_url: str, tmp_path: Path) -> None:
+    async with site(db_url, tmp_path, latency_ms=100) as (client, _, _h):
+        made = await client.post("/v1/runs", params={"wait": 20}, json={"agent": "a", "input": "check OPS-5"},
+                                 headers={"Idempotency-Key": "w-1"})  # fmt: skip
+        assert made.status_code == 201, made.text
+        assert made.json()["status"] == "succeeded" and made.json()["answer"] == "answered OPS-5"
+        again = await client.post("/v1/runs", params={"wait": 20}, json={"agent": "a", "input": "check OPS-5"},
+                                  headers={"Idempotency-Key": "w-1"})  # fmt: skip
+        assert again.json()["id"] == made.json()["id"] and again.headers.get("Idempotent-Replayed") == "true"
+        refused = await client.post("/v1/runs", params={"wait": 99}, json={"agent": "a", "input": "check OPS-6"})
+        assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == ["query", "wait"]
+        plain = await client.post("/v1/runs", json={"agent": "a", "input": "check OPS-7"})
+        assert set(plain.json()) == {"id", "status"}  # without `wait`, as before

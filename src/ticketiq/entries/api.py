@@ -194,6 +194,38 @@ def _engine(request: Request) -> Engine:
     return _proc(request).engine
 
 
+# `?wait=S` of GET and POST /v1/runs (issue 35, entries/run_wait.py).
+WaitSeconds = Annotated[
+    float | None,
+    Query(
+        ge=0,
+        le=run_wait.WAIT_MAX_S,
+        description="Seconds to wait, at most, for the run to end or to wait for "
+        "a person: the answer comes as soon as it does.",
+    ),
+]
+
+
+async def _waited(
+    request: Request, run_id: str, wait_s: float, scope: str | None, shown: dict[str, Any]
+) -> tuple[dict[str, Any] | None, bool]:
+    """The run after waiting (entries/run_wait.py), and whether the wait was refused (too many waiting: the
+    run as it was, to be answered with Retry-After)."""
+    if run_wait.done_waiting(shown["status"]):
+        return shown, False
+    views = _views(request)
+
+    async def status_of(run: str, left: float, seen: str | None, follow: Follow) -> str | None:
+        now = await views.wait_change(run, left, seen=seen, until=follow)
+        return None if now is None else now.status
+
+    proc = _proc(request)
+    if not await run_wait.waited(request, run_id, wait_s, status_of, proc.follows, auth.credential(request),
+                                 request.app.state.waiters):  # fmt: skip
+        return shown, True
+    return await views.shown_run(run_id, scope), False
+
+
 def _views(request: Request) -> RunViews:
     return _proc(request).views
 
@@ -213,6 +245,7 @@ def _routes() -> APIRouter:
         request: Request,
         caller: Annotated[Principal, Depends(requires(Permission.START_RUNS))],
         idempotency_key: IdempotencyKey,
+        wait: WaitSeconds = None,
     ) -> Response:
         refusal = tokens.start_refusal(caller, body.agent)
         if refusal is not None:
@@ -230,6 +263,14 @@ def _routes() -> APIRouter:
         # A repeat gets the first answer: the run, with the status it was made with (entries/idempotency.py).
         shown = RunCreated(id=created.id, status=created.born_status or created.status)
         replayed = None if created.created else {REPLAYED: "true"}
+        if wait:
+            # With `wait`: the run as GET /v1/runs/{id} shows it, once it ended, waits for a person, or S passed.
+            seen = await _views(request).shown_run(created.id, None)
+            if seen is not None:
+                seen, refused = await _waited(request, created.id, wait, None, seen)
+            if seen is not None:
+                headers = {**(replayed or {}), **({"Retry-After": "1"} if refused else {})}
+                return JSONResponse(jsonable_encoder(seen), status_code=201, headers=headers or None)
         return JSONResponse(jsonable_encoder(shown), status_code=201, headers=replayed)
 
     @router.get("/v1/runs/{run_id}", response_model=None)
@@ -237,34 +278,15 @@ def _routes() -> APIRouter:
         run_id: uuid.UUID,
         request: Request,
         reader: Annotated[Principal, Depends(requires(Permission.READ_OWN_RUNS))],
-        wait: Annotated[
-            float | None,
-            Query(
-                ge=0,
-                le=run_wait.WAIT_MAX_S,
-                description="Seconds to wait, at most, for the run to end or to "
-                "wait for a person: the answer comes as soon as it does (entries/run_wait.py).",
-            ),
-        ] = None,
+        wait: WaitSeconds = None,
     ) -> dict[str, Any] | JSONResponse:
         # With what a waiting run waits for, oldest first, each question with the id an input names (I18).
-        views, scope = _views(request), tokens.run_scope(reader)
-        shown = await views.shown_run(str(run_id), scope)
-        if shown is None:
-            return field_error(404, "path.run_id", f"no run {run_id}")
-        if not wait or run_wait.done_waiting(shown["status"]):
-            return shown
-
-        async def status_of(run: str, left: float, seen: str | None, follow: Follow) -> str | None:
-            now = await views.wait_change(run, left, seen=seen, until=follow)
-            return None if now is None else now.status
-
-        proc = _proc(request)
-        if not await run_wait.waited(request, str(run_id), wait, status_of, proc.follows, auth.credential(request),
-                                     request.app.state.waiters):  # fmt: skip
-            return JSONResponse(jsonable_encoder(shown), headers={"Retry-After": "1"})
-        again = await views.shown_run(str(run_id), scope)
-        return field_error(404, "path.run_id", f"no run {run_id}") if again is None else again
+        shown = await _views(request).shown_run(str(run_id), tokens.run_scope(reader))
+        if shown is not None and wait:
+            shown, refused = await _waited(request, str(run_id), wait, tokens.run_scope(reader), shown)
+            if refused:
+                return JSONResponse(jsonable_encoder(shown), headers={"Retry-After": "1"})
+        return field_error(404, "path.run_id", f"no run {run_id}") if shown is None else shown
 
     @router.get("/v1/runs/{run_id}/transcript", response_model=None)
     async def transcript(
