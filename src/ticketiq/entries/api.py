@@ -265,9 +265,8 @@ def _routes() -> APIRouter:
         replayed = None if created.created else {REPLAYED: "true"}
         if wait:
             # With `wait`: the run as GET /v1/runs/{id} shows it, once it ended, waits for a person, or S passed.
-            seen = await _views(request).shown_run(created.id, None)
-            if seen is not None:
-                seen, refused = await _waited(request, created.id, wait, None, seen)
+            first = await _views(request).shown_run(created.id, None)
+            seen, refused = (None, False) if first is None else await _waited(request, created.id, wait, None, first)
             if seen is not None:
                 headers = {**(replayed or {}), **({"Retry-After": "1"} if refused else {})}
                 return JSONResponse(jsonable_encoder(seen), status_code=201, headers=headers or None)

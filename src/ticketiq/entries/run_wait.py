@@ -15,12 +15,11 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from starlette.requests import Request
 
 from ticketiq.engine.engine import TERMINAL
-from ticketiq.views.follows import CredentialEnded, Follow, Follows, TooMany
+from ticketiq.views.follows import Credential, CredentialEnded, Follow, Follows, TooMany
 
 WAIT_MAX_S = 60.0
 KIND = "wait"
@@ -60,7 +59,7 @@ async def waited(
     wait_s: float,
     status_of: Callable[[str, float, str | None, Follow], Awaitable[str | None]],
     follows: Follows,
-    credential: Any,
+    credential: Credential,
     waiters: Waiters,
 ) -> bool:
     """Wait as the module says; False when it was refused (too many waiting: answer with Retry-After)."""
