@@ -17,7 +17,6 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
-from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
@@ -37,6 +36,7 @@ from ticketiq.entries import (
     hooks,
     inspector,
     jobs,
+    probes,
     run_wait,
     runs_list,
     schedules,
@@ -48,6 +48,8 @@ from ticketiq.entries import (
 )
 from ticketiq.entries.auth import requires
 from ticketiq.entries.idempotency import REPLAYED, IdempotencyKey, once
+from ticketiq.entries.json_answer import json_answer
+from ticketiq.entries.probes import READY_WITHIN_S
 from ticketiq.errors import Conflict, Forbidden, NotFound, RequestError, StorageError
 from ticketiq.intake.idempotency import request_hash
 from ticketiq.process import AppProcess
@@ -59,8 +61,6 @@ from ticketiq.views.follows import Follow
 from ticketiq.views.runs import RunViews
 
 log = logging.getLogger(__name__)
-
-READY_WITHIN_S = 1.0
 
 
 class RunRequest(BaseModel):
@@ -142,6 +142,9 @@ def create_app(
             # Found tokens are kept while the gate listener hears their changes (auth/token_cache.py).
             app.state.tokens = TokenStore(app.state.process.db, app.state.process.engine.deps.gate_watch.tokens)
             app.state.waiters = run_wait.Waiters(settings.max_waiters)
+            engine = app.state.process.engine
+            app.state.readiness = probes.Readiness(engine.ready, lambda: engine.deps.db.outage.down,
+                                                   engine.deps.holder)  # fmt: skip
             a2a.start(app)
             if freeze_start_up:
                 interpreter.freeze_start_up()
@@ -157,6 +160,8 @@ def create_app(
     # then one holding text Postgres cannot store (I16), before any route sees it.
     app.add_middleware(text_guard.StorableText)
     app.add_middleware(auth.BearerAuth, store=lambda scope: scope["app"].state.tokens, session=console.principal_of)
+    # Outermost of ours: the probes are answered before anything else looks at them (entries/probes.py).
+    app.add_middleware(probes.Probes, readiness=lambda scope: scope["app"].state.readiness)
 
     @app.exception_handler(RequestError)
     async def refused(request: Request, exc: RequestError) -> JSONResponse:
@@ -182,6 +187,7 @@ def create_app(
 
     app.include_router(ROUTES)
     console.install(app)
+    auth.describe_bearer(app, ROUTES)
     return app
 
 
@@ -269,8 +275,8 @@ def _routes() -> APIRouter:
             seen, refused = (None, False) if first is None else await _waited(request, created.id, wait, None, first)
             if seen is not None:
                 headers = {**(replayed or {}), **({"Retry-After": "1"} if refused else {})}
-                return JSONResponse(jsonable_encoder(seen), status_code=201, headers=headers or None)
-        return JSONResponse(jsonable_encoder(shown), status_code=201, headers=replayed)
+                return json_answer(seen, status_code=201, headers=headers or None)
+        return json_answer(shown.model_dump(mode="json"), status_code=201, headers=replayed)
 
     @router.get("/v1/runs/{run_id}", response_model=None)
     async def get_run(
@@ -278,14 +284,18 @@ def _routes() -> APIRouter:
         request: Request,
         reader: Annotated[Principal, Depends(requires(Permission.READ_OWN_RUNS))],
         wait: WaitSeconds = None,
-    ) -> dict[str, Any] | JSONResponse:
+    ) -> Response:
         # With what a waiting run waits for, oldest first, each question with the id an input names (I18).
         shown = await _views(request).shown_run(str(run_id), tokens.run_scope(reader))
-        if shown is not None and wait:
+        if shown is None:
+            return field_error(404, "path.run_id", f"no run {run_id}")
+        if wait:
             shown, refused = await _waited(request, str(run_id), wait, tokens.run_scope(reader), shown)
             if refused:
-                return JSONResponse(jsonable_encoder(shown), headers={"Retry-After": "1"})
-        return field_error(404, "path.run_id", f"no run {run_id}") if shown is None else shown
+                return json_answer(shown, headers={"Retry-After": "1"})
+        if shown is None:  # gone while waited for (a retention pass)
+            return field_error(404, "path.run_id", f"no run {run_id}")
+        return json_answer(shown)
 
     @router.get("/v1/runs/{run_id}/transcript", response_model=None)
     async def transcript(
@@ -422,23 +432,17 @@ def _routes() -> APIRouter:
         text = p.engine.deps.metrics.render(lease_lapses=p.keeper.lapses, gauges=gauges)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
+    # Answered by the probes middleware first (entries/probes.py); here for the API's description.
     @router.get("/healthz")
     async def healthz() -> dict[str, bool]:
         return {"ok": True}
 
     @router.get("/readyz")
-    async def readyz(request: Request) -> JSONResponse:
-        # Within a second, always: a database that does not answer makes this 503, never a hang.
-        # While the database is known to be gone (no primary: a failover under way) the look is shorter,
-        # so the edge takes the process out of rotation at once, and it is back at the first answer.
-        bound = READY_WITHIN_S / 2 if _engine(request).deps.db.outage.down else READY_WITHIN_S
-        try:
-            async with asyncio.timeout(bound):
-                await _engine(request).ready()
-        except (StorageError, TimeoutError) as exc:
-            reason = str(exc) or "the database did not answer within a second"
-            return JSONResponse({"ready": False, "reason": reason}, status_code=503)
-        return JSONResponse({"ready": True, "process": _engine(request).deps.holder, **release.current().view()})
+    async def readyz(request: Request) -> Response:
+        """200 while this process can reach its database; 503 with the reason, within a second, when not."""
+        readiness: probes.Readiness = request.app.state.readiness
+        status, body = await readiness.check()
+        return Response(body, status_code=status, media_type="application/json")
 
     gates_api.add_routes(router, _engine)
     auth.add_routes(router, _engine, _token_store)

@@ -59,6 +59,14 @@ def refusal_of(scope: Scope, body: bytes) -> Response | None:
     return a2a_refusals.in_kind(scope, _refuse(422, bad, UNSTORABLE), a2a_refusals.request_id(parsed))
 
 
+def has_body(headers: list[tuple[bytes, bytes]]) -> bool:
+    """Whether a request says it sends a body (HTTP/1.1: a length above 0, or chunks; RFC 9112 6.3)."""
+    for name, value in headers:
+        if name == b"transfer-encoding" or (name == b"content-length" and value.strip() not in (b"0", b"")):
+            return True
+    return False
+
+
 def _parsed(body: bytes) -> Any:
     try:
         return json.loads(body) if body else None
@@ -74,6 +82,14 @@ class StorableText:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if not has_body(scope["headers"]):
+            # No body to read, walk or hand on (a GET, mostly): only its address is checked.
+            bad = where_unstorable(scope["path"], QueryParams(scope["query_string"]), None)
+            if bad is not None:
+                await a2a_refusals.in_kind(scope, _refuse(422, bad, UNSTORABLE))(scope, receive, send)
+                return
             await self.app(scope, receive, send)
             return
         chunks: list[bytes] = []
