@@ -65,7 +65,6 @@ async def test_while_the_database_is_known_gone_no_earlier_answer_stands(db_url:
 
 async def test_a_database_that_does_not_answer_is_503_within_the_bound_and_one_ping_stays_out(db_url: str) -> None:
     async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as conn:
-
         slow = [True]
 
         async def ping() -> None:

@@ -112,3 +112,12 @@ async def test_a_post_with_wait_answers_201_with_the_run_as_it_is_then(db_url: s
         assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == ["query", "wait"]
         plain = await client.post("/v1/runs", json={"agent": "a", "input": "check OPS-7"})
         assert set(plain.json()) == {"id", "status"}  # without `wait`, as before
+
+
+async def test_one_token_waits_for_more_runs_at_once_than_its_event_streams_cap(db_url: str, tmp_path: Path) -> None:
+    # A client keeping runs in flight waits for each: the streams' cap (2 here) is not a wait's.
+    async with site(db_url, tmp_path, latency_ms=500, max_streams_per_principal=2) as (client, _, _h):
+        runs = [await start(client, "a", f"check OPS-{10 + i}") for i in range(4)]
+        answers = await asyncio.gather(*(client.get(f"/v1/runs/{r}", params={"wait": 30}) for r in runs))
+        assert [a.json()["status"] for a in answers] == ["succeeded"] * 4
+        assert not any("retry-after" in a.headers for a in answers)

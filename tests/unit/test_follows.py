@@ -173,3 +173,20 @@ async def test_a_follow_ended_wakes_whoever_waits_on_it() -> None:
     late = asyncio.Event()
     follow.when_ended(late.set)  # asked after it ended: told at once
     assert late.is_set()
+
+
+def test_a_runs_wait_is_held_outside_the_caps_and_still_ends_with_its_token() -> None:
+    held = Follows(per_principal=2, total=3)
+    ana = Credential("ana")
+    waits = [held.open(ana, "wait", 30, capped=False) for _ in range(10)]  # past both caps: none refused
+    held.open(ana, "stream", 300)
+    held.open(ana, "stream", 300)
+    with pytest.raises(TooMany):
+        held.open(ana, "stream", 300)  # the streams' cap counts streams only
+    assert len(held) == 2
+    held.close(waits[0])
+    held.token_ended("ana")
+    assert all(w.ended.is_set() for w in waits[1:])
+    assert not waits[0].ended.is_set()  # closed before: no longer held
+    with pytest.raises(CredentialEnded):
+        held.open(ana, "wait", 30, capped=False)

@@ -4,8 +4,9 @@ an approval), or S seconds passed, in one request instead of a poll loop.
 - The wait is woken by the run events the process already hears (`RunViews.wait_change`, the feed's
   listener): it reads the run once when it begins and again at each change, never on a timer of its own.
 - Waiting requests are bounded by TICKETIQ_MAX_WAITERS on this process; one more is answered at once,
-  with the run as it is and `Retry-After`. A wait also holds a follow (`views/follows.py`): a principal's
-  caps, and its credential's end, hold for it as for an event stream.
+  with the run as it is and `Retry-After`. A wait also holds a follow (`views/follows.py`), so it ends
+  when its credential ends, as an event stream does; the event streams' caps (per principal, per
+  process) are not its: a client with 32 runs in flight under one token waits for all 32 at once.
 - A client that hangs up frees its waiter: the request's `http.disconnect` (awaited, not polled) ends it.
 """
 
@@ -67,7 +68,7 @@ async def waited(
         return False
     try:
         try:
-            follow = follows.open(credential, KIND, wait_s)
+            follow = follows.open(credential, KIND, wait_s, capped=False)
         except (TooMany, CredentialEnded):
             return False
         try:

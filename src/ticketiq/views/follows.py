@@ -3,7 +3,8 @@
 credential it was opened with ends.
 
 - Caps: `TICKETIQ_MAX_STREAMS_PER_PRINCIPAL` a principal (a token, with the console sessions signed in
-  with it), `TICKETIQ_MAX_STREAMS` in all, streams and waits alike. One more is refused (`TooMany`, 429)
+  with it), `TICKETIQ_MAX_STREAMS` in all, streams and long waits alike; a run's `?wait=` (issue 35) is
+  held outside them (`capped=False`), bounded by TICKETIQ_MAX_WAITERS. One more is refused (`TooMany`, 429)
   before anything is read, so a refusal costs no statement; its Retry-After is the time until the
   soonest follow that holds the cap must end.
 - A follow carries its credential: the token's name, and the session's id hash when a console session
@@ -104,10 +105,10 @@ def refusal(by_principal: int, held: int, per_principal: int, total: int, princi
     """Why one more follow is refused to a principal holding `by_principal` of the `held` open; None: it
     may open it."""
     if by_principal >= per_principal:
-        return (f"{principal} holds {by_principal} event streams and waits open on this process, its most "
+        return (f"{principal} holds {by_principal} event streams open on this process, its most "
                 f"(TICKETIQ_MAX_STREAMS_PER_PRINCIPAL={per_principal}): close one, or retry later")  # fmt: skip
     if held >= total:
-        return (f"this process holds {held} event streams and waits open, its most (TICKETIQ_MAX_STREAMS={total}): "
+        return (f"this process holds {held} event streams open, its most (TICKETIQ_MAX_STREAMS={total}): "
                 "retry later, or on another process")  # fmt: skip
     return None
 
@@ -132,6 +133,10 @@ class Follows:
         self.clock = clock
         self._held: dict[str, set[Follow]] = {}  # principal -> its follows
         self._count = 0
+        # Waits (`GET /v1/runs/{id}?wait=`): ended with their credential like any follow, but bounded by
+        # TICKETIQ_MAX_WAITERS (entries/run_wait.py), not by the event streams' caps: a client keeping 32
+        # runs in flight waits for each of them at once.
+        self._waits: dict[str, set[Follow]] = {}
         self._ended_tokens: OrderedDict[str, None] = OrderedDict()
         self._ended_sessions: OrderedDict[str, None] = OrderedDict()
 
@@ -141,17 +146,22 @@ class Follows:
     def held_by(self, principal: str) -> int:
         return len(self._held.get(principal, ()))
 
-    def open(self, credential: Credential, kind: str, lasts_s: float) -> Follow:
+    def open(self, credential: Credential, kind: str, lasts_s: float, capped: bool = True) -> Follow:
         """A follow held from now, at most `lasts_s`: TooMany over a cap, CredentialEnded when its
-        credential was heard ended. Close it with `close` (or take it with `slot`)."""
+        credential was heard ended. Close it with `close` (or take it with `slot`). Not `capped` (a
+        wait's): held under no cap of this class, its bound kept by its caller."""
         if self._ended(credential):
             raise CredentialEnded(REVOKED if credential.token in self._ended_tokens else SIGNED_OUT)
+        if not capped:
+            follow = Follow(credential, kind, self.clock() + lasts_s)
+            self._waits.setdefault(credential.token, set()).add(follow)
+            return follow
         mine = self._held.get(credential.token, set())
         why = refusal(len(mine), self._count, self.per_principal, self.total, credential.token)
         now = self.clock()
         if why is not None:
             own = len(mine) >= self.per_principal
-            capped = mine if own else self._every()
+            capped = mine if own else self._streams()
             raise TooMany(why, retry_after_s((f.deadline for f in capped), now), credential.token if own else None)
         follow = Follow(credential, kind, now + lasts_s)
         self._held.setdefault(credential.token, set()).add(follow)
@@ -159,6 +169,12 @@ class Follows:
         return follow
 
     def close(self, follow: Follow) -> None:
+        waits = self._waits.get(follow.credential.token)
+        if waits is not None and follow in waits:
+            waits.discard(follow)
+            if not waits:
+                del self._waits[follow.credential.token]
+            return
         mine = self._held.get(follow.credential.token)
         if mine is None or follow not in mine:
             return
@@ -179,7 +195,7 @@ class Follows:
     def token_ended(self, name: str) -> None:
         """The token was revoked: every follow of it ends, its sessions' too."""
         _remember(self._ended_tokens, name)
-        for follow in list(self._held.get(name, ())):
+        for follow in [*self._held.get(name, ()), *self._waits.get(name, ())]:
             follow.end(REVOKED)
 
     def session_ended(self, id_hash: str) -> None:
@@ -209,6 +225,10 @@ class Follows:
         )
 
     def _every(self) -> list[Follow]:
+        """Every follow held, waits included (the credentials looked at, the sessions ended)."""
+        return [f for held in (self._held, self._waits) for mine in held.values() for f in mine]
+
+    def _streams(self) -> list[Follow]:
         return [f for mine in self._held.values() for f in mine]
 
 
