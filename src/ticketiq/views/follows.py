@@ -161,8 +161,8 @@ class Follows:
         now = self.clock()
         if why is not None:
             own = len(mine) >= self.per_principal
-            capped = mine if own else self._streams()
-            raise TooMany(why, retry_after_s((f.deadline for f in capped), now), credential.token if own else None)
+            full = mine if own else self._streams()
+            raise TooMany(why, retry_after_s((f.deadline for f in full), now), credential.token if own else None)
         follow = Follow(credential, kind, now + lasts_s)
         self._held.setdefault(credential.token, set()).add(follow)
         self._count += 1
