@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # without it every process the suite starts from a new interpreter compiles the package from source.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test lint types schema bench bench-recovery bench-waiting kill-trials mutants clean haproxy cluster evidence chromium screenshots pg-auto-failover
+.PHONY: demo test lint types schema bench bench-recovery bench-waiting bench-client kill-trials mutants clean haproxy cluster evidence chromium screenshots pg-auto-failover
 
 # --no-compile: pip would compile every module of every dependency (some 10 s of CPU, a third of the
 # install); what is imported is compiled once on its first import, which writes its bytecode.
@@ -105,6 +105,11 @@ bench-recovery: $(STAMP)
 
 bench-waiting: $(STAMP)
 	$(BIN)/python bench/waiting.py
+
+# Runs as a user's client drives them (POST, then GET ?wait=30) beside d7c25d5 polled every 0.25 s, from a
+# worktree and venv of its own kept in the temporary folder (bench/client.py, bench/baseline.py).
+bench-client: $(STAMP)
+	$(BIN)/python bench/client.py
 
 evidence: $(STAMP) haproxy pg-auto-failover
 	$(BIN)/python bench/evidence.py

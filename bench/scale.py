@@ -202,8 +202,9 @@ def busiest(before: dict[str, int], after: dict[str, int], runs: int, top: int =
     return [{"statement": q[:90], "per_run": round(n / runs, 2)} for n, q in grown if n > 0]
 
 
-def create_token(env: dict[str, str]) -> str:
-    cli = [sys.executable, "-m", "ticketiq.cli", "tokens", "create", "--name", "bench", "--role", "operator"]
+def create_token(env: dict[str, str], python: str | None = None) -> str:
+    """An operator token made by the CLI (`python`: another release's interpreter, as bench/client.py's)."""
+    cli = [python or sys.executable, "-m", "ticketiq.cli", "tokens", "create", "--name", "bench", "--role", "operator"]
     return subprocess.run(cli, env=env, capture_output=True, text=True, timeout=120, check=True).stdout.strip()
 
 

@@ -1,6 +1,7 @@
 """Start `ticketiq standins` and `ticketiq serve` as child processes and end them by their pid.
 
-Used by the demo, the acceptance tests and the benchmarks, which all run the real CLI.
+Used by the demo, the acceptance tests and the benchmarks, which all run the real CLI. `python` names
+another interpreter to run it with: bench/client.py starts an earlier release from a venv of its own.
 """
 
 from __future__ import annotations
@@ -74,16 +75,18 @@ class Child:
             return ""
 
 
-def _cli() -> list[str]:
-    return [sys.executable, "-m", "ticketiq.cli"]
+def _cli(python: str | None = None) -> list[str]:
+    return [python or sys.executable, "-m", "ticketiq.cli"]
 
 
-def start_standins(env: dict[str, str], log_dir: Path, *args: str, timeout_s: float = 60.0) -> Child:
+def start_standins(
+    env: dict[str, str], log_dir: Path, *args: str, timeout_s: float = 60.0, python: str | None = None
+) -> Child:
     """Start the stand-ins on a free port; return them with the KEY=value settings they printed."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / "standins.log"
     with open(log_path, "ab") as log:
-        proc = popen([*_cli(), "standins", "--port", "0", *args], env=env, stdout=subprocess.PIPE, stderr=log)
+        proc = popen([*_cli(python), "standins", "--port", "0", *args], env=env, stdout=subprocess.PIPE, stderr=log)
     child = Child("standins", proc, log_path)
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout_s
@@ -106,13 +109,15 @@ def start_standins(env: dict[str, str], log_dir: Path, *args: str, timeout_s: fl
     raise TicketIQError(f"the stand-ins printed no settings within {timeout_s:.0f} s:\n{child.log_tail()}")
 
 
-def spawn_serve(env: dict[str, str], log_dir: Path, port: int | None = None, name: str = "serve") -> tuple[Child, str]:
+def spawn_serve(
+    env: dict[str, str], log_dir: Path, port: int | None = None, name: str = "serve", python: str | None = None
+) -> tuple[Child, str]:
     """Start an app process and return it and its base URL at once, before it is ready (`ready`)."""
     port = port or free_port()
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
     with open(log_path, "ab") as log:
-        proc = popen([*_cli(), "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = popen([*_cli(python), "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
     return Child(name, proc, log_path, env), f"http://127.0.0.1:{port}"
 
 
@@ -132,10 +137,15 @@ def ready(client: httpx.Client, base: str) -> bool:
 
 
 def start_serve(
-    env: dict[str, str], log_dir: Path, port: int | None = None, name: str = "serve", timeout_s: float = 60.0
+    env: dict[str, str],
+    log_dir: Path,
+    port: int | None = None,
+    name: str = "serve",
+    timeout_s: float = 60.0,
+    python: str | None = None,
 ) -> tuple[Child, str]:
     """Start an app process; return it and its base URL once /readyz answers."""
-    child, base = spawn_serve(env, log_dir, port, name)
+    child, base = spawn_serve(env, log_dir, port, name, python)
     deadline = time.monotonic() + timeout_s
     with probe_client() as client:
         while time.monotonic() < deadline:
