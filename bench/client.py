@@ -43,10 +43,9 @@ the baseline's (the issue's goal: at most 0.55x). Then `bench/scale.py --process
 --runs N` for this tree, run in the same process on the same Postgres (its own database, stand-ins and
 output; `--no-scale` leaves it out). It prints figures and asserts none.
 
-Each wait holds one of its principal's follows (TICKETIQ_MAX_STREAMS_PER_PRINCIPAL, default 20), and the
-bench's client is one token: both sides' processes get that setting at `--in-flight` (unknown to an
-older release, which ignores it), as an operator serving such a client would set it; `--principal-cap 0`
-leaves the default, and refused waits then show in the table.
+Both sides run with the server's default settings. A wait is bounded by TICKETIQ_MAX_WAITERS alone, not
+by the event streams' per-principal cap (entries/run_wait.py), so one token waits for all its runs in
+flight; `--principal-cap N` sets TICKETIQ_MAX_STREAMS_PER_PRINCIPAL on both sides all the same.
 
 `--profile DIR`: one more round first, not counted, in which py-spy samples each side's process while its
 runs go (from outside: it does not pause it, but its sampling takes CPU the others then lack, so the
@@ -353,16 +352,14 @@ def main() -> None:
     parser.add_argument(
         "--principal-cap",
         type=int,
-        default=None,
-        help="TICKETIQ_MAX_STREAMS_PER_PRINCIPAL for both sides (default: --in-flight; 0 leaves it)",
+        default=0,
+        help="TICKETIQ_MAX_STREAMS_PER_PRINCIPAL for both sides (0, the default, leaves the server's own)",
     )
     parser.add_argument("--current-poll", action="store_true", help="also this tree with the polling client")
     parser.add_argument("--no-scale", action="store_true", help="leave out bench/scale.py's throughput figure")
     parser.add_argument("--profile", type=Path, help="a round 0 with py-spy on each side; raw stacks kept here")
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
     args = parser.parse_args()
-    if args.principal_cap is None:
-        args.principal_cap = max(args.in_flight, 20)
     release = prepare(REPO, args.baseline)
     sides = [Side("baseline", f"{args.baseline} polled {args.poll_s:g} s", None, release),
              Side("current", f"current, wait={args.wait_s:g}", args.wait_s, None)]  # fmt: skip
