@@ -49,7 +49,7 @@ class Told:
         self.last_id = sse.id or self.last_id
         if sse.retry is not None:
             self.retry_s = sse.retry / 1000
-        if not sse.event and not sse.data:
+        if not sse.data and sse.event in ("", "message"):  # httpx-sse names an event without a name `message`
             return None
         try:
             data = json.loads(sse.data) if sse.data else {}
