@@ -14,13 +14,17 @@ from typing import Any
 
 import httpx
 import pytest
+from rich.console import Console
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from tests.support import job_kinds
 from tests.support.engine import Harness, engine_under_test, read_rows
 from tests.support.http import serving
+from ticketiq.cli import jobs as cli_jobs
+from ticketiq.cli.client import Target
 from ticketiq.client import AsyncClient, Client, Invalid, NotFound, RetryPolicy, Unreachable, models
 from ticketiq.entries.api import create_app
 
@@ -227,3 +231,23 @@ async def test_an_api_that_cannot_be_reached_is_unreachable_after_the_retries() 
                 await api.run(str(uuid.uuid4()))
     finally:
         closed.close()
+
+
+async def test_jobs_are_read_and_the_cli_watches_one_to_its_end(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job_kinds.register(monkeypatch)
+    async with site(db_url, tmp_path) as (base, token, _h):
+        async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {token}"}) as raw:
+            made = (await raw.post("/v1/jobs", json={"kind": "count", "params": {"to": 3}})).json()
+        console = Console(record=True, width=200)
+        target = Target(base, token, "--url", "--token")
+        assert await cli_jobs.watch(target, made["id"], 0.05, console) == 0
+        assert f"job {made['id']} (count) succeeded: 3 of 3 steps" in console.export_text()
+        assert await cli_jobs.listed(target, None, "count", 10) == 0
+        assert made["id"] in capsys.readouterr().out
+        async with AsyncClient(base, token) as api:
+            job = await api.job(made["id"])
+            assert job["status"] == "succeeded" and job["progress"] == {"done": 3, "total": 3, "unit": "steps"}
+            assert_shaped(dict(job), models.JobShown)
+            assert [j["id"] for j in await api.jobs(kind="count")] == [made["id"]]

@@ -62,7 +62,7 @@ class Answer:
         try:
             return json.loads(self.body)
         except ValueError:
-            raise BadAnswer(f"the API answered {self.status} without JSON") from None
+            raise BadAnswer(self.status) from None
 
     @property
     def retry_after_s(self) -> float | None:
@@ -85,6 +85,10 @@ class Pause:
 
 class BadAnswer(ClientError):
     """A success whose body is not what the API answers (not JSON): a proxy in the way, or no TicketIQ."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"the API answered {status} without JSON")
+        self.status = status
 
 
 Conversation = Generator[Request | Pause, Answer | NoAnswer | None, T]
