@@ -23,7 +23,7 @@ from ticketiq.client.errors import ServerError, TooMany, Unreachable, refusal
 from ticketiq.client.events import RunEvent, Told, follow_again_s
 from ticketiq.client.exchange import Answer, Conversation, NoAnswer, Pause, Request, answered
 from ticketiq.client.operations import fresh_key
-from ticketiq.client.retries import Lost, RetryPolicy
+from ticketiq.client.retries import Lost, RetryPolicy, retry_after_s
 from ticketiq.client.wire import NOT_SENT, client_headers, events_path, request_timeout, stream_timeout
 
 T = TypeVar("T")
@@ -160,7 +160,7 @@ class Client:
                 response = source.response
                 if not response.is_success:
                     response.read()
-                    asked = Answer(response.status_code, b"", "", datetime.now(UTC), response.headers).retry_after_s
+                    asked = retry_after_s(response.headers.get("retry-after"), datetime.now(UTC))
                     raise refusal(response.status_code, response.content, response.reason_phrase, asked)
                 told = Told(last_id=last_event_id, all_told=response.status_code == 204)
                 yield EventStream(None if told.all_told else source, told)
