@@ -167,9 +167,11 @@ async def test_input_and_approvals_let_a_waiting_run_go_on(db_url: str, tmp_path
     async with site(db_url, tmp_path) as (base, token, h), AsyncClient(base, token) as api:
         asking = await api.create("asker", "deploy OPS-30", may_wait=True, wait=30)
         assert asking["status"] == "waiting" and asking["waiting_for"] is not None
+        assert_shaped(dict(asking["waiting_for"]), models.WaitingFor)
         question = asking["waiting_for"]["question_id"]
         taken = await api.give_input(asking["id"], "staging", question)
         assert taken["question_id"] == question
+        assert_shaped(dict(taken), models.InputTaken)
         assert (await api.wait(asking["id"], timeout_s=30))["answer"] == "noted OPS-30"
 
         held = await api.create("writer", "close OPS-31", may_wait=True, wait=30)
@@ -187,6 +189,13 @@ async def test_input_and_approvals_let_a_waiting_run_go_on(db_url: str, tmp_path
         assert (decided["status"], decided["decided_by"]) == ("approved", "ops")
         assert (await api.wait(held["id"], timeout_s=30))["answer"] == "wrote OPS-31"
         assert [w["args"]["note"] for w in h.probe.writes()] == ["OPS-31"]
+
+        # A run stopped while it waits for a person.
+        again = await api.create("asker", "deploy OPS-32", may_wait=True, wait=30)
+        stopped = await api.stop(again["id"])
+        assert stopped["id"] == again["id"] and stopped["stop_requested"] is True
+        assert_shaped(dict(stopped), models.StopRequested)
+        assert (await api.wait(again["id"], timeout_s=30))["status"] == "stopped"
 
 
 async def test_the_timeline_shows_each_step_and_call(db_url: str, tmp_path: Path) -> None:

@@ -225,3 +225,20 @@ def test_a_stream_is_followed_again_unless_it_told_the_end() -> None:
     assert follow_again_s(Told(retry_s=1.0), 0, POLICY, 0.5) == 1.0  # closed by the server: its retry
     assert follow_again_s(Told(cut=True), 1, POLICY, 0.0) == POLICY.base_s / 2
     assert follow_again_s(Told(cut=True), POLICY.attempts, POLICY, 0.0) is None  # cut too often: raised
+
+
+# ----- the two shells -------------------------------------------------------------------------------------
+
+
+def test_the_two_shells_offer_the_same_operations_with_the_same_parameters() -> None:
+    import inspect
+
+    from ticketiq.client import AsyncClient, Client
+
+    def operations(cls: type) -> dict[str, list[str]]:
+        return {name: list(inspect.signature(member).parameters) for name, member in vars(cls).items()
+                if callable(member) and not name.startswith("_")}  # fmt: skip
+
+    sync, aio = operations(Client), operations(AsyncClient)
+    assert sync == aio
+    assert {"create", "wait", "runs", "follow", "give_input", "decide", "timeline"} <= set(sync)

@@ -1,10 +1,10 @@
 """The typed results of `ticketiq.client`: the API's answers, written from its OpenAPI document by
 `make client-models` (`python -m ticketiq.cli.client_models --write`). Do not edit: write them again.
 
-TypedDicts over the answers' JSON as it comes: times are ISO 8601 text, ids are UUIDs as text.
+TypedDicts over the answers' JSON as it comes: times are ISO 8601 text, ids are UUIDs as text. Each is
+written after the ones it names, and its annotations are evaluated (no `from __future__ import annotations`):
+so `NotRequired` is seen at run time too, in `__optional_keys__`.
 """
-
-from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, TypedDict
 
