@@ -96,6 +96,20 @@ async def test_a_wait_shorter_than_the_run_answers_the_run_as_it_is(db_url: str,
         assert (await api.wait(made["id"], timeout_s=30))["status"] == "succeeded"
 
 
+async def test_a_process_holding_too_many_waits_is_asked_again_after_its_retry_after(
+    db_url: str, tmp_path: Path
+) -> None:
+    # No wait is held at all: each is answered at once, with the run as it is and Retry-After: 1.
+    async with site(db_url, tmp_path, latency_ms=300, max_waiters=0) as (base, token, _h):
+        async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {token}"}) as raw:
+            made = (await raw.post("/v1/runs", json={"agent": "a", "input": "check OPS-7"})).json()
+            refused = await raw.get(f"/v1/runs/{made['id']}", params={"wait": 30})
+            assert refused.headers["Retry-After"] == "1" and refused.json()["status"] in ("queued", "running")
+        async with AsyncClient(base, token) as api:
+            run = await api.wait(made["id"], timeout_s=30)
+        assert (run["status"], run["answer"]) == ("succeeded", "answered OPS-7")
+
+
 async def test_a_create_whose_answer_was_lost_is_sent_again_and_makes_one_run(db_url: str, tmp_path: Path) -> None:
     async with site(db_url, tmp_path) as (base, token, _h):
         seen: list[tuple[str, str | None, int]] = []
