@@ -199,6 +199,11 @@ def test_a_create_that_waits_goes_on_waiting_past_the_posts_own_60_s() -> None:
     assert result["status"] == "succeeded"
 
 
+def test_a_create_that_waits_no_time_is_refused_before_any_request() -> None:
+    with pytest.raises(ValueError, match="give more than 0"):
+        driven(created("a", "check OPS-3", None, 0.0, "tiq-run-3", POLICY), [])
+
+
 def test_the_list_query_is_sent_as_the_api_reads_it() -> None:
     request = runs_request({"status": ["running", "waiting"], "held": False, "agent": None, "limit": 2}, "c1")
     assert request.params == (("status", "running"), ("status", "waiting"), ("held", "false"), ("limit", "2"),

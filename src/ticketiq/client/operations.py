@@ -132,6 +132,8 @@ def created(
     clock: Clock = time.monotonic,
 ) -> Conversation[models.RunShown]:  # fmt: skip
     """A run made, then waited for as `waited` does, `wait_s` in all: the first wait is the POST's own."""
+    if not wait_s > 0:  # a POST without a wait answers {id, status} only, not the run
+        raise ValueError(f"wait: {wait_s!r} seconds; give more than 0, or no wait")
     deadline = clock() + wait_s
     answer = yield from sent(create_request(agent, text, may_wait, wait_s, key), policy)
     shown = cast(models.RunShown, answer.json())
