@@ -247,3 +247,15 @@ def test_the_two_shells_offer_the_same_operations_with_the_same_parameters() -> 
     sync, aio = operations(Client), operations(AsyncClient)
     assert sync == aio
     assert {"create", "wait", "runs", "follow", "give_input", "decide", "timeline"} <= set(sync)
+
+
+def test_the_client_imports_none_of_the_server() -> None:
+    """A user's program imports `ticketiq.client` with httpx alone: no web framework, driver or validation."""
+    import subprocess
+    import sys
+
+    loaded = subprocess.run([sys.executable, "-c", "import sys, ticketiq.client; print(' '.join(sys.modules))"],
+                            capture_output=True, text=True, check=True, timeout=60).stdout.split()  # fmt: skip
+    assert "ticketiq.client.sync" in loaded and "httpx" in loaded
+    heavy = {"fastapi", "starlette", "pydantic", "psycopg", "openai", "aiohttp", "ticketiq.settings", "ticketiq.engine"}
+    assert not heavy & set(loaded), heavy & set(loaded)
