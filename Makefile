@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # without it every process the suite starts from a new interpreter compiles the package from source.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test lint types schema bench bench-recovery bench-waiting bench-client kill-trials mutants clean haproxy cluster evidence chromium screenshots pg-auto-failover
+.PHONY: demo test lint types schema client-models bench bench-recovery bench-waiting bench-client kill-trials mutants clean haproxy cluster evidence chromium screenshots pg-auto-failover
 
 # --no-compile: pip would compile every module of every dependency (some 10 s of CPU, a third of the
 # install); what is imported is compiled once on its first import, which writes its bytecode.
@@ -70,6 +70,11 @@ types: $(EXAMPLES)
 # Postgres in a temporary home); tests/integration/test_schema.py fails while the two disagree.
 schema: $(STAMP)
 	$(BIN)/python -m ticketiq.dbserver.declared_schema --write
+
+# The typed results of the Python client, src/ticketiq/client/models.py, written again from the app's OpenAPI
+# document (cli/client_models.py); tests/unit/test_client_models.py fails while the two disagree.
+client-models: $(STAMP)
+	$(BIN)/python -m ticketiq.cli.client_models --write
 
 # The whole suite on TEST_WORKERS pytest-xdist workers, each with its own embedded Postgres; the slowest
 # tests go out first and an idle worker takes tests over from a busy one (worksteal). Six keep 2 cores

@@ -3,14 +3,16 @@ into the CLI's messages and exit codes (cli/client.py), from the API's JSON."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-import httpx
 import pytest
 from rich.console import Console
 
 from ticketiq.cli import render
 from ticketiq.cli.client import Failed, Target, checked_id, console_link, refusal
+from ticketiq.client import ApiError
+from ticketiq.client import errors as client_errors
 from ticketiq.errors import ConfigError, NotFound, RequestError
 from ticketiq.settings import Settings
 
@@ -129,8 +131,9 @@ def test_watch_prints_each_change_once() -> None:
     assert lines.line("ping", {}) is None
 
 
-def response(status: int, body: Any) -> httpx.Response:
-    return httpx.Response(status, json=body, request=httpx.Request("GET", f"{URL}/v1/runs"))
+def answered(status: int, body: Any) -> ApiError:
+    """The client's error for a refusal the API answered with this status and body."""
+    return client_errors.refusal(status, json.dumps(body).encode(), "")
 
 
 def field(loc: list[str], msg: str) -> dict[str, Any]:
@@ -139,17 +142,17 @@ def field(loc: list[str], msg: str) -> dict[str, Any]:
 
 def test_each_refusal_names_the_api_field_and_what_to_change() -> None:
     target = Target(URL, "tiq_x", "--url", "TICKETIQ_TOKEN")
-    denied = refusal(response(403, field(["header", "Authorization"], "token cal may not stop runs")), target)
+    denied = refusal(answered(403, field(["header", "Authorization"], "token cal may not stop runs")), target)
     assert isinstance(denied, ConfigError)
     assert str(denied) == (f"the API at {URL} refused TICKETIQ_TOKEN (403): header.Authorization: token cal may "
                            "not stop runs")  # fmt: skip
-    missing = refusal(response(404, field(["path", "run_id"], f"no run {RUN}")), target)
+    missing = refusal(answered(404, field(["path", "run_id"], f"no run {RUN}")), target)
     assert isinstance(missing, NotFound) and f"path.run_id: no run {RUN}" in str(missing)
-    bad = refusal(response(422, field(["query", "status"], "no status 'nope'")), target)
+    bad = refusal(answered(422, field(["query", "status"], "no status 'nope'")), target)
     assert type(bad) is RequestError and "query.status: no status 'nope'" in str(bad)
-    late = refusal(response(409, field(["body", "question_id"], "answered already")), target)
+    late = refusal(answered(409, field(["body", "question_id"], "answered already")), target)
     assert isinstance(late, Failed) and "body.question_id: answered already" in str(late)
-    down = refusal(response(503, {"detail": "the database is unavailable; retry"}), target)
+    down = refusal(answered(503, {"detail": "the database is unavailable; retry"}), target)
     assert isinstance(down, Failed) and "503: the database is unavailable" in str(down)
 
 

@@ -1,5 +1,5 @@
-"""The HTTP client of the CLI's commands over the API (`runs`, `approvals`): the URL and token they talk
-with, each refusal turned into one line that says what to do, and the run events as Server-Sent Events.
+"""The CLI's side of `ticketiq.client`: the URL and token its commands (`runs`, `approvals`, `jobs`) talk with,
+the client made for them, and each of the client's errors turned into one line that says what to do.
 
 Exit codes (`cli.main`): 2 when the person must change the command or its settings before it can work
 (no token; a token the API refuses, 401/403; an id it does not know, 404; a field it refuses, 422; an
@@ -10,24 +10,23 @@ answers 5xx, a conflict such as an approval decided already, 409; a watched run 
 from __future__ import annotations
 
 import contextlib
-import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
-import httpx
-from httpx_sse import EventSource, connect_sse
-
+from ticketiq.client import ApiError, AsyncClient, BadAnswer, Client, ClientError, RetryPolicy, Unreachable
 from ticketiq.errors import ConfigError, NotFound, RequestError, TicketIQError
 from ticketiq.settings import Settings
 
 MAKE_ONE = (
     "export one as TICKETIQ_TOKEN or pass --token (`ticketiq tokens create --name NAME --role operator` makes one)"
 )
-# The events stream is quiet between changes; sse-starlette pings every 15 s, so a read that waits
-# longer than this lost its process (or the edge): follow again.
-EVENTS_READ_S = 45.0
+# A command is a person waiting at a terminal: a request refused for the moment (429, 503) or not let in
+# (connection refused) is sent again twice, within a second or so, before the command says so.
+CLI_RETRIES = RetryPolicy(attempts=3, base_s=0.25, cap_s=1.0, retry_after_max_s=5.0)
+# `runs watch` follows again by its own rule (cli/runs.py): each of its looks is sent once, and one that
+# fails says so at once, as the cut it is.
+ONCE = RetryPolicy(attempts=1)
 
 
 class Failed(TicketIQError):
@@ -67,23 +66,9 @@ def checked_id(value: str, field: str, noun: str, made_by: str) -> str:
         raise RequestError(field, f"{value!r} is not {noun} (a UUID, as {made_by} answers it)") from None
 
 
-def detail(response: httpx.Response) -> str:
-    """The API's refusal as `field: message` (its `{"detail": [{"loc", "msg"}]}`), else its text."""
-    try:
-        found = response.json()["detail"]
-    except (ValueError, KeyError, TypeError):
-        return response.text[:300] or response.reason_phrase
-    if isinstance(found, list) and found and isinstance(found[0], dict):
-        first = found[0]
-        loc = ".".join(str(part) for part in first.get("loc", ()))
-        message = str(first.get("msg", found))
-        return f"{loc}: {message}" if loc else message
-    return str(found)
-
-
-def refusal(response: httpx.Response, target: Target) -> TicketIQError:
-    """The error of a response that is not a success, with the API's field and message."""
-    status, said = response.status_code, detail(response)
+def refusal(error: ApiError, target: Target) -> TicketIQError:
+    """The CLI's error for the API's refusal, with the API's field and message."""
+    status, said = error.status, str(error)
     if status in (401, 403):
         return ConfigError(f"the API at {target.url} refused {target.token_from} ({status}): {said}")
     if status == 404:
@@ -95,90 +80,46 @@ def refusal(response: httpx.Response, target: Target) -> TicketIQError:
     return Failed(f"the API at {target.url} answered {status}: {said}")
 
 
-def unreachable(exc: httpx.HTTPError, target: Target) -> Failed:
-    return Failed(f"cannot reach the API at {target.url} ({type(exc).__name__}: {exc or 'no answer'}); is it "
+def unreachable(error: Unreachable, target: Target) -> Failed:
+    cause = error.cause
+    return Failed(f"cannot reach the API at {target.url} ({type(cause).__name__}: {cause or 'no answer'}); is it "
                   f"running there? The URL comes from {target.url_from}")  # fmt: skip
 
 
-class Api:
-    """One connection pool to the API, with the bearer token on every request."""
-
-    def __init__(self, target: Target, timeout_s: float = 30.0) -> None:
-        if not target.token:
-            raise ConfigError(f"TICKETIQ_TOKEN is not set and no --token was given: {MAKE_ONE}")
-        self.target = target
-        self.client = httpx.Client(
-            base_url=target.url, headers={"Authorization": f"Bearer {target.token}"}, timeout=timeout_s
-        )
-
-    def __enter__(self) -> Api:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.client.close()
-
-    def get(self, path: str, params: dict[str, Any] | list[tuple[str, Any]] | None = None) -> Any:
-        return self._answer(lambda: self.client.get(path, params=params))
-
-    def post(self, path: str, body: dict[str, Any], *, key: str | None = None) -> Any:
-        """A POST; `key`: its Idempotency-Key (the same request sent again makes nothing twice)."""
-        headers = {"Idempotency-Key": key} if key else None
-        return self._answer(lambda: self.client.post(path, json=body, headers=headers))
-
-    def _answer(self, send: Any) -> Any:
-        try:
-            response: httpx.Response = send()
-        except httpx.HTTPError as exc:
-            raise unreachable(exc, self.target) from exc
-        if not response.is_success:
-            raise refusal(response, self.target)
-        try:
-            return response.json()
-        except ValueError as exc:
-            raise Failed(f"the API at {self.target.url} answered {response.status_code} without JSON") from exc
-
-    @contextlib.contextmanager
-    def events(self, path: str, last_id: str | None = None) -> Iterator[Events]:
-        """A Server-Sent Events stream, followed on from `last_id` (the id of the last event a stream of it
-        sent: nothing told before is told again). A refusal raises as `get` does."""
-        timeout = httpx.Timeout(10.0, read=EVENTS_READ_S)
-        headers = {"Last-Event-ID": last_id} if last_id else {}
-        try:
-            with connect_sse(self.client, "GET", path, timeout=timeout, headers=headers) as source:
-                if not source.response.is_success:
-                    source.response.read()
-                    raise refusal(source.response, self.target)
-                yield Events(source if source.response.status_code != 204 else None)
-        except httpx.HTTPError as exc:
-            raise unreachable(exc, self.target) from exc
+def failed(error: ClientError) -> bool:
+    """Whether the error says a right command did not succeed (exit 1), not that the command must change."""
+    return not isinstance(error, ApiError) or error.status not in (401, 403, 404, 422)
 
 
-class Events:
-    """The (event, data) pairs of one stream, and after them how it ended: `cut` (the process died, the
-    read waited too long) or closed by the server (the run ended, or the stream's time was up: then it is
-    followed on from `last_id`, after `retry_s`). 204: nothing more to tell."""
+def translated(error: ClientError, target: Target) -> TicketIQError:
+    if isinstance(error, ApiError):
+        return refusal(error, target)
+    if isinstance(error, Unreachable):
+        return unreachable(error, target)
+    if isinstance(error, BadAnswer):
+        return Failed(f"the API at {target.url} answered {error.status} without JSON")
+    return Failed(str(error))
 
-    def __init__(self, source: EventSource | None) -> None:
-        self.source = source
-        self.told_all = source is None  # 204: the run ended and the follower was told so
-        self.cut = False
-        self.last_id: str | None = None
-        self.retry_s = 1.0
 
-    def __iter__(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        if self.source is None:
-            return
-        try:
-            for sse in self.source.iter_sse():
-                self.last_id = sse.id or self.last_id
-                if sse.retry is not None:
-                    self.retry_s = sse.retry / 1000
-                if not sse.event and not sse.data:
-                    continue
-                try:
-                    data = json.loads(sse.data) if sse.data else {}
-                except ValueError:
-                    data = {"text": sse.data}
-                yield sse.event or "message", data if isinstance(data, dict) else {"value": data}
-        except httpx.HTTPError:
-            self.cut = True  # cut mid-stream: the caller reads the run and follows again
+@contextlib.contextmanager
+def said(target: Target) -> Iterator[None]:
+    """The client's errors inside the block, raised as the CLI's (one line, its exit code)."""
+    try:
+        yield
+    except ClientError as exc:
+        raise translated(exc, target) from exc
+
+
+def _token(target: Target) -> str:
+    if not target.token:
+        raise ConfigError(f"TICKETIQ_TOKEN is not set and no --token was given: {MAKE_ONE}")
+    return target.token
+
+
+def client(target: Target, timeout_s: float = 30.0, retries: RetryPolicy = CLI_RETRIES) -> Client:
+    """The client a command uses: refused before any request without a token."""
+    return Client(target.url, _token(target), timeout_s=timeout_s, retries=retries)
+
+
+def async_client(target: Target, timeout_s: float = 30.0) -> AsyncClient:
+    return AsyncClient(target.url, _token(target), timeout_s=timeout_s, retries=CLI_RETRIES)

@@ -14,12 +14,12 @@ import json
 import uuid
 from typing import Any
 
-import httpx
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ticketiq.cli.client import MAKE_ONE, Target, refusal, unreachable
-from ticketiq.errors import ConfigError, RequestError
+from ticketiq.cli.client import Target, async_client, said
+from ticketiq.client import AsyncClient
+from ticketiq.errors import RequestError
 
 ENDED = frozenset({"succeeded", "failed", "cancelled", "interrupted"})
 # A result value longer than this as JSON is summarised by its size (a classifier's whole model, a
@@ -78,53 +78,42 @@ def _shown(value: Any) -> str:
     return f"{text[: SHOWN_CHARS - 20]}... ({size})"
 
 
-def _client(target: Target) -> httpx.AsyncClient:
-    if not target.token:
-        raise ConfigError(f"TICKETIQ_TOKEN is not set and no --token was given: {MAKE_ONE}")
-    return httpx.AsyncClient(base_url=target.url, headers={"Authorization": f"Bearer {target.token}"}, timeout=30)
-
-
-async def _get(client: httpx.AsyncClient, target: Target, path: str, params: dict[str, Any] | None = None) -> Any:
-    try:
-        response = await client.get(path, params=params)
-    except httpx.HTTPError as exc:
-        raise unreachable(exc, target) from exc
-    if response.status_code != 200:
-        raise refusal(response, target)
-    return response.json()
-
-
 async def watch(target: Target, job_id: str, poll_s: float, console: Console) -> int:
     try:
         uuid.UUID(job_id)
     except ValueError:
         raise RequestError("job_id", f"{job_id!r} is not a job id (a UUID, as POST /v1/jobs answered)") from None
-    async with _client(target) as client:
-        job = await _get(client, target, f"/v1/jobs/{job_id}")
-        columns = (
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[unit]}"),
-            TextColumn("{task.fields[state]}"), TimeElapsedColumn(),
-        )  # fmt: skip
-        with Progress(*columns, console=console) as progress:
-            bar = progress.add_task(f"{job['kind']} {job_id[:8]}", total=job["progress"]["total"],
-                                    unit=job["progress"]["unit"], state=state_line(job))  # fmt: skip
-            while True:
-                progress.update(bar, completed=job["progress"]["done"], total=job["progress"]["total"],
-                                state=state_line(job))  # fmt: skip
-                if job["status"] in ENDED:
-                    break
-                await asyncio.sleep(poll_s)
-                job = await _get(client, target, f"/v1/jobs/{job_id}")
-        console.print(summary(job), highlight=False, markup=False, soft_wrap=True)
-        return exit_code(str(job["status"]))
+    with said(target):
+        async with async_client(target) as api:
+            return await _watched(api, job_id, poll_s, console)
+
+
+async def _watched(api: AsyncClient, job_id: str, poll_s: float, console: Console) -> int:
+    job: dict[str, Any] = dict(await api.job(job_id))
+    columns = (
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[unit]}"),
+        TextColumn("{task.fields[state]}"), TimeElapsedColumn(),
+    )  # fmt: skip
+    with Progress(*columns, console=console) as progress:
+        bar = progress.add_task(f"{job['kind']} {job_id[:8]}", total=job["progress"]["total"],
+                                unit=job["progress"]["unit"], state=state_line(job))  # fmt: skip
+        while True:
+            progress.update(bar, completed=job["progress"]["done"], total=job["progress"]["total"],
+                            state=state_line(job))  # fmt: skip
+            if job["status"] in ENDED:
+                break
+            await asyncio.sleep(poll_s)
+            job = dict(await api.job(job_id))
+    console.print(summary(job), highlight=False, markup=False, soft_wrap=True)
+    return exit_code(str(job["status"]))
 
 
 async def listed(target: Target, status: str | None, kind: str | None, limit: int) -> int:
-    params = {k: v for k, v in {"status": status, "kind": kind, "limit": limit}.items() if v is not None}
-    async with _client(target) as client:
-        found = await _get(client, target, "/v1/jobs", params)
+    with said(target):
+        async with async_client(target) as api:
+            found = await api.jobs(status, kind, limit)
     rows = [("ID", "KIND", "STATUS", "PROGRESS", "ATTEMPTS", "LOSSES", "CREATED")]
-    for job in found["jobs"]:
+    for job in found:
         total = "?" if job["progress"]["total"] is None else str(job["progress"]["total"])
         rows.append((job["id"], job["kind"], job["status"], f"{job['progress']['done']}/{total}",
                      str(job["attempts"]), str(job["losses"]), job["created_at"]))  # fmt: skip

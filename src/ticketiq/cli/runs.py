@@ -12,14 +12,14 @@ from __future__ import annotations
 import argparse
 import json
 import time
-import uuid
 from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
 from ticketiq.cli import render
-from ticketiq.cli.client import Api, Failed, Target, checked_id, console_link
+from ticketiq.cli.client import ONCE, Failed, Target, checked_id, client, console_link, failed, said
+from ticketiq.client import Client, ClientError
 from ticketiq.settings import Settings
 
 # A watch whose stream keeps being cut looks this many times (0.5 s, 1 s, ... up to 5 s apart: about a
@@ -48,23 +48,24 @@ def runs_command(settings: Settings, args: argparse.Namespace, console: Console)
     target = Target.of(args.api_url, args.api_token, settings)
     action = {"list": runs_list, "show": runs_show, "watch": runs_watch, "stop": runs_stop, "input": runs_input,
               "resume": runs_resume}  # fmt: skip
-    return action[args.action](target, args, console)
+    with said(target):
+        return action[args.action](target, args, console)
 
 
 def approvals_command(settings: Settings, args: argparse.Namespace, console: Console) -> int:
     target = Target.of(args.api_url, args.api_token, settings)
-    if args.action == "list":
-        return approvals_list(target, args, console)
-    return decide(target, args, console)
+    with said(target):
+        if args.action == "list":
+            return approvals_list(target, args, console)
+        return decide(target, args, console)
 
 
 def runs_list(target: Target, args: argparse.Namespace, console: Console) -> int:
-    params: list[tuple[str, Any]] = [("status", s) for s in args.status or []]
-    given = {"agent": args.agent, "channel": args.channel, "created_by": args.created_by, "since": args.since,
-             "until": args.until, "q": args.search, "limit": args.limit, "cursor": args.cursor}  # fmt: skip
-    params += [(k, v) for k, v in given.items() if v is not None]
-    with Api(target) as api:
-        page = api.get("/v1/runs", params)
+    query = {"status": args.status or None, "agent": args.agent, "channel": args.channel,
+             "created_by": args.created_by, "since": args.since, "until": args.until, "q": args.search,
+             "limit": args.limit}  # fmt: skip
+    with client(target) as api:
+        page = api.runs_page(args.cursor, **query)
     if args.json:
         _print_json(page)
         return 0
@@ -80,8 +81,8 @@ def runs_list(target: Target, args: argparse.Namespace, console: Console) -> int
 
 def runs_show(target: Target, args: argparse.Namespace, console: Console) -> int:
     run_id = _run_id(args.run_id)
-    with Api(target) as api:
-        timeline = api.get(f"/v1/runs/{run_id}/timeline")
+    with client(target) as api:
+        timeline = api.timeline(run_id)
     if args.json:
         _print_json(timeline)
         return 0
@@ -104,30 +105,30 @@ def runs_watch(target: Target, args: argparse.Namespace, console: Console) -> in
         _say(console, text)
 
     say(f"following run {run_id}: {console_link(target.url, run_id)}")
-    with Api(target) as api:
+    with client(target, retries=ONCE) as api:
         cuts = 0
         last_id: str | None = None
         while True:
             try:
-                with api.events(f"/v1/runs/{run_id}/events", last_id) as events:
-                    for event, data in events:
+                with api.events(run_id, last_id) as events:
+                    for event in events:
                         cuts = 0
-                        shown = lines.line(event, data)
+                        shown = lines.line(event.event, event.data)
                         if shown is not None:
                             say(shown)
-                        if event == "end":
-                            return _ended(str(data.get("status")), run_id, target, say)
-                    last_id = events.last_id or last_id
-                if events.told_all:
+                        if event.event == "end":
+                            return _ended(str(event.data.get("status")), run_id, target, say)
+                    last_id = events.told.last_id or last_id
+                if events.told.all_told:
                     status = _status_now(api, run_id)
                     return _ended(str(status), run_id, target, say)
-                if not events.cut and last_id is not None:
+                if not events.told.cut and last_id is not None:
                     # Closed before the end (a stream lasts TICKETIQ_STREAM_MAX_S): followed on from its
                     # last id, nothing told twice.
-                    time.sleep(events.retry_s)
+                    time.sleep(events.told.retry_s)
                     continue
-            except Failed:
-                if cuts == 0 and not lines.shown:
+            except ClientError as exc:
+                if not failed(exc) or (cuts == 0 and not lines.shown):
                     raise  # never reached: say so now, naming the URL
             # Cut before the end: the run may have ended meanwhile, else follow it again.
             cuts += 1
@@ -142,10 +143,12 @@ def runs_watch(target: Target, args: argparse.Namespace, console: Console) -> in
             time.sleep(min(0.5 * cuts, 5.0))
 
 
-def _status_now(api: Api, run_id: str) -> str | None:
+def _status_now(api: Client, run_id: str) -> str | None:
     try:
-        return str(api.get(f"/v1/runs/{run_id}")["status"])
-    except Failed:
+        return api.run(run_id)["status"]
+    except ClientError as exc:
+        if not failed(exc):
+            raise
         return None  # the API is between processes: the next look tells
 
 
@@ -156,8 +159,8 @@ def _ended(status: str, run_id: str, target: Target, say: Any) -> int:
 
 def runs_stop(target: Target, args: argparse.Namespace, console: Console) -> int:
     run_id = _run_id(args.run_id)
-    with Api(target) as api:
-        stopped = api.post(f"/v1/runs/{run_id}/stop", {})
+    with client(target) as api:
+        stopped = api.stop(run_id)
     _say(console, f"stop requested for run {run_id}; its status now: {stopped.get('status')} (a running run stops at "
          f"its next gate check)\n{console_link(target.url, run_id)}")  # fmt: skip
     return 0
@@ -166,8 +169,8 @@ def runs_stop(target: Target, args: argparse.Namespace, console: Console) -> int
 def runs_resume(target: Target, args: argparse.Namespace, console: Console) -> int:
     """I24: a restored run waiting for an operator goes on; the writes it held are sent (the risk is yours)."""
     run_id = _run_id(args.run_id)
-    with Api(target) as api:
-        resumed = api.post(f"/v1/runs/{run_id}/resume", {"reason": args.reason} if args.reason else {})
+    with client(target) as api:
+        resumed = api.resume(run_id, args.reason)
     _say(console, f"run {run_id} resumed: {resumed.get('writes_released')} held writes sent as it goes on; its status "
          f"now: {resumed.get('status')}\n{console_link(target.url, run_id)}")  # fmt: skip
     return 0
@@ -178,27 +181,24 @@ def runs_input(target: Target, args: argparse.Namespace, console: Console) -> in
     pending question, bound to an Idempotency-Key made here (so the same request sent again answers
     no other question)."""
     run_id = _run_id(args.run_id)
-    body: dict[str, Any] = {"text": args.text}
-    key = None
+    question = None
     if args.question:
-        body["question_id"] = checked_id(args.question, "question_id", "a question id", f"GET /v1/runs/{run_id}")
-    else:
-        key = f"cli-input-{uuid.uuid4()}"
-    with Api(target) as api:
-        given = api.post(f"/v1/runs/{run_id}/input", body, key=key)
+        question = checked_id(args.question, "question_id", "a question id", f"GET /v1/runs/{run_id}")
+    with client(target) as api:
+        given = api.give_input(run_id, args.text, question)
     _say(console, f"input given to run {run_id} for question {given.get('question_id')}; the run is "
          f"{given.get('status')} now\n{console_link(target.url, run_id)}")  # fmt: skip
     return 0
 
 
 def approvals_list(target: Target, args: argparse.Namespace, console: Console) -> int:
-    with Api(target) as api:
-        found = api.get("/v1/approvals", {"status": args.status, "limit": args.limit})
+    with client(target) as api:
+        found = api.approvals(args.status, args.limit)
     if args.json:
-        _print_json(found)
+        _print_json({"approvals": found})
         return 0
-    console.print(render.approvals_table(found["approvals"], target.url, console.width))
-    if found["approvals"]:
+    console.print(render.approvals_table(found, target.url, console.width))
+    if found:
         console.print(render.link_footer(target.url))
     else:
         console.print(f"no {args.status} approvals", highlight=False)
@@ -210,9 +210,8 @@ def decide(target: Target, args: argparse.Namespace, console: Console) -> int:
     retry of this very request find the decision it made."""
     approval_id = _approval_id(args.approval_id)
     decision = "approve" if args.action == "approve" else "reject"
-    with Api(target) as api:
-        decided = api.post(f"/v1/approvals/{approval_id}", {"decision": decision, "reason": args.reason or ""},
-                           key=f"cli-decide-{uuid.uuid4()}")  # fmt: skip
+    with client(target) as api:
+        decided = api.decide(approval_id, decision == "approve", args.reason)
     run_id = str(decided.get("run_id"))
     _say(console, f"{decided.get('status')}: {decided.get('tool')} of run {run_id} (approval {approval_id}, decided "
          f"by {decided.get('decided_by')}); the run goes on\n{console_link(target.url, run_id)}")  # fmt: skip

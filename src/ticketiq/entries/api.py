@@ -30,6 +30,7 @@ from ticketiq.engine.engine import Engine
 from ticketiq.engine.questions import Answer, Answered, Verdict, by_key, to_question
 from ticketiq.entries import (
     a2a,
+    answers,
     auth,
     copilot,
     gates_api,
@@ -278,7 +279,7 @@ def _routes() -> APIRouter:
                 return json_answer(seen, status_code=201, headers=headers or None)
         return json_answer(shown.model_dump(mode="json"), status_code=201, headers=replayed)
 
-    @router.get("/v1/runs/{run_id}", response_model=None)
+    @router.get("/v1/runs/{run_id}", response_model=None, responses=answers.documented(200, answers.RunShown))
     async def get_run(
         run_id: uuid.UUID,
         request: Request,
@@ -340,7 +341,8 @@ def _routes() -> APIRouter:
 
         return await once(request, "POST /v1/runs/{run_id}/input", caller, idempotency_key, asked, give)
 
-    @router.post("/v1/runs/{run_id}/stop", status_code=202)
+    @router.post("/v1/runs/{run_id}/stop", status_code=202,
+                 responses=answers.documented(202, answers.StopRequested))  # fmt: skip
     async def stop_run(
         run_id: uuid.UUID,
         request: Request,
@@ -350,7 +352,7 @@ def _routes() -> APIRouter:
         status = await _engine(request).request_stop(str(run_id), operator.name)
         return {"id": str(run_id), "stop_requested": True, "status": status.status}
 
-    @router.post("/v1/runs/{run_id}/resume")
+    @router.post("/v1/runs/{run_id}/resume", responses=answers.documented(200, answers.Resumed))
     async def resume_run(
         run_id: uuid.UUID,
         request: Request,
@@ -379,7 +381,7 @@ def _routes() -> APIRouter:
     ) -> dict[str, Any]:
         return await _engine(request).release(str(run_id), operator.name, body.reason if body else None)
 
-    @router.get("/v1/approvals")
+    @router.get("/v1/approvals", responses=answers.documented(200, answers.Approvals))
     async def approvals(
         request: Request,
         _: Annotated[Principal, Depends(requires(Permission.DECIDE_APPROVALS))],
@@ -388,7 +390,8 @@ def _routes() -> APIRouter:
     ) -> dict[str, Any]:
         return {"approvals": [_approval(a) for a in await _engine(request).approvals(status, limit)]}
 
-    @router.post("/v1/approvals/{approval_id}")
+    @router.post("/v1/approvals/{approval_id}", response_model=None,
+                 responses=answers.documented(200, answers.ApprovalShown))  # fmt: skip
     async def decide(
         approval_id: uuid.UUID,
         body: Decision,

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends, Request
 
 from ticketiq.auth import tokens
 from ticketiq.auth.tokens import Permission, Principal
+from ticketiq.entries import answers
 from ticketiq.entries.auth import requires
 from ticketiq.views import run_list
 from ticketiq.views.runs import RunViews
@@ -45,7 +46,9 @@ LIST_PARAMETERS = [
 
 
 def add_routes(router: APIRouter, views: Callable[[Request], RunViews]) -> None:
-    @router.get("/v1/runs", openapi_extra={"parameters": LIST_PARAMETERS})
+    @router.get(
+        "/v1/runs", openapi_extra={"parameters": LIST_PARAMETERS}, responses=answers.documented(200, answers.RunPage)
+    )
     async def list_runs(request: Request, reader: Reader) -> dict[str, Any]:
         params = request.query_params
         query = run_list.parse_query({name: params.getlist(name) for name in params})

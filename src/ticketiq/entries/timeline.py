@@ -29,7 +29,7 @@ from starlette.types import Receive, Scope, Send
 from ticketiq.auth import tokens
 from ticketiq.auth.tokens import Permission, Principal
 from ticketiq.engine.engine import TERMINAL
-from ticketiq.entries import auth
+from ticketiq.entries import answers, auth
 from ticketiq.entries.auth import requires
 from ticketiq.views import timeline_cursor
 from ticketiq.views.follows import CredentialEnded, Follow, Follows, TooMany
@@ -95,7 +95,8 @@ def farewell(follow: Follow, ended: bool, max_s: float) -> str | None:
 
 
 def add_routes(router: APIRouter, views: Callable[[Request], RunViews], follows: Callable[[Request], Follows]) -> None:
-    @router.get("/v1/runs/{run_id}/timeline", response_model=None)
+    @router.get("/v1/runs/{run_id}/timeline", response_model=None,
+                responses=answers.documented(200, answers.Timeline))  # fmt: skip
     async def timeline(run_id: uuid.UUID, request: Request, reader: Reader) -> dict[str, Any] | JSONResponse:
         found = await views(request).timeline(str(run_id), tokens.run_scope(reader))
         return _no_run(run_id) if found is None else found
