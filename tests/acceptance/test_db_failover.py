@@ -25,7 +25,7 @@ from tests.acceptance.test_crash_resume import applied
 from tests.support.cluster import App, Cluster
 from tests.support.http import TLS, web
 from tests.support.trial_formation import FormationRig
-from ticketiq.entries.api import READY_WITHIN_S
+from ticketiq.entries.probes import READY_WITHIN_S
 
 pytestmark = pytest.mark.skipif(
     shutil.which("pg_autoctl") is None and os.geteuid() != 0,
@@ -104,7 +104,7 @@ def test_runs_in_flight_when_the_primary_dies_finish_on_the_new_one_with_each_wr
             assert len([w for w in applied(cluster.writes(vendor="incidentio")) if f"OPS-{n}" in str(w["body"])]) == 1
             assert len(applied(cluster.writes(vendor="jira", target=f"OPS-{n}"))) == 1
             assert len([w for w in applied(cluster.writes(vendor="teams")) if f"OPS-{n}" in str(w["body"])]) == 1
-        # /readyz: every answer within its bound (a second, api.READY_WITHIN_S: never the client's 5 s), 503 while
+        # /readyz: every answer within its bound (a second, probes.READY_WITHIN_S: never the client's 5 s), 503 while
         # there was no primary, 200 again after. Seen from here, an answer cut at the bound also carries its
         # request's own time on a busy machine (1.004 to 1.011 s seen): half a second of margin for that.
         bound = READY_WITHIN_S + 0.5
