@@ -81,3 +81,27 @@ async def test_a_keyed_api_run_costs_its_creation_and_its_drivers_statements_onl
     assert not [q for q in seen if "gate_context" in q and "INSERT INTO runs" not in q], described
     # The creation, a checkpoint per read-only step (I1, I2) and the end (with the answer).
     assert sum(seen.values()) == 1 + 3 + 1, described
+
+
+async def test_a_post_then_one_wait_reads_the_run_twice_however_long_it_takes(db_url: str, tmp_path: Path) -> None:
+    # The wait reads the run as it begins and at the change that ends it: two reads, where two polls would
+    # make two too, and a slower run makes no more (the wait is woken, it does not poll).
+    scripts = {"reads": [READ, READ, READ, DONE]}
+    async with (
+        engine_under_test(db_url, tmp_path, scripts, {"reads": {"tools": ["probe_read"]}}, lease_renew_s=600,
+                          lead=False, job_concurrency=0, latency_ms=300) as h,
+        serving(create_app(h.settings, h.process)) as base,
+        httpx.AsyncClient(verify=TLS, base_url=base, timeout=30) as client,
+    ):  # fmt: skip
+        caller = {"Authorization": f"Bearer {await h.token('cal', 'caller')}"}
+        await eventually(lambda: listening(h), what="the gate and token listener connected")
+        warm = await client.post("/v1/runs", json={"agent": "reads", "input": "Look at OPS-0"}, headers=caller)
+        await h.engine.tasks[warm.json()["id"]]
+        await read_rows(db_url, "SELECT pg_stat_statements_reset()")
+        made = await client.post("/v1/runs", json={"agent": "reads", "input": "Look at OPS-1"}, headers=caller)
+        waited = await client.get(f"/v1/runs/{made.json()['id']}", params={"wait": 30}, headers=caller)
+        assert waited.json()["status"] == "succeeded"
+        seen = await statements(db_url)
+    described = "\n".join(f"{n} x {q[:160]}" for q, n in seen.items())
+    reads = {q: n for q, n in seen.items() if q.startswith("SELECT") and " FROM runs" in q}
+    assert sum(reads.values()) == 2, described

@@ -214,23 +214,22 @@ WaitSeconds = Annotated[
 
 
 async def _waited(
-    request: Request, run_id: str, wait_s: float, scope: str | None, shown: dict[str, Any]
-) -> tuple[dict[str, Any] | None, bool]:
-    """The run after waiting (entries/run_wait.py), and whether the wait was refused (too many waiting: the
-    run as it was, to be answered with Retry-After)."""
-    if run_wait.done_waiting(shown["status"]):
-        return shown, False
+    request: Request, run_id: str, wait_s: float, scope: str | None
+) -> tuple[dict[str, Any] | None, bool] | None:
+    """The run as shown once the wait ended (entries/run_wait.py), and whether the wait was refused (too many
+    waiting: the run as it is now, to be answered with Retry-After); None when the client hung up."""
     views = _views(request)
 
-    async def status_of(run: str, left: float, seen: str | None, follow: Follow) -> str | None:
-        now = await views.wait_change(run, left, seen=seen, until=follow)
-        return None if now is None else now.status
+    async def shown_when(left: float, follow: Follow) -> dict[str, Any] | None:
+        return await views.shown_when(run_id, scope, left, run_wait.done_waiting, follow)
 
-    proc = _proc(request)
-    if not await run_wait.waited(request, run_id, wait_s, status_of, proc.follows, auth.credential(request),
-                                 request.app.state.waiters):  # fmt: skip
-        return shown, True
-    return await views.shown_run(run_id, scope), False
+    found = await run_wait.waited(request, wait_s, shown_when, _proc(request).follows, auth.credential(request),
+                                  request.app.state.waiters)  # fmt: skip
+    if found is run_wait.Outcome.HUNG_UP:
+        return None
+    if found is run_wait.Outcome.REFUSED:
+        return await views.shown_run(run_id, scope), True
+    return found, False
 
 
 def _views(request: Request) -> RunViews:
@@ -272,8 +271,10 @@ def _routes() -> APIRouter:
         replayed = None if created.created else {REPLAYED: "true"}
         if wait:
             # With `wait`: the run as GET /v1/runs/{id} shows it, once it ended, waits for a person, or S passed.
-            first = await _views(request).shown_run(created.id, None)
-            seen, refused = (None, False) if first is None else await _waited(request, created.id, wait, None, first)
+            waited = await _waited(request, created.id, wait, None)
+            if waited is None:
+                return Response(status_code=204)  # the client left: no one reads this
+            seen, refused = waited
             if seen is not None:
                 headers = {**(replayed or {}), **({"Retry-After": "1"} if refused else {})}
                 return json_answer(seen, status_code=201, headers=headers or None)
@@ -287,16 +288,17 @@ def _routes() -> APIRouter:
         wait: WaitSeconds = None,
     ) -> Response:
         # With what a waiting run waits for, oldest first, each question with the id an input names (I18).
-        shown = await _views(request).shown_run(str(run_id), tokens.run_scope(reader))
+        refused = False
+        if wait:
+            waited = await _waited(request, str(run_id), wait, tokens.run_scope(reader))
+            if waited is None:
+                return Response(status_code=204)  # the client left: no one reads this
+            shown, refused = waited
+        else:
+            shown = await _views(request).shown_run(str(run_id), tokens.run_scope(reader))
         if shown is None:
             return field_error(404, "path.run_id", f"no run {run_id}")
-        if wait:
-            shown, refused = await _waited(request, str(run_id), wait, tokens.run_scope(reader), shown)
-            if refused:
-                return json_answer(shown, headers={"Retry-After": "1"})
-        if shown is None:  # gone while waited for (a retention pass)
-            return field_error(404, "path.run_id", f"no run {run_id}")
-        return json_answer(shown)
+        return json_answer(shown, headers={"Retry-After": "1"} if refused else None)
 
     @router.get("/v1/runs/{run_id}/transcript", response_model=None)
     async def transcript(

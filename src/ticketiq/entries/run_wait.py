@@ -1,8 +1,9 @@
 """`GET /v1/runs/{id}?wait=S` (issue 35): the run's answer as soon as it ended, waits for a person (input or
 an approval), or S seconds passed, in one request instead of a poll loop.
 
-- The wait is woken by the run events the process already hears (`RunViews.wait_change`, the feed's
-  listener): it reads the run once when it begins and again at each change, never on a timer of its own.
+- The wait is woken by the run events the process already hears (`RunViews.shown_when`, the feed's
+  listener): it reads the run as it is answered once when it begins and again at each change, never on a
+  timer of its own (a wait that ends at its first wake-up makes two statements, as two polls would).
 - Waiting requests are bounded by TICKETIQ_MAX_WAITERS on this process; one more is answered at once,
   with the run as it is and `Retry-After`. A wait also holds a follow (`views/follows.py`), so it ends
   when its credential ends, as an event stream does; the event streams' caps (per principal, per
@@ -14,8 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Awaitable, Callable
+from enum import Enum
+from typing import Any
 
 from starlette.requests import Request
 
@@ -54,26 +56,30 @@ async def hung_up(request: Request) -> None:
         pass
 
 
+class Outcome(Enum):
+    REFUSED = "refused"  # too many waiting, or the credential ended: answered at once, with Retry-After
+    HUNG_UP = "hung_up"  # the client left: nothing is answered to anyone
+
+
 async def waited(
     request: Request,
-    run_id: str,
     wait_s: float,
-    status_of: Callable[[str, float, str | None, Follow], Awaitable[str | None]],
+    shown_when: Callable[[float, Follow], Awaitable[dict[str, Any] | None]],
     follows: Follows,
     credential: Credential,
     waiters: Waiters,
-) -> bool:
-    """Wait as the module says; False when it was refused (too many waiting: answer with Retry-After)."""
+) -> dict[str, Any] | Outcome | None:
+    """Wait as the module says: the run as shown once the wait ended (None: no such run), or why not."""
     if not waiters.take():
-        return False
+        return Outcome.REFUSED
     try:
         try:
             follow = follows.open(credential, KIND, wait_s, capped=False)
         except (TooMany, CredentialEnded):
-            return False
+            return Outcome.REFUSED
         try:
             leaving = asyncio.ensure_future(hung_up(request))
-            waiting = asyncio.ensure_future(_until_done(run_id, time.monotonic() + wait_s, status_of, follow))
+            waiting = asyncio.ensure_future(shown_when(wait_s, follow))
             try:
                 await asyncio.wait({leaving, waiting}, return_when=asyncio.FIRST_COMPLETED)
             finally:
@@ -81,21 +87,10 @@ async def waited(
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await task
+            if waiting.cancelled():
+                return Outcome.HUNG_UP
+            return waiting.result()  # raised as it was raised (a database error is the route's 503)
         finally:
             follows.close(follow)
     finally:
         waiters.give_back()
-    return True
-
-
-async def _until_done(
-    run_id: str, deadline: float, status_of: Callable[[str, float, str | None, Follow], Awaitable[str | None]],
-    follow: Follow,
-) -> None:  # fmt: skip
-    seen: str | None = None
-    while True:
-        left = deadline - time.monotonic()
-        status = await status_of(run_id, max(0.0, left), seen, follow)
-        if done_waiting(status) or left <= 0 or follow.ended.is_set():
-            return
-        seen = status

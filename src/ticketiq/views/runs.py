@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,6 +116,30 @@ class RunViews(RunReads):
         self.events = events
         # What the event streams of this process follow, read once for all of them (`timeline_feed.py`).
         self.feed = TimelineFeed(self, events, TERMINAL)
+
+    async def shown_when(
+        self, run_id: str, scope: str | None, timeout_s: float, done: Callable[[str], bool], until: Follow | None
+    ) -> dict[str, Any] | None:
+        """The run as `shown_run` shows it once `done(its status)`, or when the timeout passed or `until`
+        ended (a wait's follow: its credential ended); None when there is no such run. Followed before the
+        first read, so no change between that read and the wait goes unseen; each wake-up reads the run
+        once, the read that is answered (a notification is a wake-up, never the truth)."""
+        deadline = time.monotonic() + timeout_s
+        with contextlib.ExitStack() as stack:
+            follower = stack.enter_context(self.events.following(run_id)) if self.events else None
+            if follower is not None and until is not None:
+                until.when_ended(follower.event.set)
+            shown = await self.shown_run(run_id, scope)
+            while shown is not None and not done(shown["status"]):
+                left = deadline - time.monotonic()
+                if left <= 0 or (until is not None and until.ended.is_set()):
+                    break
+                if follower is not None:
+                    await follower.wait(left)
+                else:
+                    await asyncio.sleep(min(left, RECHECK_S))
+                shown = await self.shown_run(run_id, scope)
+            return shown
 
     async def wait_change(
         self, run_id: str, timeout_s: float, seen: str | None = None, until: Follow | None = None
