@@ -490,6 +490,20 @@ async def test_closing_the_client_closes_every_socket_idle_or_in_use(vendor: Ven
     assert pooled.counts() == (0, 0)
 
 
+async def test_a_request_waiting_for_a_place_when_the_client_closes_fails_as_not_sent(vendor: Vendor) -> None:
+    pooled = Pooled(vendor, limit=1)
+    held = asyncio.create_task(pooled.get("/hold/a"))
+    await vendor.arrived(1)
+    waiting = asyncio.create_task(pooled.get("/ok"))
+    await asyncio.sleep(0.1)
+    await pooled.client.aclose()
+    with pytest.raises(httpx.TransportError):
+        await held
+    with pytest.raises(httpx.ConnectError):  # the place freed by the close is no way out
+        await waiting
+    assert vendor.requests == [(1, "/hold/a")]
+
+
 @contextlib.contextmanager
 def full_listener() -> Iterator[int]:
     """A port whose listener accepts nothing and whose queue is full: Linux drops the SYN of any further

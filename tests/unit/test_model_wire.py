@@ -3,14 +3,16 @@ tests/integration/test_model_client.py compares the body and headers with the op
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
+import httpx2
+import openai
 import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from openai._utils._json import openapi_dumps
 
 from ticketiq.errors import ModelError
 from ticketiq.model.wire import refusal_detail, reply_from_body, request_body
@@ -40,13 +42,35 @@ _JSON = st.recursive(
 )
 
 
+_WRITTEN: list[bytes] = []
+
+
+def _keep(request: httpx2.Request) -> httpx2.Response:
+    _WRITTEN.append(request.read())
+    return httpx2.Response(200, json={})
+
+
+@functools.cache
+def _openai_client() -> openai.OpenAI:
+    """An openai client whose requests go nowhere: its transport keeps each body it is given."""
+    http = httpx2.Client(transport=httpx2.MockTransport(_keep))
+    return openai.OpenAI(api_key="sk-unit", base_url="http://model.invalid/v1", max_retries=0, http_client=http)
+
+
+def openai_writes(body: dict[str, Any]) -> bytes:
+    """The bytes the openai client writes for this JSON body (its public `post`, which serializes the body
+    as `chat.completions.create` does once its arguments are plain JSON)."""
+    _openai_client().post("/chat/completions", body=body, cast_to=httpx2.Response)
+    return _WRITTEN.pop()
+
+
 @given(st.lists(st.dictionaries(_TEXT, _JSON, max_size=4), min_size=1, max_size=4), st.lists(_JSON, max_size=3))
 def test_the_body_is_the_bytes_the_openai_client_writes(messages: list[dict[str, Any]], tools: list[Any]) -> None:
     sent: dict[str, Any] = {"model": "m", "messages": messages}
     if tools:
         sent["tools"] = tools
     written = request_body("m", messages, tools)
-    assert written == openapi_dumps(sent)
+    assert written == openai_writes(sent)
     assert json.loads(written) == sent
 
 

@@ -1,11 +1,13 @@
 """The chat-completions client: one model step, spoken through the official `openai` package's client.
 
 Any endpoint that speaks the OpenAI protocol works (OpenAI, Azure, vLLM, Ollama, LiteLLM, the stand-in).
-The openai client holds the protocol's configuration: its HTTP client (ours when one is shared), the
-base URL, the auth and default headers, the timeout. From it the request of `chat.completions.create`
-is taken once, without a body; each step sends that request with its body written by `wire.py`, through
-the same HTTP client, and reads the answer there too. The package's request transform and reply models
-are left out: they cost a third of a step's CPU and grew with the conversation (issue 19).
+The openai client holds the protocol's configuration: the base URL, the auth and default headers, the
+timeout. The request of `chat.completions.create` is learnt from it once, through its public API only:
+on the first step, a copy of it over an HTTP client whose transport keeps the request and answers an
+empty completion makes one real `create` (`_learn`). Each step then sends that request with its body
+written by `wire.py`, through the HTTP client the openai client was given, and reads the answer there
+too. The package's request transform and reply models are left out: they cost a third of a step's CPU
+and grew with the conversation (issue 19).
 
 The openai client's own retries are off: this module retries 429, 408 and 5xx answers and
 connection failures itself, so the bound (`model_max_retries`), the backoff and the honouring of
@@ -20,6 +22,7 @@ import math
 import random
 import ssl
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, cast
@@ -28,7 +31,6 @@ import anyio
 import httpx
 import httpx2
 import openai
-from openai._models import FinalRequestOptions
 
 from ticketiq.errors import ModelError
 from ticketiq.model.wire import (
@@ -70,6 +72,10 @@ RETRY_AFTER_MAX_S = 60.0
 _TIMEOUTS = (httpx.TimeoutException, httpx2.TimeoutException)
 _UNREACHABLE = (httpx.RequestError, httpx2.RequestError, ssl.SSLError, anyio.EndOfStream)
 _RETRY_COUNT = "x-stainless-retry-count"
+# Headers of the learnt request that belong to its HTTP client or to one body, not to the openai client.
+_PER_REQUEST = ("host", "content-length")
+# What the transport that keeps the learnt request answers: the least the openai client reads as a completion.
+_NO_COMPLETION = {"id": "learnt", "object": "chat.completion", "created": 0, "model": "learnt", "choices": []}
 
 
 def is_retryable_status(status: int) -> bool:
@@ -122,8 +128,8 @@ class ModelClient:
 
     Pass `http` to share a connection pool (an `httpx.AsyncClient` or the `httpx2.AsyncClient` the
     openai package uses itself); its owner closes it (this client, with `owns_http`). Without one, the
-    openai client's own is used and `close()` closes it. Either way each step goes through the client
-    the openai package holds.
+    client the openai package would make for itself (`openai.DefaultAsyncHttpxClient`) is made here and
+    `close()` closes it. Either way each step goes through the client the openai client is given.
 
     Or pass `transport` (an app process's pool, tools/vendor_pool.py): the openai client is given an
     httpx client over it, this client owns both, and each step's request is handed to the transport
@@ -146,8 +152,15 @@ class ModelClient:
                 raise ValueError("pass either http or transport, not both")
             http = httpx.AsyncClient(transport=transport, event_hooks={"request": [stall.before_request]})
             owns_http = True
+        elif http is None:
+            http = openai.DefaultAsyncHttpxClient(timeout=settings.model_timeout_s)
+            owns_http = True
         self._settings = settings
-        self._owns_http = http is None or owns_http
+        self._owns_http = owns_http
+        self._legacy = isinstance(http, httpx.AsyncClient)
+        # Typed as the openai package types its client; either library's serves (`_legacy` says which).
+        self._http = cast(httpx2.AsyncClient, http)  # the request goes where the openai client sends
+        self._transport = transport
         self._openai = openai.AsyncOpenAI(
             api_key=settings.model_api_key,
             base_url=settings.model_base_url,
@@ -156,24 +169,40 @@ class ModelClient:
             default_headers={"User-Agent": user_agent()},
             # The openai package accepts the legacy httpx client at run time; its annotation names
             # only httpx2.
-            http_client=cast(httpx2.AsyncClient | None, http),
+            http_client=self._http,
         )
-        # The request `chat.completions.create` would send, built by the openai client itself with no
-        # body: the URL from its base URL (and default query), the headers it sends (auth, its
-        # defaults, our User-Agent, the read timeout) and the timeout. None of them changes per step.
-        options = FinalRequestOptions(method="post", url="/chat/completions", security={"bearer_auth": True})
-        self._headers = list(self._openai._build_headers(options).multi_items())
-        template = self._openai._build_request(options)
-        self._url = template.url
-        self._extensions = {"timeout": template.extensions["timeout"]}
-        self._http = self._openai._client  # `http` when given: the request goes where the openai client sends
-        self._transport = transport
-        if transport is not None:
+        self._template: _Template | None = None  # learnt on the first step
+
+    async def _learn(self) -> _Template:
+        """The request `chat.completions.create` sends, less its body: the URL from the base URL (and the
+        default query), the headers (auth, the openai client's defaults, our User-Agent, the read timeout)
+        and the timeout. None of them changes per step. The openai client makes it through a client of the
+        same library as ours with no headers of its own, whose transport keeps it; nothing is sent."""
+        kept: httpx.Request | httpx2.Request
+        if self._legacy:
+            legacy = _Kept()
+            async with httpx.AsyncClient(transport=legacy) as sniffer:
+                sniffer.headers.clear()
+                await self._create_through(cast(httpx2.AsyncClient, sniffer))
+            kept = legacy.requests[0]
+        else:
+            modern = _Kept2()
+            async with httpx2.AsyncClient(transport=modern) as sniffer2:
+                sniffer2.headers.clear()
+                await self._create_through(sniffer2)
+            kept = modern.requests[0]
+        headers = [(k, v) for k, v in kept.headers.multi_items() if k not in _PER_REQUEST]
+        url = str(kept.url)
+        if self._transport is not None:
             # What the client's build_request adds to the openai client's headers (its own defaults, a
             # Host), once: the request then has the headers it always had. Content-Length goes per body.
-            merged = cast(httpx.AsyncClient, self._http).build_request("POST", str(self._url), headers=self._headers)
-            self._headers = [(k, v) for k, v in merged.headers.multi_items() if k.lower() != "content-length"]
-        self._direct_url = httpx.URL(str(self._url))
+            merged = cast(httpx.AsyncClient, self._http).build_request("POST", url, headers=headers)
+            headers = [(k, v) for k, v in merged.headers.multi_items() if k != "content-length"]
+        self._template = _Template(url, httpx.URL(url), headers, {"timeout": kept.extensions["timeout"]})
+        return self._template
+
+    async def _create_through(self, sniffer: httpx2.AsyncClient) -> None:
+        await self._openai.with_options(http_client=sniffer).chat.completions.create(model="learnt", messages=[])
 
     async def close(self) -> None:
         if self._owns_http:
@@ -184,12 +213,13 @@ class ModelClient:
         `model_max_retries` retries."""
         started = time.perf_counter()
         body = request_body(model, messages, tools)
+        template = self._template or await self._learn()
         retries_taken = 0
         while True:
             cause: BaseException | None = None
             stall.check()  # a process stalled past its leases asks nothing more
             try:
-                response = await self._send(body, self._headers_for(retries_taken))
+                response = await self._send(template, body, _headers_for(template, retries_taken))
             except _TIMEOUTS as exc:
                 retry_after = None
                 reason = self._unreachable(model, "timed out", exc, retries_taken)
@@ -220,24 +250,21 @@ class ModelClient:
             await asyncio.sleep(wait)
             retries_taken += 1
 
-    async def _send(self, body: bytes, headers: list[tuple[str, str]]) -> httpx.Response | httpx2.Response:
+    async def _send(
+        self, template: _Template, body: bytes, headers: list[tuple[str, str]]
+    ) -> httpx.Response | httpx2.Response:
         if self._transport is None:
-            request = self._http.build_request("POST", self._url, headers=headers, content=body,
-                                               extensions=self._extensions)  # fmt: skip
+            request = self._http.build_request("POST", template.url, headers=headers, content=body,
+                                               extensions=template.extensions)  # fmt: skip
             return await self._http.send(request)
-        direct = httpx.Request("POST", self._direct_url, headers=headers, content=body, extensions=self._extensions)
+        direct = httpx.Request("POST", template.direct_url, headers=headers, content=body,
+                               extensions=template.extensions)  # fmt: skip
         response = await self._transport.handle_async_request(direct)
         try:
             await response.aread()  # decoded as the client's send would (Content-Encoding)
         finally:
             await response.aclose()
         return response
-
-    def _headers_for(self, retries_taken: int) -> list[tuple[str, str]]:
-        if not retries_taken:
-            return self._headers
-        # The count the openai client sends when it retries itself.
-        return [(k, str(retries_taken) if k == _RETRY_COUNT else v) for k, v in self._headers]
 
     def _refusal(self, model: str, status: int, body: bytes, retries_taken: int) -> str:
         detail = refusal_detail(status, body)
@@ -258,3 +285,42 @@ class ModelClient:
 
 def _after(retries_taken: int) -> str:
     return f" after {retries_taken + 1} attempts" if retries_taken else ""
+
+
+def _headers_for(template: _Template, retries_taken: int) -> list[tuple[str, str]]:
+    if not retries_taken:
+        return template.headers
+    # The count the openai client sends when it retries itself.
+    return [(k, str(retries_taken) if k == _RETRY_COUNT else v) for k, v in template.headers]
+
+
+@dataclass(frozen=True)
+class _Template:
+    """The request of one step, less its body, as the openai client makes it."""
+
+    url: str
+    direct_url: httpx.URL  # the same, for a request handed to the transport straight
+    headers: list[tuple[str, str]]
+    extensions: dict[str, Any]
+
+
+class _Kept(httpx.AsyncBaseTransport):
+    """Keeps each request it is given and answers it with an empty completion; sends nothing."""
+
+    def __init__(self) -> None:
+        self.requests: list[httpx.Request] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        return httpx.Response(200, json=_NO_COMPLETION)
+
+
+class _Kept2(httpx2.AsyncBaseTransport):
+    """The same, for an httpx2 client."""
+
+    def __init__(self) -> None:
+        self.requests: list[httpx2.Request] = []
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        self.requests.append(request)
+        return httpx2.Response(200, json=_NO_COMPLETION)

@@ -14,8 +14,10 @@ the raw headers and the body read whole (nothing in TicketIQ streams a response)
   idle ones kept KEEPALIVE_S. A request pops the oldest idle connection of its host's deque and checks
   only that one (`is_connected`, no syscall; a connection the server closed is seen by the event loop
   and skipped); nothing scans every connection per request (aiohttp sweeps the expired ones once per
-  keep-alive period). A request finding `limit` in use waits in that host's FIFO, at most its `pool`
-  timeout: httpx.PoolTimeout, nothing sent.
+  keep-alive period). In front of it, each host has a gate of `limit` places (an asyncio.Semaphore: a
+  FIFO that hands a place on when a waiter it woke is cancelled instead): a request finding them all
+  taken waits there, at most its `pool` timeout: httpx.PoolTimeout, nothing sent. A place is given back
+  only after the request's connection went back to the pool, so aiohttp's own queue stays empty.
 - Timeouts (httpx's `timeout` extension): pool as above; connect bounds the TCP (and TLS) connect;
   read bounds each wait for bytes of the answer; write bounds the time from the connection being ready
   until the request's bytes have all left for the kernel (aiohttp has no write bound of its own). Each
@@ -31,8 +33,12 @@ the raw headers and the body read whole (nothing in TicketIQ streams a response)
   connection is aborted (a request it began is never finished) and the check's exception comes out as
   raised. A request still queued for a connection is not checked here.
 - I9: aiohttp sends a request again, once, on a new connection when the server closed a kept-alive one
-  under it (for GET, PUT, DELETE, ...). That is turned off, and a second connect for the same request is
-  refused besides: a request's bytes go out at most once; resending is tools/http.py's decision.
+  under it (for GET, PUT, DELETE, ...). A client middleware (`_sent_once`) answers that second try with
+  the first's failure, and a second connect for the same request is refused besides: a request's bytes
+  go out at most once; resending is tools/http.py's decision.
+
+What of aiohttp this needs beyond its public API (the connect hook, a connection's transport, the pool's
+books) is in aiohttp_adapter.py, with the test that fails the day aiohttp changes it.
 
 One event loop only (the process's): the session is made on first use.
 
@@ -57,14 +63,11 @@ from typing import Any
 
 import aiohttp
 import httpx
-from aiohttp.client_proto import ResponseHandler
-from aiohttp.client_reqrep import ClientRequest
-from aiohttp.connector import Connection
-from aiohttp.tracing import Trace
 from yarl import URL
 
 from ticketiq.runtime import stall
 from ticketiq.runtime.faults import Faults
+from ticketiq.tools.aiohttp_adapter import Connector, Wire, books
 
 # Shorter than the 60 s idle timeout of the load balancers many vendors sit behind, so that we close an
 # idle connection before the far end does (a request racing the far end's close fails without an answer).
@@ -84,19 +87,17 @@ class _Exchange:
     """One request's state, seen by the connector through `_EXCHANGE` (connect runs in the request's task)."""
 
     __slots__ = (
-        "check", "connected", "faults", "guard", "pool_s", "refused", "request", "write_s", "write_stalled",
+        "check", "connected", "faults", "guard", "lost", "refused", "request", "write_s", "write_stalled",
         "write_timer",
     )  # fmt: skip
 
-    def __init__(
-        self, request: httpx.Request, pool_s: float | None, write_s: float | None, faults: Faults | None = None
-    ) -> None:
+    def __init__(self, request: httpx.Request, write_s: float | None, faults: Faults | None = None) -> None:
         self.request = request
         self.check: LastCheck | None = request.extensions.get(BEFORE_WRITE)
         self.faults = faults
         self.refused: BaseException | None = None  # what the last check raised: the request was cut off
+        self.lost: Exception | None = None  # how its one try failed (I9: the answer to a second try)
         self.guard: _LastMoment | None = None  # on the connection's transport while the request is written
-        self.pool_s = pool_s
         self.write_s = write_s  # None: no bound, or no body to write
         self.connected = False  # a connection came from the pool: from here bytes may go
         self.write_stalled = False
@@ -106,61 +107,42 @@ class _Exchange:
 _EXCHANGE: ContextVar[_Exchange | None] = ContextVar("ticketiq_vendor_exchange", default=None)
 
 
-class _NoConnection(Exception):
-    """No connection to the host came free within the request's pool timeout."""
+class _Connector(Connector):
+    """aiohttp's pool with the last-moment hook (I3) and one connect a request (I9)."""
 
-
-class _Connector(aiohttp.TCPConnector):
-    """aiohttp's pool with the request's pool timeout, the last-moment hook (I3) and one connect a request."""
-
-    opened = 0  # connections made since the start: churn shows here
-
-    # aiohttp's signatures: its `timeout` is the request's ClientTimeout, not a bound of ours.
-    async def connect(
-        self,
-        req: ClientRequest,
-        traces: list[Trace],
-        timeout: aiohttp.ClientTimeout,  # noqa: ASYNC109
-    ) -> Connection:
+    def admit(self) -> None:
         exchange = _EXCHANGE.get()
-        if exchange is None:  # not sent through VendorTransport
-            return await super().connect(req, traces, timeout)
-        if exchange.connected:
+        if exchange is not None and exchange.connected:
             # aiohttp retrying on a new connection: the first may have reached the server (I9).
             raise aiohttp.ServerDisconnectedError("the server closed the connection; the request is not sent again")
-        conn = await super().connect(req, traces, timeout)
-        exchange.connected = True
-        protocol = conn.protocol
-        if protocol is not None and protocol.transport is not None:
-            # I3, I14: checked as its bytes are written, not now: a loop turn or more lies between.
-            protocol.transport = _LastMoment(_bare(protocol.transport), protocol, exchange)
-        if exchange.write_s is not None and conn.protocol is not None:
-            exchange.write_timer = asyncio.get_running_loop().call_later(
-                exchange.write_s, _write_deadline, exchange, conn.protocol
-            )
-        return conn
 
-    async def _wait_for_available_connection(self, key: Any, traces: list[Trace]) -> None:
+    def taken(self, wire: Wire) -> None:
         exchange = _EXCHANGE.get()
-        try:
-            async with asyncio.timeout(None if exchange is None else exchange.pool_s):
-                await super()._wait_for_available_connection(key, traces)
-        except BaseException as exc:
-            # Woken just as the wait ended (timeout, cancel): the wake-up goes to the next in line.
-            self._release_waiter()
-            if isinstance(exc, TimeoutError):
-                raise _NoConnection(f"no connection to {key.host}:{key.port} came free in time") from exc
-            raise
+        if exchange is None:  # not sent through VendorTransport
+            return
+        exchange.connected = True
+        if wire.transport is not None:
+            # I3, I14: checked as its bytes are written, not now: a loop turn or more lies between.
+            wire.transport = _LastMoment(_bare(wire.transport), wire, exchange)
+        if exchange.write_s is not None:
+            exchange.write_timer = asyncio.get_running_loop().call_later(
+                exchange.write_s, _write_deadline, exchange, wire
+            )
 
-    async def _create_connection(
-        self,
-        req: ClientRequest,
-        traces: list[Trace],
-        timeout: aiohttp.ClientTimeout,  # noqa: ASYNC109
-    ) -> ResponseHandler:
-        protocol = await super()._create_connection(req, traces, timeout)
-        self.opened += 1
-        return protocol
+
+async def _sent_once(request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType) -> aiohttp.ClientResponse:
+    """I9: aiohttp tries an idempotent request again, on a new connection, when the server closed a kept-alive
+    one under it (RFC 9112's retry). Its second try fails as the first did: nothing goes out again."""
+    exchange = _EXCHANGE.get()
+    if exchange is None:
+        return await handler(request)
+    if exchange.lost is not None:
+        raise exchange.lost
+    try:
+        return await handler(request)
+    except Exception as exc:
+        exchange.lost = exc
+        raise
 
 
 class _LastMoment(asyncio.Transport):
@@ -168,16 +150,16 @@ class _LastMoment(asyncio.Transport):
     request's last check in its own call stack, just before the socket's send (I3, I14). Everything else
     passes through. The request's end puts the connection's own transport back (`unwrap`)."""
 
-    def __init__(self, transport: asyncio.Transport, protocol: ResponseHandler, exchange: _Exchange) -> None:
+    def __init__(self, transport: asyncio.Transport, wire: Wire, exchange: _Exchange) -> None:
         super().__init__()
         self.bare = transport
-        self._protocol = protocol
+        self._wire = wire
         self._exchange = exchange
         exchange.guard = self
 
     def unwrap(self) -> None:
-        if self._protocol.transport is self:
-            self._protocol.transport = self.bare
+        if self._wire.transport is self:
+            self._wire.transport = self.bare
 
     def _last_check(self) -> None:
         exchange = self._exchange
@@ -248,9 +230,9 @@ def _bare(transport: asyncio.Transport) -> asyncio.Transport:
     return transport.bare if isinstance(transport, _LastMoment) else transport
 
 
-def _write_deadline(exchange: _Exchange, protocol: ResponseHandler) -> None:
+def _write_deadline(exchange: _Exchange, wire: Wire) -> None:
     """The write bound ended: bytes of the request still waiting to leave means the write stalled."""
-    transport = protocol.transport
+    transport = wire.transport
     if transport is not None and transport.get_write_buffer_size() > 0:
         exchange.write_stalled = True
         transport.abort()
@@ -276,8 +258,9 @@ class _Body(httpx.AsyncByteStream):
 
 @functools.lru_cache(maxsize=64)
 def _bounds(connect: float | None, read: float | None, pool: float | None) -> aiohttp.ClientTimeout:
-    # `connect` is aiohttp's bound on the wait for a place plus the connect (our own pool bound ends the
-    # wait first); `sock_connect` the connect alone; `sock_read` each wait for bytes of the answer.
+    # `sock_connect` bounds each connect (TCP, TLS, a proxy's tunnel); `connect` all of them with the pool's
+    # share on top, as when aiohttp's own queue (now kept empty by the host's gate) counted in it; `sock_read`
+    # each wait for bytes of the answer.
     whole = None if connect is None or pool is None else connect + pool
     return aiohttp.ClientTimeout(total=None, connect=whole, sock_connect=connect, sock_read=read)
 
@@ -337,6 +320,7 @@ class VendorTransport(httpx.AsyncBaseTransport):
         self._ssl = _verified() if verify is True else httpx.create_ssl_context(verify=verify)
         self._proxies = urllib.request.getproxies_environment()
         self._routes: dict[tuple[str, str, int], str | None] = {}
+        self._gates: dict[tuple[str, str, int], asyncio.Semaphore] = {}  # `limit` places a host
         self._session: aiohttp.ClientSession | None = None
         self._connector: _Connector | None = None
         self._closed = False
@@ -349,16 +333,7 @@ class VendorTransport(httpx.AsyncBaseTransport):
 
     def counts(self, host: str, port: int) -> tuple[int, int]:
         """(connections held, of them idle) to host:port: for tests and the benchmark (aiohttp's own books)."""
-        if self._connector is None or self._connector.closed:
-            return (0, 0)
-        held = idle = 0
-        for key, protocols in self._connector._acquired_per_host.items():
-            if (key.host, key.port) == (host, port):
-                held += len(protocols)
-        for key, kept in self._connector._conns.items():
-            if (key.host, key.port) == (host, port):
-                idle += len(kept)
-        return (held + idle, idle)
+        return (0, 0) if self._connector is None else books(self._connector, host, port)
 
     def _open(self) -> aiohttp.ClientSession:
         self._connector = _Connector(
@@ -373,9 +348,8 @@ class VendorTransport(httpx.AsyncBaseTransport):
             # h11's bound on a head is 100 kB; aiohttp's 8 kB a line would refuse answers httpx took.
             max_line_size=65536,
             max_field_size=65536,
+            middlewares=(_sent_once,),  # I9
         )
-        # I9: no resend on a new connection after the server closed one under a request (see connect).
-        session._retry_connection = False
         self._session = session
         return session
 
@@ -397,7 +371,17 @@ class VendorTransport(httpx.AsyncBaseTransport):
         if proxy == "":
             proxy = self._routes[where] = route(*where, self._proxies)
         timeouts = request.extensions.get("timeout", {})
-        exchange = _Exchange(request, timeouts.get("pool"), timeouts.get("write") if body else None, self._faults)
+        gate = self._gates.get(where)
+        if gate is None:
+            gate = self._gates[where] = asyncio.Semaphore(self._limit)
+        if gate.locked():
+            await _queued(gate, timeouts.get("pool"), where)
+        else:
+            await gate.acquire()  # a place is free: taken at once
+        if self._closed:  # closed while it waited for its place
+            gate.release()
+            raise httpx.ConnectError("the vendor transport is closed")
+        exchange = _Exchange(request, timeouts.get("write") if body else None, self._faults)
         token = _EXCHANGE.set(exchange)
         try:
             answer = await session.request(
@@ -416,7 +400,7 @@ class VendorTransport(httpx.AsyncBaseTransport):
             except BaseException:
                 answer.close()  # half read: closed, never reused
                 raise
-        except (aiohttp.ClientError, TimeoutError, _NoConnection) as exc:
+        except (aiohttp.ClientError, TimeoutError) as exc:
             if exchange.refused is not None:  # aiohttp wraps what the body's task raised: the check's own
                 raise exchange.refused from exc
             raise _translated(exc, exchange) from exc
@@ -426,6 +410,7 @@ class VendorTransport(httpx.AsyncBaseTransport):
             if exchange.guard is not None:
                 exchange.guard.unwrap()
             _EXCHANGE.reset(token)
+            gate.release()  # after the connection went back to the pool (or was closed)
         reason = (answer.reason or "").encode("latin-1", "replace")
         return httpx.Response(
             answer.status,
@@ -452,13 +437,20 @@ class VendorTransport(httpx.AsyncBaseTransport):
         await self.aclose()
 
 
+async def _queued(gate: asyncio.Semaphore, pool_s: float | None, where: tuple[str, str, int]) -> None:
+    """Wait for a place at the host's gate, at most `pool_s`: httpx.PoolTimeout when none came free."""
+    try:
+        async with asyncio.timeout(pool_s):
+            await gate.acquire()
+    except TimeoutError as exc:
+        raise httpx.PoolTimeout(f"no connection to {where[1]}:{where[2]} came free in time") from exc
+
+
 def _translated(exc: BaseException, exchange: _Exchange) -> httpx.TransportError:
     """aiohttp's failure as the httpx error of its phase, as httpx's own transport raises it."""
     message = str(exc) or type(exc).__name__
     if exchange.write_stalled:
         return httpx.WriteTimeout(f"the request's bytes did not all leave within {exchange.write_s} s")
-    if isinstance(exc, _NoConnection):
-        return httpx.PoolTimeout(message)
     if isinstance(exc, TimeoutError):  # aiohttp's ConnectionTimeoutError, SocketTimeoutError, ...
         return httpx.ReadTimeout(message) if exchange.connected else httpx.ConnectTimeout(message)
     if isinstance(exc, aiohttp.ClientConnectorError) or not exchange.connected:
