@@ -172,12 +172,19 @@ class ModelClient:
             http_client=self._http,
         )
         self._template: _Template | None = None  # learnt on the first step
+        self._learning = asyncio.Lock()  # the first steps of many runs at once learn it once
 
     async def _learn(self) -> _Template:
         """The request `chat.completions.create` sends, less its body: the URL from the base URL (and the
         default query), the headers (auth, the openai client's defaults, our User-Agent, the read timeout)
         and the timeout. None of them changes per step. The openai client makes it through a client of the
         same library as ours with no headers of its own, whose transport keeps it; nothing is sent."""
+        async with self._learning:
+            if self._template is None:
+                self._template = await self._learnt()
+            return self._template
+
+    async def _learnt(self) -> _Template:
         kept: httpx.Request | httpx2.Request
         if self._legacy:
             legacy = _Kept()
@@ -198,8 +205,7 @@ class ModelClient:
             # Host), once: the request then has the headers it always had. Content-Length goes per body.
             merged = cast(httpx.AsyncClient, self._http).build_request("POST", url, headers=headers)
             headers = [(k, v) for k, v in merged.headers.multi_items() if k != "content-length"]
-        self._template = _Template(url, httpx.URL(url), headers, {"timeout": kept.extensions["timeout"]})
-        return self._template
+        return _Template(url, httpx.URL(url), headers, {"timeout": kept.extensions["timeout"]})
 
     async def _create_through(self, sniffer: httpx2.AsyncClient) -> None:
         await self._openai.with_options(http_client=sniffer).chat.completions.create(model="learnt", messages=[])
