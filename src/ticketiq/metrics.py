@@ -49,16 +49,16 @@ class _Gauges(Collector):
                                 value=self.now.jobs_queued)  # fmt: skip
 
 
-class _LeaseLapses(Collector):
-    """Leases the process's lease keeper found lost: read from the keeper when scraped."""
+class _ReadCounter(Collector):
+    """A count another part of the process keeps, read from it when scraped."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str, documentation: str) -> None:
+        self.name = name
+        self.documentation = documentation
         self.count: Callable[[], int] = lambda: 0
 
     def collect(self) -> Iterator[CounterMetricFamily]:
-        yield CounterMetricFamily(
-            "ticketiq_lease_lapses", "Leases this process found lost (taken over or lapsed).", value=self.count()
-        )
+        yield CounterMetricFamily(self.name, self.documentation, value=self.count())
 
 
 class Metrics:
@@ -88,8 +88,15 @@ class Metrics:
             buckets=RECOVERY_BUCKETS_S,
             registry=self.registry,
         )
-        self._lapses = _LeaseLapses()
+        self._lapses = _ReadCounter("ticketiq_lease_lapses", "Leases this process found lost (taken over or lapsed).")
         self.registry.register(self._lapses)
+        # Spans the trace exporter dropped (its queue full, or the collector refused or did not answer):
+        # read from runtime/tracing.py at the scrape (`spans_dropped`, set by the process).
+        self._spans_dropped = _ReadCounter(
+            "ticketiq_trace_spans_dropped", "Spans dropped, never sent: the export queue was full or the "
+            "collector could not take them."
+        )  # fmt: skip
+        self.registry.register(self._spans_dropped)
         self._runs_started = Counter(
             "ticketiq_runs_started", "Runs this process started (their first attempt).", ["agent", "channel"],
             registry=self.registry,
@@ -126,6 +133,9 @@ class Metrics:
         )  # fmt: skip
         # Each step observes three histograms: their labelled children are looked up once, not per step.
         self._children: dict[tuple[str, ...], Histogram] = {}
+
+    def count_spans_dropped(self, count: Callable[[], int]) -> None:
+        self._spans_dropped.count = count
 
     def resumed(self) -> None:
         self._resumed.inc()

@@ -31,7 +31,7 @@ from ticketiq.leader.handoffs import Handoffs
 from ticketiq.leader.liveness import Liveness
 from ticketiq.metrics import Metrics
 from ticketiq.model.client import ModelClient
-from ticketiq.runtime import stall
+from ticketiq.runtime import stall, tracing
 from ticketiq.runtime.faults import Faults
 from ticketiq.runtime.user_agent import user_agent
 from ticketiq.settings import Settings
@@ -53,6 +53,9 @@ from ticketiq.views.run_events import RunEvents
 from ticketiq.views.runs import RunViews
 
 log = logging.getLogger(__name__)
+
+# At a clean stop, how long the spans still queued may take to reach the collector.
+TRACES_FLUSH_S = 2.0
 
 # How long a process coming back under a new identity waits for its drivers to stop and its elector to
 # step down before it lets the old identity's mark go: a driver that takes longer sends nothing anyway
@@ -149,6 +152,7 @@ class AppProcess:
             target.release()
             raise ConfigError(f"{settings.agents}: {'; '.join(unlisted)}; fix the agents file or the server")
         holder = new_identity()
+        tracing.start()  # only when OTEL_EXPORTER_OTLP_ENDPOINT says where (runtime/tracing.py)
         keeper = LeaseKeeper(target.url, holder, settings.lease_ttl_s, settings.lease_renew_s,
                              settings.lease_margin_s, limits)  # fmt: skip
         # Every outbound request names this process (vendors log it) and is refused once it stalled.
@@ -168,6 +172,7 @@ class AppProcess:
             metrics=Metrics(), store=RunStore(db), gates=GateStore(db),
         )  # fmt: skip
         engine = Engine(deps)
+        deps.metrics.count_spans_dropped(tracing.dropped)
         registry.register(delegation_tool(engine))
         deps.catalog = agents.load(settings.agents, known_tools=set(registry.tools))
         await deps.gates.seed(deps.catalog.owner_tools(), deps.catalog.approval_required)
@@ -342,6 +347,8 @@ class AppProcess:
         if self.mcp is not None:
             await self.mcp.stop()  # a stdio server, a child of this process, stops with it
         await self.http.aclose()
+        if tracing.ON:
+            await asyncio.to_thread(tracing.flush, TRACES_FLUSH_S)  # the spans of the runs handed over, sent
         await self.db.close()
         if self.server_watch is not None:
             await self.server_watch.stop()

@@ -55,6 +55,7 @@ class Probe:
                 "key": body.get("key"),
                 "args": body.get("args"),
                 "run_id": body.get("run_id"),
+                "traceparent": request.headers.get("traceparent"),  # runtime/tracing.py: the call's span
             }
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)

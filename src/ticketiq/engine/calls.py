@@ -25,7 +25,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ticketiq.engine import approvals, in_doubt, settlement, transcript
+from opentelemetry.trace import Span
+
+from ticketiq.engine import approvals, in_doubt, settlement, trace_spans, transcript
 from ticketiq.engine.context import EngineDeps
 from ticketiq.engine.gates import GateDecision, GateFacts, Verdict, run_gate
 from ticketiq.engine.in_doubt import Settled, Unknown
@@ -34,6 +36,7 @@ from ticketiq.engine.resume import LeftCall
 from ticketiq.engine.settlement import UNKNOWN_FOR_MODEL, Happened, Restored, Route, ToolNow
 from ticketiq.engine.state import PlannedCall, RunState
 from ticketiq.engine.step_keys import approval_key, fresh_key
+from ticketiq.engine.trace_spans import AttemptTrace
 from ticketiq.runtime.faults import Faults
 from ticketiq.storage.rows import Approval
 from ticketiq.storage.run_store import RunHandle
@@ -73,6 +76,8 @@ class Run(Protocol):
     """What the call maker needs of the run it makes calls for."""
 
     state: RunState
+    trace: AttemptTrace | None  # the attempt's spans, while tracing is on
+    step_span: Span | None
 
     async def gate_facts(self, fresh: bool = False) -> GateFacts: ...
 
@@ -159,6 +164,30 @@ class CallMaker:
         problem = validate(tool.parameters, call.args)
         if problem:
             return self.finish(work, call, {"error": f"arguments rejected: {problem}"}, "refused")
+        if self.run.trace is not None:
+            return await self._traced(work, call, tool, key, approval, happened)
+        return await self._send(work, call, tool, key, approval, happened)
+
+    async def _traced(self, work: StepWork, call: PlannedCall, tool: Tool, key: str | None,
+                      approval: Approval | None, happened: Happened) -> Happened:  # fmt: skip
+        """`_send` inside the call's span, which its request carries (traceparent)."""
+        assert self.run.trace is not None
+        sent_key = key or call.step_key or f"{self.step}/{call.idx}"
+        span = self.run.trace.tool(self.run.step_span, self.step, call.tool, call.tool_class.value, call.id, sent_key)
+        token = trace_spans.current(span)
+        try:
+            done = await self._send(work, call, tool, key, approval, happened)
+        except BaseException as exc:
+            trace_spans.failed(span, f"{type(exc).__name__}: {exc}")
+            raise
+        finally:
+            trace_spans.detach(token)
+        span.set_attribute("ticketiq.call.happened", done.value)
+        span.end()
+        return done
+
+    async def _send(self, work: StepWork, call: PlannedCall, tool: Tool, key: str | None,
+                    approval: Approval | None, happened: Happened) -> Happened:  # fmt: skip
         if not call.tool_class.changes:
             sent_at, began = time.time(), time.perf_counter()
             outcome = await tool.executor(self.context(tool, call, key or call.step_key or fresh_key()))

@@ -19,8 +19,9 @@ import time
 from typing import Any
 
 import orjson
+from opentelemetry.trace import Span
 
-from ticketiq.engine import resume, seal, transcript
+from ticketiq.engine import resume, seal, trace_spans, transcript
 from ticketiq.engine.calls import CallMaker, StepWork
 from ticketiq.engine.context import EngineDeps
 from ticketiq.engine.gates import (
@@ -39,6 +40,8 @@ from ticketiq.engine.state import PlannedCall, RunState
 from ticketiq.engine.state_text import StateText
 from ticketiq.engine.step_keys import run_call_key
 from ticketiq.errors import Fenced, LeaseLost, ModelError, SealInvalid, StorageError
+from ticketiq.model.wire import ModelReply
+from ticketiq.runtime import tracing
 from ticketiq.storage.rows import Checkpoint
 from ticketiq.storage.run_store import Flush, Sealed, SealedAnswer
 from ticketiq.tools.base import ToolClass
@@ -107,24 +110,34 @@ class RunDriver:
         self._facts: GateFacts | None = checkpoint.facts if facts_generation is not None else None
         self._facts_generation: int | None = facts_generation
         self._taken_facts = self._facts is not None
+        self.trace: trace_spans.AttemptTrace | None = None  # this attempt's spans, while tracing is on
+        self.step_span: Span | None = None  # the span of the step under way
 
     # ----- the loop -------------------------------------------------------------------------------
 
     async def drive(self) -> str:
         """Run to an end; return the status it ended in ('lost' when fenced off)."""
+        ended = "error"
         try:
-            return await self._drive()
+            ended = await self._drive()
+            return ended
         except BaseException as exc:
             stop = fenced_off(exc)
             if stop is None:
                 if isinstance(exc, StorageError) and not exc.retryable:
-                    return await self._fail_for_good(exc)
+                    ended = await self._fail_for_good(exc)
+                    return ended
                 raise
             # I3: taken over (or our lease lapsed): stop now, make no call, write nothing more.
             log.warning("run %s attempt %s stops: %s", self.run_id, self.attempt, stop)
-            return "lost"
+            ended = "lost"
+            return ended
         finally:
             self.ended = True
+            if self.trace is not None:
+                if self.step_span is not None:
+                    self.step_span.end()
+                self.trace.end(ended)
 
     async def _drive(self) -> str:
         left = resume.format_unknown(self.checkpoint.state_format, self.checkpoint.seal_format)
@@ -142,6 +155,9 @@ class RunDriver:
             self._count_end("failed")
             return "failed"
         state = self.state
+        if tracing.ON:
+            self.trace = trace_spans.AttemptTrace(self.run_id, self.attempt, state.agent, state.traceparent,
+                                                  self.deps.holder)  # fmt: skip
         limit = self.deps.settings.max_losses
         if self.claimed_at is not None and self.losses > limit:
             # I7: lost more often than the limit: failed with the reason, and the transcript is told.
@@ -194,7 +210,7 @@ class RunDriver:
             self.lease.check()
             began, started_at = time.perf_counter(), time.time()  # this process's clocks: metric, timeline
             try:
-                reply = await self.deps.model.complete(model=model, messages=state.messages, tools=tools)
+                reply = await self._ask_model(model, tools)
             except ModelError as exc:
                 return await self._end("failed", error=f"model step {state.step + 1} failed: {exc}")
             model_s = time.perf_counter() - began
@@ -242,6 +258,26 @@ class RunDriver:
                 self._absorb(work)  # the common step: nothing held for a person
             elif await self._go_on(work):
                 return "waiting"
+
+    async def _ask_model(self, model: str, tools: list[dict[str, Any]]) -> ModelReply:
+        """The model's next step; traced, the step's span begins here and its model call is a span of it."""
+        if self.trace is None:
+            return await self.deps.model.complete(model=model, messages=self.state.messages, tools=tools)
+        if self.step_span is not None:
+            self.step_span.end()  # the step before, whole
+        n = self.state.step + 1
+        self.step_span = self.trace.step(n)
+        span = self.trace.chat(self.step_span, n, model)
+        token = trace_spans.current(span)  # the request carries it (traceparent)
+        try:
+            reply = await self.deps.model.complete(model=model, messages=self.state.messages, tools=tools)
+        except BaseException as exc:
+            trace_spans.failed(span, str(exc))
+            raise
+        finally:
+            trace_spans.detach(token)
+        trace_spans.chatted(span, reply.prompt_tokens, reply.completion_tokens)
+        return reply
 
     async def _go_on(self, work: StepWork) -> bool:
         """After a step's calls: wait for a person while a request is pending, else go on. When every

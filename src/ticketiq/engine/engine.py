@@ -30,6 +30,7 @@ from ticketiq.engine.questions import Answer, Answered, Verdict, judge
 from ticketiq.engine.run_keys import Expected
 from ticketiq.engine.state import RunState
 from ticketiq.errors import Conflict, NotFound, RequestError, TicketIQError
+from ticketiq.runtime import tracing
 from ticketiq.storage.rows import (
     Approval,
     AskedApproval,
@@ -85,6 +86,7 @@ class Engine:
         request_hash: str | None = None,
         actor: str = "api",
         start: bool = True,
+        traceparent: str | None = None,
     ) -> Created:
         """Create a run and start it here, started by `actor` (the API token's name: the run's
         `created_by`); with `start` false the caller starts it, once it recorded what it must first.
@@ -102,6 +104,7 @@ class Engine:
         created = await self.create_run(
             agent, text, may_wait=may_wait, channel=channel, idempotency_key=idempotency_key,
             request_hash=request_hash, actor=actor, created_by=actor, take=start and await self._admission(),
+            traceparent=traceparent,
         )  # fmt: skip
         if not created.created and (foreign := run_keys.foreign(created, Expected(channel, created_by=actor))):
             # Unreachable through the API (each token's keys are its own namespace): a row put in the
@@ -229,6 +232,7 @@ class Engine:
         actor: str = "api",
         created_by: str | None = None,
         take: bool = False,
+        traceparent: str | None = None,
     ) -> Created:
         """Insert the run with its first sealed checkpoint, in one statement. A repeated idempotency or
         delegation key returns the run the first request made, which its maker checks is its own
@@ -240,6 +244,8 @@ class Engine:
             agent=agent.name,
             correlation_id=run_id,
             messages=[{"role": "system", "content": agent.system_prompt}, {"role": "user", "content": text}],
+            # Kept only when it is a well-formed one: the run's trace continues the caller's (runtime/tracing.py).
+            traceparent=traceparent if tracing.parent_of(traceparent) is not None else None,
         )
         body = seal.canonical(state.to_json()).decode()
         mac, key_id = seal.seal(self.deps.keys, seal.Chain(run_id, 0, 0, 0, None), body)

@@ -76,9 +76,12 @@ class RunState:
     # ride, sealed, in the checkpoint until a statement that writes them anyway (see driver).
     unflushed: list[dict[str, Any]] = field(default_factory=list)
     unflushed_calls: list[dict[str, Any]] = field(default_factory=list)
+    # The W3C traceparent of the request that started the run: its trace's parent (runtime/tracing.py).
+    # Written only when there is one, so a run without it keeps the checkpoint text it always had.
+    traceparent: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        found = {
             "agent": self.agent,
             "correlation_id": self.correlation_id,
             "agent_loop": self.agent_loop,
@@ -93,6 +96,9 @@ class RunState:
             "unflushed": self.unflushed,
             "unflushed_calls": self.unflushed_calls,
         }
+        if self.traceparent is not None:
+            found["traceparent"] = self.traceparent
+        return found
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunState:
@@ -110,4 +116,5 @@ class RunState:
             answer=data.get("answer"),
             unflushed=list(data.get("unflushed", [])),
             unflushed_calls=list(data.get("unflushed_calls", [])),
+            traceparent=data.get("traceparent"),
         )

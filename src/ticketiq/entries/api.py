@@ -265,6 +265,7 @@ def _routes() -> APIRouter:
             body.agent, body.input, may_wait=body.may_wait, channel="api",
             idempotency_key=run_keys.api(caller.name, idempotency_key) if idempotency_key else None,
             request_hash=request_hash(asked) if idempotency_key else None, actor=caller.name,
+            traceparent=request.headers.get("traceparent"),  # the run's trace continues the caller's
         )  # fmt: skip
         # A repeat gets the first answer: the run, with the status it was made with (entries/idempotency.py).
         shown = RunCreated(id=created.id, status=created.born_status or created.status)

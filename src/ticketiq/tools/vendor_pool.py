@@ -65,7 +65,7 @@ import aiohttp
 import httpx
 from yarl import URL
 
-from ticketiq.runtime import stall
+from ticketiq.runtime import stall, tracing
 from ticketiq.runtime.faults import Faults
 from ticketiq.tools.aiohttp_adapter import Connector, Wire, books
 
@@ -370,6 +370,9 @@ class VendorTransport(httpx.AsyncBaseTransport):
         proxy = self._routes.get(where, "") if self._proxies else None
         if proxy == "":
             proxy = self._routes[where] = route(*where, self._proxies)
+        sent = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in headers.raw]
+        if tracing.ON and "traceparent" not in headers and (parent := tracing.traceparent_now()) is not None:
+            sent.append(("traceparent", parent))  # the span this request is made in (runtime/tracing.py)
         timeouts = request.extensions.get("timeout", {})
         gate = self._gates.get(where)
         if gate is None:
@@ -387,7 +390,7 @@ class VendorTransport(httpx.AsyncBaseTransport):
             answer = await session.request(
                 request.method,
                 URL(str(url.copy_with(username=None, password=None) if url.userinfo else url), encoded=True),
-                headers=[(name.decode("latin-1"), value.decode("latin-1")) for name, value in headers.raw],
+                headers=sent,
                 data=None if not body else body if len(body) <= _WHOLE else _slices(body),
                 allow_redirects=False,  # httpx's client follows them
                 proxy=proxy,

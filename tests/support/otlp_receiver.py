@@ -1,0 +1,64 @@
+"""An OTLP/HTTP trace receiver for the tests: `POST /v1/traces` decoded with opentelemetry-proto, each span
+kept as a plain dict. It can be told to refuse (a status) or to hang, as a collector that is down or slow."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+
+def _value(v: AnyValue) -> Any:
+    kind = v.WhichOneof("value")
+    return None if kind is None else getattr(v, kind)
+
+
+@dataclass
+class Receiver:
+    spans: list[dict[str, Any]] = field(default_factory=list)
+    requests: int = 0
+    refusing: int | None = None  # answer with this status: a collector that is down (503) or refuses (400)
+    hanging: asyncio.Event | None = None  # answer only once set: a collector that is slow
+
+    def app(self) -> Starlette:
+        return Starlette(routes=[Route("/v1/traces", self.receive, methods=["POST"])])
+
+    async def receive(self, request: Request) -> Response:
+        self.requests += 1
+        if self.hanging is not None:
+            await self.hanging.wait()
+        if self.refusing is not None:
+            return Response(status_code=self.refusing)
+        message = ExportTraceServiceRequest()
+        message.ParseFromString(await request.body())
+        for resource in message.resource_spans:
+            service = {a.key: _value(a.value) for a in resource.resource.attributes}
+            for scope in resource.scope_spans:
+                for span in scope.spans:
+                    self.spans.append({
+                        "name": span.name,
+                        "trace_id": span.trace_id.hex(),
+                        "span_id": span.span_id.hex(),
+                        "parent_span_id": span.parent_span_id.hex() or None,
+                        "kind": span.kind,
+                        "start_ns": span.start_time_unix_nano,
+                        "end_ns": span.end_time_unix_nano,
+                        "attributes": {a.key: _value(a.value) for a in span.attributes},
+                        "status": (span.status.code, span.status.message),
+                        "links": [(link.trace_id.hex(), link.span_id.hex()) for link in span.links],
+                        "resource": service,
+                    })  # fmt: skip
+        return Response(ExportTraceServiceResponse().SerializeToString(), media_type="application/x-protobuf")
+
+    def of_run(self, run_id: str) -> list[dict[str, Any]]:
+        return [s for s in self.spans if s["attributes"].get("ticketiq.run.id") == run_id]
