@@ -1,4 +1,4 @@
-"""Traces over OTLP (issue 36, runtime/tracing.py, engine/trace_spans.py), sent to a real OTLP/HTTP receiver
+"""Traces over OTLP (issue 36, runtime/tracing.py, runtime/run_spans.py), sent to a real OTLP/HTTP receiver
 (tests/support/otlp_receiver.py) that decodes the protobuf: a run's spans, their ids and attributes, the
 trace continued from the request that started the run, and `traceparent` on the calls the run sends."""
 

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from opentelemetry.trace import Span
 
-from ticketiq.engine import approvals, in_doubt, settlement, trace_spans, transcript
+from ticketiq.engine import approvals, in_doubt, settlement, transcript
 from ticketiq.engine.context import EngineDeps
 from ticketiq.engine.gates import GateDecision, GateFacts, Verdict, run_gate
 from ticketiq.engine.in_doubt import Settled, Unknown
@@ -36,8 +36,9 @@ from ticketiq.engine.resume import LeftCall
 from ticketiq.engine.settlement import UNKNOWN_FOR_MODEL, Happened, Restored, Route, ToolNow
 from ticketiq.engine.state import PlannedCall, RunState
 from ticketiq.engine.step_keys import approval_key, fresh_key
-from ticketiq.engine.trace_spans import AttemptTrace
+from ticketiq.runtime import run_spans
 from ticketiq.runtime.faults import Faults
+from ticketiq.runtime.run_spans import AttemptTrace
 from ticketiq.storage.rows import Approval
 from ticketiq.storage.run_store import RunHandle
 from ticketiq.tools.base import CallContext, Outcome, ReadBack, SendWindow, Tool, ToolClass
@@ -174,14 +175,14 @@ class CallMaker:
         assert self.run.trace is not None
         sent_key = key or call.step_key or f"{self.step}/{call.idx}"
         span = self.run.trace.tool(self.run.step_span, self.step, call.tool, call.tool_class.value, call.id, sent_key)
-        token = trace_spans.current(span)
+        token = run_spans.current(span)
         try:
             done = await self._send(work, call, tool, key, approval, happened)
         except BaseException as exc:
-            trace_spans.failed(span, f"{type(exc).__name__}: {exc}")
+            run_spans.failed(span, f"{type(exc).__name__}: {exc}")
             raise
         finally:
-            trace_spans.detach(token)
+            run_spans.detach(token)
         span.set_attribute("ticketiq.call.happened", done.value)
         span.end()
         return done

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 from opentelemetry.trace import Span
 
-from ticketiq.engine import resume, seal, trace_spans, transcript
+from ticketiq.engine import resume, seal, transcript
 from ticketiq.engine.calls import CallMaker, StepWork
 from ticketiq.engine.context import EngineDeps
 from ticketiq.engine.gates import (
@@ -41,7 +41,7 @@ from ticketiq.engine.state_text import StateText
 from ticketiq.engine.step_keys import run_call_key
 from ticketiq.errors import Fenced, LeaseLost, ModelError, SealInvalid, StorageError
 from ticketiq.model.wire import ModelReply
-from ticketiq.runtime import tracing
+from ticketiq.runtime import run_spans, tracing
 from ticketiq.storage.rows import Checkpoint
 from ticketiq.storage.run_store import Flush, Sealed, SealedAnswer
 from ticketiq.tools.base import ToolClass
@@ -110,7 +110,7 @@ class RunDriver:
         self._facts: GateFacts | None = checkpoint.facts if facts_generation is not None else None
         self._facts_generation: int | None = facts_generation
         self._taken_facts = self._facts is not None
-        self.trace: trace_spans.AttemptTrace | None = None  # this attempt's spans, while tracing is on
+        self.trace: run_spans.AttemptTrace | None = None  # this attempt's spans, while tracing is on
         self.step_span: Span | None = None  # the span of the step under way
 
     # ----- the loop -------------------------------------------------------------------------------
@@ -156,7 +156,7 @@ class RunDriver:
             return "failed"
         state = self.state
         if tracing.ON:
-            self.trace = trace_spans.AttemptTrace(self.run_id, self.attempt, state.agent, state.traceparent,
+            self.trace = run_spans.AttemptTrace(self.run_id, self.attempt, state.agent, state.traceparent,
                                                   self.deps.holder)  # fmt: skip
         limit = self.deps.settings.max_losses
         if self.claimed_at is not None and self.losses > limit:
@@ -268,15 +268,15 @@ class RunDriver:
         n = self.state.step + 1
         self.step_span = self.trace.step(n)
         span = self.trace.chat(self.step_span, n, model)
-        token = trace_spans.current(span)  # the request carries it (traceparent)
+        token = run_spans.current(span)  # the request carries it (traceparent)
         try:
             reply = await self.deps.model.complete(model=model, messages=self.state.messages, tools=tools)
         except BaseException as exc:
-            trace_spans.failed(span, str(exc))
+            run_spans.failed(span, str(exc))
             raise
         finally:
-            trace_spans.detach(token)
-        trace_spans.chatted(span, reply.prompt_tokens, reply.completion_tokens)
+            run_spans.detach(token)
+        run_spans.chatted(span, reply.prompt_tokens, reply.completion_tokens)
         return reply
 
     async def _go_on(self, work: StepWork) -> bool:

@@ -16,7 +16,7 @@ Ids. A run's trace id is its trace parent's (the W3C `traceparent` of the reques
 in its checkpoint) or else its own id (a UUID is 128 bits): whichever process drives an attempt, its
 spans land in the same trace. Span ids are derived from the run, the attempt and what the span is (the
 step, the call's key): a span written twice (the resuming process writes the spans a killed one never
-sent, engine/trace_spans.py) is the same span, never two. The SDK's id generator is told the ids through
+sent, runtime/run_spans.py) is the same span, never two. The SDK's id generator is told the ids through
 a context variable, its public extension point (`DerivedIds`).
 """
 
