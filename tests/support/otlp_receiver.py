@@ -4,9 +4,14 @@ kept as a plain dict. It can be told to refuse (a status) or to hang, as a colle
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import uvicorn
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -16,6 +21,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+
+from tests.support.http import listen
 
 
 def _value(v: AnyValue) -> Any:
@@ -62,3 +69,23 @@ class Receiver:
 
     def of_run(self, run_id: str) -> list[dict[str, Any]]:
         return [s for s in self.spans if s["attributes"].get("ticketiq.run.id") == run_id]
+
+
+@contextlib.contextmanager
+def receiving_in_thread(receiver: Receiver) -> Iterator[str]:
+    """The receiver served from a thread of its own (for tests that drive processes synchronously); its
+    base URL while the block runs, stopped after it, even when the test failed."""
+    sock = listen(0)
+    server = uvicorn.Server(uvicorn.Config(receiver.app(), log_config=None, access_log=False, lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="otlp-receiver", daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert time.monotonic() < deadline, "the OTLP receiver did not start"
+            time.sleep(0.02)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()

@@ -13,6 +13,7 @@ writes anyway: when the model call began (this process's wall clock, `time.time(
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -44,6 +45,7 @@ from ticketiq.model.wire import ModelReply
 from ticketiq.runtime import run_spans, tracing
 from ticketiq.storage.rows import Checkpoint
 from ticketiq.storage.run_store import Flush, Sealed, SealedAnswer
+from ticketiq.storage.timeline_store import TimelineStore
 from ticketiq.tools.base import ToolClass
 from ticketiq.tools.builtin import ENGINE_CALLS, REQUEST_INPUT
 from ticketiq.values.storable import storable
@@ -261,23 +263,13 @@ class RunDriver:
 
     async def _ask_model(self, model: str, tools: list[dict[str, Any]]) -> ModelReply:
         """The model's next step; traced, the step's span begins here and its model call is a span of it."""
+        ask = functools.partial(self.deps.model.complete, model=model, messages=self.state.messages, tools=tools)
         if self.trace is None:
-            return await self.deps.model.complete(model=model, messages=self.state.messages, tools=tools)
+            return await ask()
         if self.step_span is not None:
             self.step_span.end()  # the step before, whole
-        n = self.state.step + 1
-        self.step_span = self.trace.step(n)
-        span = self.trace.chat(self.step_span, n, model)
-        token = run_spans.current(span)  # the request carries it (traceparent)
-        try:
-            reply = await self.deps.model.complete(model=model, messages=self.state.messages, tools=tools)
-        except BaseException as exc:
-            run_spans.failed(span, str(exc))
-            raise
-        finally:
-            run_spans.detach(token)
-        run_spans.chatted(span, reply.prompt_tokens, reply.completion_tokens)
-        return reply
+        self.step_span = self.trace.step(self.state.step + 1)
+        return await self.trace.chatting(self.step_span, self.state.step + 1, model, ask)
 
     async def _go_on(self, work: StepWork) -> bool:
         """After a step's calls: wait for a person while a request is pending, else go on. When every
@@ -583,3 +575,26 @@ class RunDriver:
             "step": self.state.step, "losses": self.losses, "attempt": self.attempt, "calls": calls,
             "handing_on": handing_on,
         })  # fmt: skip
+        if self.trace is not None:
+            await self._trace_takeover(left, work, handing_on)
+
+    async def _trace_takeover(self, left: list[resume.LeftCall], work: StepWork, handing_on: bool) -> None:
+        """The spans the lost attempt's process held when it died, written from the record (runtime/run_spans.py):
+        it never sent them. Then the takeover, under this attempt."""
+        assert self.trace is not None
+        lost = run_spans.lost_attempt(await TimelineStore(self.deps.db).attempts(self.run_id), self.attempt)
+        if lost is None:
+            return  # handed back, not lost: its process ended its spans itself
+        calls = [
+            run_spans.CallInFlight(
+                item.call.idx, item.call.tool, item.call.tool_class.value,
+                item.call.step_key or f"{self.state.step}/{item.call.idx}",
+                "in_flight" if item.row is None else item.row.status, None,
+                work.happened.get(item.call.idx, Happened.MADE).value,
+            )
+            for item in left
+            if item.row is None or item.row.status not in ("done", "settled")
+        ]  # fmt: skip
+        model_step = not left and not handing_on
+        step = None if handing_on else self.state.step + (1 if model_step else 0)
+        run_spans.write_lost(self.trace, lost, self.state.agent, self.state.traceparent, step, calls, model_step)

@@ -16,13 +16,28 @@ ids, so a span the killed one did send is the same span, not a second.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
 from ticketiq.runtime import tracing
+
+
+class Usage(Protocol):
+    """A model's reply as far as its span tells it: the tokens it used."""
+
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def completion_tokens(self) -> int: ...
+
+
+Reply = TypeVar("Reply", bound=Usage)
 
 ENDED_WELL = frozenset({"succeeded", "waiting", "answered", "handed_over"})
 
@@ -66,6 +81,20 @@ class AttemptTrace:
             SpanKind.CLIENT,
         )  # fmt: skip
 
+    async def chatting(self, step: Span, n: int, model: str, ask: Callable[[], Awaitable[Reply]]) -> Reply:
+        """`ask` the model inside its call's span, current while it is sent (the request carries it)."""
+        span = self.chat(step, n, model)
+        token = current(span)
+        try:
+            reply = await ask()
+        except BaseException as exc:
+            failed(span, str(exc))
+            raise
+        finally:
+            detach(token)
+        chatted(span, reply.prompt_tokens, reply.completion_tokens)
+        return reply
+
     def tool(self, parent: Span | None, n: int, tool: str, tool_class: str, call_id: str, key: str) -> Span:
         """A tool call, under its step (or the attempt, for calls carried over from a lost one)."""
         return self._start(
@@ -102,3 +131,126 @@ def current(span: Span) -> object:
 
 def detach(token: object) -> None:
     otel_context.detach(token)  # type: ignore[arg-type]
+
+
+# ----- the spans a killed process never sent, written by the process that took its run over -------------
+
+
+@dataclass(frozen=True)
+class LostAttempt:
+    """What the write-ahead record says of an attempt that was lost: its process, when it began and when
+    its loss was found (the take), on the database clock."""
+
+    attempt: int
+    process: str
+    started_at: datetime
+    lost_at: datetime
+    ended: str  # lost, or stalled (its process lived on but let the lease lapse)
+
+
+@dataclass(frozen=True)
+class CallInFlight:
+    """A call of the lost attempt's last step, as the record holds it, and what the takeover made of it."""
+
+    idx: int
+    tool: str
+    tool_class: str
+    key: str
+    status: str  # in_doubt (a write marked before it was sent), pending, or in_flight (a read: no mark)
+    marked_at: datetime | None
+    happened: str  # settlement.Happened's value: what the takeover did with it
+
+
+class AttemptRecord(Protocol):
+    """An attempt as the record holds it (storage's `AttemptRow`)."""
+
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def process(self) -> str: ...
+    @property
+    def started_at(self) -> datetime: ...
+    @property
+    def first_at(self) -> datetime | None: ...
+    @property
+    def ended_at(self) -> datetime | None: ...
+    @property
+    def ended(self) -> str | None: ...
+
+
+def lost_attempt(attempts: Sequence[AttemptRecord], taking: int) -> LostAttempt | None:
+    """The attempt `taking` took the run over from, when it was lost (or stalled); None when it was not
+    (handed back: its process ended its own spans)."""
+    before = [a for a in attempts if a.attempt < taking]
+    if not before:
+        return None
+    last = before[-1]
+    if last.ended not in ("lost", "stalled") or last.ended_at is None:
+        return None
+    return LostAttempt(last.attempt, last.process, last.first_at or last.started_at, last.ended_at, last.ended)
+
+
+def _ns(when: datetime) -> int:
+    return int(when.timestamp() * 1_000_000_000)
+
+
+def write_lost(taker: AttemptTrace, lost: LostAttempt, agent: str, traceparent: str | None, step: int | None,
+               calls: list[CallInFlight], model_step: bool) -> None:  # fmt: skip
+    """Write the lost attempt's spans its process held when it died, under the ids it would have sent them
+    with: the attempt, the step in flight, each call in flight (`in_doubt`, its process named), then the
+    takeover under `taker`'s attempt, linked to them. `model_step`: the step in flight was asking the model
+    (no call of it was made yet); `step` None: no step was in flight (its answer was kept, being handed on)."""
+    run_id, trace_id = taker.run_id, taker.trace_id
+    common = {tracing.RUN_ID: run_id, tracing.RUN_ATTEMPT: lost.attempt, tracing.PROCESS: lost.process,
+              "ticketiq.written_by": taker.common[tracing.PROCESS]}  # fmt: skip
+    end = _ns(lost.lost_at)
+
+    def start(name: str, what: tuple[object, ...], parent: Any, attributes: dict[str, Any], at: datetime) -> Span:
+        token = tracing.named_ids(trace_id, tracing.span_id(run_id, *what))
+        try:
+            return tracing.tracer().start_span(name, context=parent, attributes={**common, **attributes},
+                                               start_time=_ns(at))  # fmt: skip
+        finally:
+            tracing.unnamed(token)
+
+    attempt = start(f"invoke_agent {agent}", ("attempt", lost.attempt), tracing.run_parent(run_id, traceparent),
+                    {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
+                     "ticketiq.run.ended_as": lost.ended}, lost.started_at)  # fmt: skip
+    began = min([c.marked_at for c in calls if c.marked_at is not None], default=lost.started_at)
+    linked = [attempt.get_span_context()]
+    ended = [attempt]
+    if step is None:
+        step = 0
+        calls = []
+    else:
+        in_step = start(f"step {step}", ("step", lost.attempt, step), trace.set_span_in_context(attempt),
+                        {"ticketiq.step": step, "ticketiq.step.lost_during": "model call" if model_step else "calls"},
+                        began)  # fmt: skip
+        linked.append(in_step.get_span_context())
+        ended.insert(0, in_step)
+    for call in calls:
+        span = start(f"execute_tool {call.tool}", ("call", lost.attempt, call.key), trace.set_span_in_context(in_step),
+                     {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.tool,
+                      "ticketiq.tool.class": call.tool_class, "ticketiq.step.key": call.key, "ticketiq.step": step,
+                      "ticketiq.call.status": call.status, "ticketiq.call.settled_as": call.happened},
+                     call.marked_at or began)  # fmt: skip
+        span.set_status(Status(StatusCode.ERROR, call.status))
+        span.end(end)
+        linked.append(span.get_span_context())
+    for span in ended:
+        span.set_status(Status(StatusCode.ERROR, lost.ended))
+        span.end(end)
+    token = tracing.named_ids(trace_id, tracing.span_id(run_id, "takeover", taker.attempt))
+    try:
+        takeover = tracing.tracer().start_span(
+            "takeover", context=trace.set_span_in_context(taker.span), start_time=end,
+            links=[Link(context) for context in linked],
+            attributes={**taker.common, "ticketiq.takeover.lost_attempt": lost.attempt,
+                        "ticketiq.takeover.lost_process": lost.process,
+                        "ticketiq.takeover.process": taker.common[tracing.PROCESS],
+                        "ticketiq.takeover.loss": lost.ended, "ticketiq.takeover.step": step,
+                        "ticketiq.takeover.settled": [f"{c.tool}#{c.idx}: {c.happened}" for c in calls]},
+        )  # fmt: skip
+    finally:
+        tracing.unnamed(token)
+    takeover.end()

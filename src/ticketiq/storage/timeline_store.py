@@ -106,6 +106,10 @@ class TimelineStore:
             approvals=[row_as(ApprovalRow, r) for r in await self.db.fetch_all("timeline.approvals", p)],
         )
 
+    async def attempts(self, run_id: str) -> list[AttemptRow]:
+        """The run's attempts, oldest first (a takeover's trace names the one it took over from)."""
+        return [row_as(AttemptRow, r) for r in await self.db.fetch_all("timeline.attempts", {"run_id": run_id})]
+
     async def positions(self, run_ids: Collection[str]) -> dict[str, tuple[Any, ...]]:
         """Where each run's timeline stands, in one statement: it changed when this did. A run that is not
         there is left out."""
