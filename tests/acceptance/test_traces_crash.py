@@ -29,8 +29,12 @@ def test_a_killed_processes_runs_each_keep_one_trace_with_both_attempts_and_the_
         cluster.app("survivor", lead=True, env=traced)
         victim = cluster.app("victim", lead=False, env=traced)
         runs = [cluster.post_run(victim, "triage", f"Triage OPS-{910 + i}: traced") for i in range(4)]
+
+        def at_second_step(run_id: str) -> Callable[[], bool]:
+            return lambda: bool(cluster.run(run_id)["step"] >= 2)
+
         for run_id in runs:
-            cluster.wait_until(lambda r=run_id: cluster.run(r)["step"] >= 2, 60, f"run {run_id} at its second step")
+            cluster.wait_until(at_second_step(run_id), 60, f"run {run_id} at its second step")
         os.kill(victim.pid, signal.SIGKILL)
         for run_id in runs:
             assert cluster.wait_run(run_id, timeout_s=120)["status"] == "succeeded", cluster.logs()

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tests.support.http import listen
+from ticketiq.standins.server import listen
 
 
 def _value(v: AnyValue) -> Any:
