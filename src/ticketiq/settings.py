@@ -203,6 +203,12 @@ class Settings:
         "Event streams and long waits this process holds open at once, whoever holds them, at most; one more is "
         "answered 429 with Retry-After.",
     )
+    trace_url: str | None = _setting(
+        None,
+        "A run's trace in your tracing UI, `{trace_id}` replaced by the run's trace id (e.g. "
+        "http://jaeger:16686/trace/{trace_id}): the console's run page links to it. Traces are sent only when "
+        "OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/observability.md).",
+    )
     max_waiters: int = _setting(
         1000,
         "Requests waiting on a run at once on this process (GET /v1/runs/{id}?wait=S), at most; one more is "

@@ -136,3 +136,21 @@ async def test_a_console_request_that_fails_gets_the_console_s_page_with_its_hea
         )  # fmt: skip
         assert "content-security-policy" not in api.headers
         assert api_storage.status_code == 200 and "approvals" in api_storage.json()
+
+
+async def test_a_runs_page_shows_its_trace_id_and_links_it_through_the_trace_url_template(
+    db_url: str, tmp_path: Path
+) -> None:
+    caller_trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    async with site(db_url, tmp_path, trace_url="https://traces.example/trace/{trace_id}?from=ticketiq") as s:
+        token = await s.h.token("ops", "operator")
+        made = await s.client.post("/v1/runs", json={"agent": "asker", "input": "look at OPS-7"},
+                                   headers={"Authorization": f"Bearer {token}",
+                                            "traceparent": f"00-{caller_trace}-00f067aa0ba902b7-01"})  # fmt: skip
+        plain = await s.client.post("/v1/runs", json={"agent": "asker", "input": "look at OPS-8"},
+                                    headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+        async with s.sign_in(token) as client:
+            page = (await client.get(f"/console/runs/{made.json()['id']}")).text
+            assert f'href="https://traces.example/trace/{caller_trace}?from=ticketiq"' in page
+            own = plain.json()["id"].replace("-", "")  # no traceparent: the run is its own trace, named by its id
+            assert f">{own}</a>" in (await client.get(f"/console/runs/{plain.json()['id']}")).text

@@ -19,6 +19,7 @@ from ticketiq.console.web import FormRefused, Refusal, Signed
 from ticketiq.engine.engine import TERMINAL, Engine
 from ticketiq.engine.questions import to_question
 from ticketiq.errors import RequestError
+from ticketiq.runtime import tracing
 from ticketiq.views import run_list
 from ticketiq.views.runs import RunViews
 
@@ -55,12 +56,15 @@ async def run_page(
     shown = {**timeline["run"], "input": record.input, "owner": record.owner, "answer": record.answer,
              "error": record.error}  # fmt: skip
     waiting = shown.get("waiting_for_all") or ([shown["waiting_for"]] if shown.get("waiting_for") else [])
+    trace_id = f"{tracing.run_trace_id(record.id, await seen.store.traceparent(record.id)):032x}"
+    template = seen.engine.deps.settings.trace_url
     found = await seen.transcript(record.id, 0, TRANSCRIPT_LIMIT, scope)
     transcript = views.transcript_entries(found.rows, found.pending) if found else []
     return web.render(
         request, "run.html", 200, session, refusal, run=shown, terminal=shown["status"] in TERMINAL | {"stopped"},
         waiting=waiting, fall=views.waterfall(timeline["steps"]), ledger=views.ledger(timeline["steps"]),
-        attempts=views.recovery(timeline["attempts"]), transcript=transcript,
+        attempts=views.recovery(timeline["attempts"]), transcript=transcript, trace_id=trace_id,
+        trace_url=template.replace("{trace_id}", trace_id) if template else None,
     )  # fmt: skip
 
 

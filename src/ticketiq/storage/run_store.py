@@ -272,6 +272,11 @@ class RunStore:
         row = await self.db.fetch_one("runs.status", {"run_id": run_id})
         return None if row is None else row_as(RunStatus, row)
 
+    async def traceparent(self, run_id: str) -> str | None:
+        """The traceparent the run was started under, when one was given (its trace's parent)."""
+        row = await self.db.fetch_one("runs.traceparent", {"run_id": run_id})
+        return None if row is None else row["traceparent"]
+
     async def transcript(self, run_id: str, after: int, limit: int) -> list[TranscriptRow]:
         params = {"run_id": run_id, "after": after, "limit": limit}
         return [row_as(TranscriptRow, r) for r in await self.db.fetch_all("transcripts.for_run", params)]

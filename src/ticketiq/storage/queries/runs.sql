@@ -100,6 +100,10 @@ SELECT r.id, r.agent, r.input, r.owner, r.tenant, r.channel, r.may_wait, r.corre
 -- name: status
 SELECT status, answer, error FROM runs WHERE id = %(run_id)s
 
+-- name: traceparent
+-- The W3C traceparent the run was started under, kept in its checkpoint's state (runtime/tracing.py).
+SELECT state::jsonb ->> 'traceparent' AS traceparent FROM checkpoints WHERE run_id = %(run_id)s
+
 -- name: acquire
 -- Take a queued or waiting run that no live lease holds, or one handed back while it handed on its
 -- kept answer (`answered`, I12): the lease and a new attempt (take_run). Returns the checkpoint to
