@@ -582,19 +582,13 @@ class RunDriver:
         """The spans the lost attempt's process held when it died, written from the record (runtime/run_spans.py):
         it never sent them. Then the takeover, under this attempt."""
         assert self.trace is not None
-        lost = run_spans.lost_attempt(await TimelineStore(self.deps.db).attempts(self.run_id), self.attempt)
-        if lost is None:
-            return  # handed back, not lost: its process ended its spans itself
-        calls = [
-            run_spans.CallInFlight(
-                item.call.idx, item.call.tool, item.call.tool_class.value,
-                item.call.step_key or f"{self.state.step}/{item.call.idx}",
-                "in_flight" if item.row is None else item.row.status, None,
-                work.happened.get(item.call.idx, Happened.MADE).value,
-            )
-            for item in left
-            if item.row is None or item.row.status not in ("done", "settled")
-        ]  # fmt: skip
-        model_step = not left and not handing_on
-        step = None if handing_on else self.state.step + (1 if model_step else 0)
-        run_spans.write_lost(self.trace, lost, self.state.agent, self.state.traceparent, step, calls, model_step)
+        rows = await TimelineStore(self.deps.db).read(self.run_id)
+        in_flight = [(i.call, "in_flight" if i.row is None else i.row.status,
+                      work.happened.get(i.call.idx, Happened.MADE).value)
+                     for i in left if i.row is None or i.row.status not in ("done", "settled")]  # fmt: skip
+        agent = self.deps.catalog.get(self.state.agent)
+        record = run_spans.Record(rows.attempts, [n.entry for n in rows.notes],
+                                  {(c.step, c.idx): c.marked_at for c in rows.calls})  # fmt: skip
+        run_spans.write_takeover(self.trace, record, self.state.agent, (agent.model if agent else None)
+                                 or self.deps.settings.model, self.state.traceparent, self.state.step, in_flight,
+                                 handing_on)  # fmt: skip

@@ -190,12 +190,70 @@ def lost_attempt(attempts: Sequence[AttemptRecord], taking: int) -> LostAttempt 
     return LostAttempt(last.attempt, last.process, last.first_at or last.started_at, last.ended_at, last.ended)
 
 
+class PlannedCallLike(Protocol):
+    """A call the lost step planned (the engine's `PlannedCall`)."""
+
+    @property
+    def idx(self) -> int: ...
+    @property
+    def tool(self) -> str: ...
+    @property
+    def step_key(self) -> str | None: ...
+    @property
+    def tool_class(self) -> Any: ...  # its `.value` names the class
+
+
+@dataclass(frozen=True)
+class Record:
+    """What the write-ahead record says of the run, as a takeover reads it (storage's timeline rows)."""
+
+    attempts: Sequence[AttemptRecord]
+    notes: Sequence[dict[str, Any]]  # the model steps' notes (`model_step`, `model_answer`)
+    marked: dict[tuple[int, int], datetime | None]  # (step, idx) -> when the call was marked in doubt
+
+
+@dataclass(frozen=True)
+class LostChat:
+    """The lost step's model call, as its note recorded it: it answered; its span was never sent."""
+
+    model: str
+    started_at: float  # epoch seconds, the asking process's clock
+    model_ms: float
+    tokens: int
+
+
+def write_takeover(
+    taker: AttemptTrace,
+    record: Record,
+    agent: str,
+    model: str,
+    traceparent: str | None,
+    step: int,
+    in_flight: Sequence[tuple[PlannedCallLike, str, str]],
+    handing_on: bool,
+) -> None:
+    """The spans of the attempt `taker` took the run over from, when it was lost (`write_lost`); `step`: the
+    checkpointed step; `in_flight`: each call it left (the call, its status, what the takeover made of it)."""
+    lost = lost_attempt(record.attempts, taker.attempt)
+    if lost is None:
+        return  # handed back, not lost: its process ended its spans itself
+    model_step = not in_flight and not handing_on
+    calls = [CallInFlight(c.idx, c.tool, c.tool_class.value, c.step_key or f"{step}/{c.idx}", status,
+                          record.marked.get((step, c.idx)), happened) for c, status, happened in in_flight]  # fmt: skip
+    note = next((n["body"] for n in record.notes if n.get("kind") == "model_step" and n["body"].get("step") == step
+                 and n["body"].get("attempt") == lost.attempt and "started_at" in n["body"]), None)  # fmt: skip
+    chat = None if note is None or model_step or handing_on else LostChat(
+        model, float(note["started_at"]), float(note.get("model_ms", 0.0)), int(note.get("tokens", 0)))  # fmt: skip
+    write_lost(taker, lost, agent, traceparent, None if handing_on else step + (1 if model_step else 0), calls,
+               model_step, chat)  # fmt: skip
+
+
 def _ns(when: datetime) -> int:
     return int(when.timestamp() * 1_000_000_000)
 
 
 def write_lost(taker: AttemptTrace, lost: LostAttempt, agent: str, traceparent: str | None, step: int | None,
-               calls: list[CallInFlight], model_step: bool) -> None:  # fmt: skip
+               calls: list[CallInFlight], model_step: bool, chat: LostChat | None = None) -> None:  # fmt: skip
     """Write the lost attempt's spans its process held when it died, under the ids it would have sent them
     with: the attempt, the step in flight, each call in flight (`in_doubt`, its process named), then the
     takeover under `taker`'s attempt, linked to them. `model_step`: the step in flight was asking the model
@@ -228,6 +286,20 @@ def write_lost(taker: AttemptTrace, lost: LostAttempt, agent: str, traceparent: 
                         began)  # fmt: skip
         linked.append(in_step.get_span_context())
         ended.insert(0, in_step)
+        if chat is not None:  # the step's model call answered (its note says so); its span went with the process
+            asked = int(chat.started_at * 1_000_000_000)
+            token = tracing.named_ids(trace_id, tracing.span_id(run_id, "chat", lost.attempt, step))
+            try:
+                span = tracing.tracer().start_span(
+                    f"chat {chat.model}", context=trace.set_span_in_context(in_step), kind=SpanKind.CLIENT,
+                    start_time=asked,
+                    attributes={**common, "gen_ai.operation.name": "chat", "gen_ai.system": "openai",
+                                "gen_ai.provider.name": "openai", "gen_ai.request.model": chat.model,
+                                "ticketiq.step": step, "ticketiq.step.tokens": chat.tokens},
+                )  # fmt: skip
+            finally:
+                tracing.unnamed(token)
+            span.end(asked + int(chat.model_ms * 1_000_000))
     for call in calls:
         span = start(f"execute_tool {call.tool}", ("call", lost.attempt, call.key), trace.set_span_in_context(in_step),
                      {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.tool,

@@ -44,7 +44,7 @@ from ticketiq.dbserver.watch import ServerWatch
 from ticketiq.standins import fine_tuning
 from ticketiq.standins.faults import Fault
 from ticketiq.standins.model import create_router
-from ticketiq.standins.records import CLIENT, Store, iso
+from ticketiq.standins.records import CLIENT, TRACEPARENT, Store, iso
 from ticketiq.standins.vendors import (
     a2a_agent,
     botframework,
@@ -124,7 +124,8 @@ def create_app(
     app.add_middleware(NoteClient)
 
     async def log_request(model: str, conversation: str, step: int) -> None:
-        params = {"model": model, "conversation": conversation, "step": step, "client": CLIENT.get()}
+        params = {"model": model, "conversation": conversation, "step": step, "client": CLIENT.get(),
+                  "traceparent": TRACEPARENT.get()}  # fmt: skip
         await store.fetch_one("standin.record_model_request", params)
 
     app.include_router(create_router(model_latency_ms, position_ids, own_scripts=own_scripts, log_request=log_request))
@@ -141,7 +142,8 @@ def create_app(
 
 
 class NoteClient:
-    """Notes each request's User-Agent (CLIENT), recorded with its write: which process sent it. Plain
+    """Notes each request's User-Agent (CLIENT), recorded with its write: which process sent it; and its
+    traceparent (TRACEPARENT): the span of the call that sent it. Plain
     ASGI, not BaseHTTPMiddleware, which would cancel a stalled write when its client hangs up; a real
     vendor applies it anyway, and so must the stand-in."""
 
@@ -150,7 +152,9 @@ class NoteClient:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            CLIENT.set(Headers(scope=scope).get("user-agent"))
+            headers = Headers(scope=scope)
+            CLIENT.set(headers.get("user-agent"))
+            TRACEPARENT.set(headers.get("traceparent"))
         await self.app(scope, receive, send)
 
 

@@ -29,11 +29,12 @@ FROM standin.dedupe
 WHERE vendor = %(vendor)s AND scope = %(scope)s AND key = %(key)s
 
 -- name: record_write
-INSERT INTO standin.writes (vendor, operation, target, key, effect, status, ref, body, client)
-VALUES (%(vendor)s, %(operation)s, %(target)s, %(key)s, %(effect)s, %(status)s, %(ref)s, %(body)s, %(client)s)
+INSERT INTO standin.writes (vendor, operation, target, key, effect, status, ref, body, client, traceparent)
+VALUES (%(vendor)s, %(operation)s, %(target)s, %(key)s, %(effect)s, %(status)s, %(ref)s, %(body)s, %(client)s,
+        %(traceparent)s)
 
 -- name: writes
-SELECT id, vendor, operation, target, key, effect, status, ref, body, received_at
+SELECT id, vendor, operation, target, key, effect, status, ref, body, received_at, traceparent
 FROM standin.writes
 WHERE (%(vendor)s::text IS NULL OR vendor = %(vendor)s::text)
   AND (%(operation)s::text IS NULL OR operation = %(operation)s::text)
@@ -210,8 +211,8 @@ LIMIT %(limit)s
 DELETE FROM standin.a2a_tasks WHERE owner = %(owner)s AND id = %(id)s
 
 -- name: record_model_request
-INSERT INTO standin.model_requests (model, conversation, step, client)
-VALUES (%(model)s, %(conversation)s, %(step)s, %(client)s)
+INSERT INTO standin.model_requests (model, conversation, step, client, traceparent)
+VALUES (%(model)s, %(conversation)s, %(step)s, %(client)s, %(traceparent)s)
 RETURNING id
 
 -- name: botframework_key

@@ -52,6 +52,8 @@ async def ensure_schema(conn: _Connection) -> None:
 
 # The User-Agent of the request being answered, set by the stand-in app's middleware for each request.
 CLIENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("standin_client", default=None)
+# Its W3C traceparent: the span of the engine's call that sent it (runtime/tracing.py), recorded beside it.
+TRACEPARENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("standin_traceparent", default=None)
 
 
 class Effect(StrEnum):
@@ -150,6 +152,7 @@ class Session:
                 "ref": answer.ref,
                 "body": jsonb(write.body),
                 "client": CLIENT.get(),
+                "traceparent": TRACEPARENT.get(),
             },
         )
 

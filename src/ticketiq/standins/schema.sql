@@ -182,6 +182,12 @@ ALTER TABLE standin.model_requests ADD COLUMN IF NOT EXISTS client text;
 COMMENT ON COLUMN standin.writes.client IS 'The User-Agent of the request (the engine names its pid in it).';
 COMMENT ON COLUMN standin.model_requests.client IS 'The User-Agent of the request (the engine names its pid in it).';
 
+-- The W3C traceparent each request carried: the span of the call that sent it (the engine's traces).
+ALTER TABLE standin.writes ADD COLUMN IF NOT EXISTS traceparent text;
+ALTER TABLE standin.model_requests ADD COLUMN IF NOT EXISTS traceparent text;
+COMMENT ON COLUMN standin.writes.traceparent IS 'The traceparent header of the request, if it had one.';
+COMMENT ON COLUMN standin.model_requests.traceparent IS 'The traceparent header of the request, if it had one.';
+
 CREATE TABLE IF NOT EXISTS standin.openai_files (
     seq        bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
     id         text PRIMARY KEY,
