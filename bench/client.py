@@ -187,13 +187,14 @@ class Side:
     wait_s: float | None  # None: the client polls
     release: Baseline | None  # None: this tree
     standins: Child | None = None
+    extra: dict[str, str] = field(default_factory=dict)  # settings of this side's app process only
 
     @property
     def python(self) -> str | None:
         return None if self.release is None else str(self.release.python)
 
     def env(self, env: dict[str, str]) -> dict[str, str]:
-        return dict(env) if self.release is None else self.release.env(env)
+        return {**env, **self.extra} if self.release is None else self.release.env({**env, **self.extra})
 
 
 def percentile(values: list[float], pct: int) -> float | None:
