@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import io
 import json
 import logging
+import re
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
+from ticketiq.cli.main import configure_logging
 from ticketiq.errors import ConfigError
 from ticketiq.runtime import logs
 from ticketiq.runtime.logs import JsonLines
@@ -147,3 +151,24 @@ def test_each_seal_key_s_secret_is_a_secret_on_its_own() -> None:
     settings = Settings(seal_keys=f"new:{SECRET},old:{SECRET}-old,short:abc")
     assert {SECRET, f"{SECRET}-old"} <= set(settings.secrets())
     assert "abc" not in settings.secrets()  # too short to mask wherever the word stands
+
+
+def test_text_stays_the_default_line_and_leaves_python_s_own_hooks_alone(tmp_path: Path) -> None:
+    root = logging.getLogger()
+    kept = root.handlers[:], root.level, {n: logging.getLogger(n).level for n in ("httpx", "httpx2", "mcp")}
+    hook = sys.excepthook
+    try:
+        configure_logging(Settings(home=tmp_path, seal_keys=f"k:{SECRET}"))
+        handler = root.handlers[0]
+        assert isinstance(handler, logging.StreamHandler)
+        written = io.StringIO()
+        handler.setStream(written)
+        logging.getLogger("ticketiq.engine.engine").warning("plain words\nand %s", SECRET)
+        line = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} WARNING ticketiq.engine.engine: plain words\nand \*\*\*\n"
+        assert re.fullmatch(line, written.getvalue()), written.getvalue()
+        assert sys.excepthook is hook
+    finally:
+        root.handlers[:] = kept[0]
+        root.setLevel(kept[1])
+        for name, level in kept[2].items():
+            logging.getLogger(name).setLevel(level)
