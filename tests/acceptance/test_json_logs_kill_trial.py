@@ -84,7 +84,8 @@ def test_a_kill_trial_s_logs_are_json_lines_naming_runs_and_hold_no_secret(db_ur
     assert taken_over, "the kill caught no run in flight: the trial tests nothing"
 
     logs = {name: json_lines(tmp_path / name) for name in OURS}
-    assert all(logs.values()), {name: len(records) for name, records in logs.items()}
+    # The stand-ins say something only when a request fails them (the victim killed mid-request): maybe nothing.
+    assert logs["survivor.log"] and logs["victim0.log"], {name: len(records) for name, records in logs.items()}
     for run_id in taken_over:
         resumed = [r for r in logs["survivor.log"] if r.get("run_id") == run_id]
         assert resumed, f"no record of the survivor names run {run_id}"
