@@ -437,11 +437,14 @@ class Settings:
         # would be scrubbed from every transcript wherever the word stands; ours are 43 characters.
         password = _password_in(self.database_url)
         values.append(password if password is not None and len(password) >= _SCRUBBED_PASSWORD_MIN else None)
-        # Each seal key's secret on its own, not only the whole `id:secret,...` (a short one left: it would mask
-        # the word wherever it stands).
-        values += [secret for part in (self.seal_keys or "").split(",")
-                   if len(secret := part.partition(":")[2].strip()) >= _SCRUBBED_SEAL_MIN]  # fmt: skip
+        values += seal_secrets(self.seal_keys or "")
         return tuple(v for v in values if isinstance(v, str) and v not in ("", "unset"))
+
+
+def seal_secrets(spec: str) -> list[str]:
+    """Each seal key's secret in `id:secret,...` on its own, to be scrubbed as the whole spec is; a short one
+    left, as a short password is: it would mask the word wherever it stands."""
+    return [secret for part in spec.split(",") if len(secret := part.partition(":")[2].strip()) >= _SCRUBBED_SEAL_MIN]
 
 
 def _password_in(url: str | None) -> str | None:

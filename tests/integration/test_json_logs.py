@@ -4,14 +4,8 @@ and the records made while the run is driven, ours and a library's, name its run
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import logging
-import sys
-import threading
-import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +13,7 @@ import httpx
 
 from tests.support.engine import engine_under_test
 from tests.support.http import TLS, serving
-from ticketiq.cli.main import configure_logging
+from tests.support.log_capture import configured_logging
 from ticketiq.entries.api import create_app
 from ticketiq.settings import Settings
 
@@ -29,33 +23,11 @@ AGENTS: dict[str, dict[str, Any]] = {"reader": {"tools": ["probe_read"]}}
 SEAL_SECRET = "engine-test-secret"  # tests/support/engine.py's seal key
 
 
-@contextlib.contextmanager
-def json_logs(settings: Settings) -> Iterator[io.StringIO]:
-    """The process's logging as configure_logging leaves it, written to a buffer; the test's own put back
-    after (handlers, levels, the hooks JSON logs route through the logging)."""
-    root = logging.getLogger()
-    kept = (root.handlers[:], root.level, sys.excepthook, threading.excepthook, warnings.showwarning)
-    chatty = {name: logging.getLogger(name).level for name in ("httpx", "httpx2", "mcp")}
-    written = io.StringIO()
-    try:
-        configure_logging(settings)
-        handler = root.handlers[0]
-        assert isinstance(handler, logging.StreamHandler)
-        handler.setStream(written)
-        # The requests a run sends, as httpx says each at INFO: a library's records made inside the run.
-        logging.getLogger("httpx").setLevel(logging.INFO)
-        yield written
-    finally:
-        logging.captureWarnings(False)
-        root.handlers[:], _, sys.excepthook, threading.excepthook, warnings.showwarning = kept
-        root.setLevel(kept[1])
-        for name, level in chatty.items():
-            logging.getLogger(name).setLevel(level)
-
-
 async def test_a_served_run_s_records_name_its_run_attempt_and_process(db_url: str, tmp_path: Path) -> None:
     settings = Settings(home=tmp_path, database_url=db_url, log_format="json", seal_keys=f"test:{SEAL_SECRET}")
-    with json_logs(settings) as written:
+    with configured_logging(settings) as written:
+        # The requests a run sends, as httpx says each at INFO: a library's records made inside the run.
+        logging.getLogger("httpx").setLevel(logging.INFO)
         async with engine_under_test(db_url, tmp_path, SCRIPTS, AGENTS) as h:
             holder = h.process.engine.deps.holder
             token = await h.token("ops", "operator")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import io
 import json
 import logging
 import re
@@ -19,7 +18,7 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
-from ticketiq.cli.main import configure_logging
+from tests.support.log_capture import configured_logging
 from ticketiq.errors import ConfigError
 from ticketiq.runtime import logs
 from ticketiq.runtime.logs import JsonLines
@@ -154,21 +153,25 @@ def test_each_seal_key_s_secret_is_a_secret_on_its_own() -> None:
 
 
 def test_text_stays_the_default_line_and_leaves_python_s_own_hooks_alone(tmp_path: Path) -> None:
-    root = logging.getLogger()
-    kept = root.handlers[:], root.level, {n: logging.getLogger(n).level for n in ("httpx", "httpx2", "mcp")}
     hook = sys.excepthook
-    try:
-        configure_logging(Settings(home=tmp_path, seal_keys=f"k:{SECRET}"))
-        handler = root.handlers[0]
-        assert isinstance(handler, logging.StreamHandler)
-        written = io.StringIO()
-        handler.setStream(written)
+    with configured_logging(Settings(home=tmp_path, seal_keys=f"k:{SECRET}")) as written:
         logging.getLogger("ticketiq.engine.engine").warning("plain words\nand %s", SECRET)
-        line = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} WARNING ticketiq.engine.engine: plain words\nand \*\*\*\n"
-        assert re.fullmatch(line, written.getvalue()), written.getvalue()
         assert sys.excepthook is hook
-    finally:
-        root.handlers[:] = kept[0]
-        root.setLevel(kept[1])
-        for name, level in kept[2].items():
-            logging.getLogger(name).setLevel(level)
+    line = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} WARNING ticketiq.engine.engine: plain words\nand \*\*\*\n"
+    assert re.fullmatch(line, written.getvalue()), written.getvalue()
+
+
+def test_json_lines_keep_a_seal_key_generated_into_the_home_out(tmp_path: Path) -> None:
+    """TICKETIQ_SEAL_KEYS unset: the key a process generated into its home is a secret all the same, in the
+    message and in an exception's text (which the text format does not scrub)."""
+    generated = "f" * 64
+    (tmp_path / "seal.key").write_text(f"kgen:{generated}")
+    with configured_logging(Settings(home=tmp_path, log_format="json")) as written:
+        log = logging.getLogger("ticketiq.engine.seal")
+        try:
+            raise ValueError(f"bad key {generated}")
+        except ValueError:
+            log.exception("sealing with %s failed", generated)
+    assert generated not in written.getvalue()
+    got = json.loads(written.getvalue())
+    assert got["message"] == "sealing with *** failed" and got["exception"].endswith("ValueError: bad key ***")

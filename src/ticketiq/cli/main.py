@@ -18,7 +18,7 @@ from ticketiq.cli.client import Failed
 from ticketiq.errors import Conflict, NotFound, TicketIQError
 from ticketiq.runtime import interpreter, logs
 from ticketiq.runtime.logs import SecretFilter
-from ticketiq.settings import Settings
+from ticketiq.settings import Settings, seal_secrets
 
 if TYPE_CHECKING:
     from ticketiq.auth.tokens import Role
@@ -76,7 +76,7 @@ def _home_seal_keys(settings: Settings) -> list[str]:
         text = (Path(settings.home) / "seal.key").read_text().strip()
     except OSError:
         return []
-    return [secret for part in text.split(",") if (secret := part.partition(":")[2].strip())]
+    return seal_secrets(text)
 
 
 def serve(settings: Settings, host: str, port: int) -> int:
