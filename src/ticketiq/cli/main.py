@@ -17,7 +17,6 @@ from ticketiq.cli import ha, retention
 from ticketiq.cli.client import Failed
 from ticketiq.errors import Conflict, NotFound, TicketIQError
 from ticketiq.runtime import interpreter, logs
-from ticketiq.runtime.logs import SecretFilter
 from ticketiq.settings import Settings, seal_secrets
 
 if TYPE_CHECKING:
@@ -35,7 +34,7 @@ def configure_logging(settings: Settings) -> None:
     handler.setFormatter(
         logs.JsonLines(secrets) if settings.log_format == "json" else logging.Formatter(logs.TEXT_FORMAT)
     )
-    handler.addFilter(SecretFilter(secrets))
+    handler.addFilter(logs.SecretFilter(secrets))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.log_level.upper())
