@@ -31,7 +31,7 @@ from ticketiq.leader.handoffs import Handoffs
 from ticketiq.leader.liveness import Liveness
 from ticketiq.metrics import Metrics
 from ticketiq.model.client import ModelClient
-from ticketiq.runtime import stall, tracing
+from ticketiq.runtime import logs, stall, tracing
 from ticketiq.runtime.faults import Faults
 from ticketiq.runtime.user_agent import user_agent
 from ticketiq.settings import Settings
@@ -153,6 +153,7 @@ class AppProcess:
             raise ConfigError(f"{settings.agents}: {'; '.join(unlisted)}; fix the agents file or the server")
         holder = new_identity()
         tracing.start()  # only when OTEL_EXPORTER_OTLP_ENDPOINT says where (runtime/tracing.py)
+        logs.name_process(holder)
         keeper = LeaseKeeper(target.url, holder, settings.lease_ttl_s, settings.lease_renew_s,
                              settings.lease_margin_s, limits)  # fmt: skip
         # Every outbound request names this process (vendors log it) and is refused once it stalled.
@@ -271,6 +272,7 @@ class AppProcess:
             await self._fresh_pool()
             self.keeper.holder = holder
             self.engine.deps.holder = holder
+            logs.name_process(holder)
             self.liveness.start()
             self.engine.admitted.set()
             log.warning("process %s continues as %s", old, holder)

@@ -24,7 +24,9 @@ _SAMPLE_AGENTS = Path(__file__).parent / "agents" / "sample.yaml"
 # Idempotency-Keys are kept at least this long (issue 7).
 IDEMPOTENCY_TTL_FLOOR_S = 86400.0
 CRON_MISSED = ("latest", "skip")  # values.schedules.Missed
+LOG_FORMATS = ("text", "json")  # runtime/logs.py
 _SCRUBBED_PASSWORD_MIN = 16
+_SCRUBBED_SEAL_MIN = 8
 
 
 class Duration(float):
@@ -358,6 +360,12 @@ class Settings:
     fault_after: int = _setting(1, "TESTS ONLY: the fault fires at the Nth time its point is reached.")
 
     log_level: str = _setting("INFO", "Log level of app processes.")
+    log_format: str = _setting(
+        "text",
+        "How every process writes its log lines to stderr: `text`, a line a record for a person; `json`, one JSON "
+        "object a line for a log pipeline (time, level, logger, message, process; run_id and attempt inside a run; "
+        "trace_id and span_id inside an OpenTelemetry span; exception).",
+    )
 
     def __post_init__(self) -> None:
         for f in fields(self):  # a Duration given as a plain number (Settings(retention_runs=3.0)) is one all the same
@@ -365,6 +373,8 @@ class Settings:
                 object.__setattr__(self, f.name, Duration(getattr(self, f.name)))
         if self.cron_missed not in CRON_MISSED:
             raise ConfigError(f"TICKETIQ_CRON_MISSED={self.cron_missed!r} is not one of {', '.join(CRON_MISSED)}")
+        if self.log_format not in LOG_FORMATS:
+            raise ConfigError(f"TICKETIQ_LOG_FORMAT={self.log_format!r} is not one of {', '.join(LOG_FORMATS)}")
         if self.model_connections < 1:
             raise ConfigError(
                 f"TICKETIQ_MODEL_CONNECTIONS={self.model_connections} leaves no connection to the model; set 1 or more."
@@ -433,7 +443,14 @@ class Settings:
         # would be scrubbed from every transcript wherever the word stands; ours are 43 characters.
         password = _password_in(self.database_url)
         values.append(password if password is not None and len(password) >= _SCRUBBED_PASSWORD_MIN else None)
+        values += seal_secrets(self.seal_keys or "")
         return tuple(v for v in values if isinstance(v, str) and v not in ("", "unset"))
+
+
+def seal_secrets(spec: str) -> list[str]:
+    """Each seal key's secret in `id:secret,...` on its own, to be scrubbed as the whole spec is; a short one
+    left, as a short password is: it would mask the word wherever it stands."""
+    return [secret for part in spec.split(",") if len(secret := part.partition(":")[2].strip()) >= _SCRUBBED_SEAL_MIN]
 
 
 def _password_in(url: str | None) -> str | None:

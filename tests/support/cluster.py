@@ -51,13 +51,17 @@ class Cluster:
     apps: list[App] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     token: str = ""
+    # Settings every process it starts runs with, the stand-ins and `ticketiq tokens create` too (e.g.
+    # TICKETIQ_LOG_FORMAT), on top of BASE_SETTINGS.
+    every_process: dict[str, str] = field(default_factory=dict)
     _kept: threading.local = field(default_factory=threading.local, repr=False)
     _opened: list[psycopg.Connection[dict[str, Any]]] = field(default_factory=list, repr=False)
     _closed: bool = False
 
     def start(self) -> Cluster:
         base = {k: v for k, v in os.environ.items() if not k.startswith("TICKETIQ_")}
-        base.update({"TICKETIQ_DATABASE_URL": self.db_url, "TICKETIQ_HOME": str(self.tmp / "home"), **BASE_SETTINGS})
+        base.update({"TICKETIQ_DATABASE_URL": self.db_url, "TICKETIQ_HOME": str(self.tmp / "home"), **BASE_SETTINGS,
+                     **self.every_process})  # fmt: skip
         self.token = create_token(base, "cluster-admin", "admin")
         standins_env = {**base, "TICKETIQ_DATABASE_URL": self.standins_db_url or self.db_url}
         self.standins = start_standins(standins_env, self.tmp, *self.standin_args)

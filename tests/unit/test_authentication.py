@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from ticketiq.cli.main import SecretFilter
 from ticketiq.dbserver.authentication import (
     keep_password,
     password_of,
@@ -25,6 +24,7 @@ from ticketiq.dbserver.authentication import (
 )
 from ticketiq.dbserver.embedded import EmbeddedServer
 from ticketiq.errors import StorageError
+from ticketiq.runtime.logs import SecretFilter
 from ticketiq.settings import Settings
 
 # What initdb --auth=trust (PostgreSQL 18) wrote in a home made before passwords, its comments trimmed,

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from ticketiq.cli import ha, retention
 from ticketiq.cli.client import Failed
 from ticketiq.errors import Conflict, NotFound, TicketIQError
-from ticketiq.runtime import interpreter
-from ticketiq.settings import Settings
+from ticketiq.runtime import interpreter, logs
+from ticketiq.settings import Settings, seal_secrets
 
 if TYPE_CHECKING:
     from ticketiq.auth.tokens import Role
@@ -28,33 +28,21 @@ if TYPE_CHECKING:
 CLI_ACTOR = "cli"  # the actor of the audit rows of `ticketiq tokens`: whoever may reach the database
 
 
-class SecretFilter(logging.Filter):
-    """Secrets never reach a log line, whatever code formatted it."""
-
-    def __init__(self, secrets: list[str]) -> None:
-        super().__init__()
-        self.secrets = [s for s in secrets if s]
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if self.secrets:
-            message = record.getMessage()
-            if any(s in message for s in self.secrets):
-                for s in self.secrets:
-                    message = message.replace(s, "***")
-                record.msg, record.args = message, None
-        return True
-
-
 def configure_logging(settings: Settings) -> None:
+    secrets = [*settings.secrets(), *_home_password(settings), *_home_seal_keys(settings), *_mcp_secrets(settings)]
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(SecretFilter([*settings.secrets(), *_home_password(settings), *_mcp_secrets(settings)]))
+    handler.setFormatter(
+        logs.JsonLines(secrets) if settings.log_format == "json" else logging.Formatter(logs.TEXT_FORMAT)
+    )
+    handler.addFilter(logs.SecretFilter(secrets))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.log_level.upper())
     # A line per request is theirs to say at INFO (the MCP SDK's also names each session): ours say what matters.
     for chatty in ("httpx", "httpx2", "mcp"):
         logging.getLogger(chatty).setLevel(logging.WARNING)
+    if settings.log_format == "json":
+        logs.route_uncaught(logging.getLogger("ticketiq"))
 
 
 def _mcp_secrets(settings: Settings) -> list[str]:
@@ -76,6 +64,18 @@ def _home_password(settings: Settings) -> list[str]:
         return [password_path(Path(settings.home)).read_text().strip()]
     except OSError:
         return []
+
+
+def _home_seal_keys(settings: Settings) -> list[str]:
+    """The seal key a process generated into its home (TICKETIQ_SEAL_KEYS unset), once there is one: its
+    secrets as TICKETIQ_SEAL_KEYS's are (Settings.secrets)."""
+    if settings.seal_keys:
+        return []
+    try:
+        text = (Path(settings.home) / "seal.key").read_text().strip()
+    except OSError:
+        return []
+    return seal_secrets(text)
 
 
 def serve(settings: Settings, host: str, port: int) -> int:

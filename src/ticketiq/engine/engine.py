@@ -30,7 +30,7 @@ from ticketiq.engine.questions import Answer, Answered, Verdict, judge
 from ticketiq.engine.run_keys import Expected
 from ticketiq.engine.state import RunState
 from ticketiq.errors import Conflict, NotFound, RequestError, TicketIQError
-from ticketiq.runtime import tracing
+from ticketiq.runtime import logs, tracing
 from ticketiq.storage.rows import (
     Approval,
     AskedApproval,
@@ -367,6 +367,8 @@ class Engine:
         return {run_id for run_id, driver in self.drivers.items() if not driver.ended}
 
     async def _drive(self, driver: RunDriver, previous: asyncio.Task[str] | None) -> str:
+        # This task's own context: every record made while the attempt is driven names it (runtime/logs.py).
+        logs.driving(driver.run_id, driver.attempt, self.deps.holder)
         if previous is not None and not previous.done():
             await asyncio.wait([previous])  # an ended driver's last moments: never two at once
         me = asyncio.current_task()

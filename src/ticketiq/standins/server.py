@@ -90,8 +90,10 @@ def run(
         sys.stdout.flush()
         app = create_app(target.url, model_latency_ms=model_latency_ms, position_ids=position_ids,
                          server=target.server, own_scripts=own_scripts)  # fmt: skip
-        config = uvicorn.Config(app, log_level="warning", access_log=False, ws="none", lifespan="on",
-                                timeout_keep_alive=IDLE_S)  # fmt: skip
+        # log_config None: uvicorn's records go to the handler `ticketiq` configured (its format, TICKETIQ_LOG_FORMAT
+        # included, and secrets scrubbed), not to a handler and format of uvicorn's own.
+        config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False, ws="none",
+                                lifespan="on", timeout_keep_alive=IDLE_S)  # fmt: skip
         # uvicorn shuts down on SIGTERM/SIGINT and then re-raises the signal to the handler it found:
         # a quiet one lets this function return and release the embedded database.
         previous = {sig: signal.signal(sig, _quiet) for sig in (signal.SIGTERM, signal.SIGINT)}
