@@ -136,3 +136,22 @@ async def test_a_collector_that_hangs_never_holds_a_run_and_the_spans_it_refuses
         scraped = (await client.get("/metrics")).text
         dropped = [line for line in scraped.splitlines() if line.startswith("ticketiq_trace_spans_dropped_total ")]
         assert dropped and float(dropped[0].split()[1]) >= 10
+
+
+async def test_a_run_an_a2a_message_starts_continues_the_messages_trace(
+    db_url: str, tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with traced_site(db_url, tmp_path, receiver, monkeypatch) as (client, _h):
+        message = {"jsonrpc": "2.0", "id": "m-1", "method": "SendMessage", "params": {"message": {
+            "role": "ROLE_USER", "messageId": "m-1", "parts": [{"text": "check OPS-5"}],
+            "metadata": {"agent": "a"}}}}  # fmt: skip
+        sent = await client.post("/a2a", json=message, headers={
+            "A2A-Version": "1.0", "traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"})  # fmt: skip
+        assert sent.status_code == 200, sent.text
+        run_id = sent.json()["result"]["task"]["id"]
+        assert (await ended(client, run_id))["status"] == "succeeded"
+        await asyncio.to_thread(tracing.flush, 10.0)
+        spans = receiver.of_run(run_id)
+        assert spans and {s["trace_id"] for s in spans} == {CALLER_TRACE}
+        attempt = next(s for s in spans if s["name"] == "invoke_agent a")
+        assert attempt["parent_span_id"] == CALLER_SPAN

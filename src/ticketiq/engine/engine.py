@@ -244,8 +244,8 @@ class Engine:
             agent=agent.name,
             correlation_id=run_id,
             messages=[{"role": "system", "content": agent.system_prompt}, {"role": "user", "content": text}],
-            # Kept only when it is a well-formed one: the run's trace continues the caller's (runtime/tracing.py).
-            traceparent=traceparent if tracing.parent_of(traceparent) is not None else None,
+            # The run's trace continues its caller's (runtime/tracing.py), kept only when well formed.
+            traceparent=tracing.parent_for_new_run(traceparent),
         )
         body = seal.canonical(state.to_json()).decode()
         mac, key_id = seal.seal(self.deps.keys, seal.Chain(run_id, 0, 0, 0, None), body)

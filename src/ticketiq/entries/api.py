@@ -45,6 +45,7 @@ from ticketiq.entries import (
     text_guard,
     ticket_events,
     timeline,
+    trace_context,
     workflows,
 )
 from ticketiq.entries.auth import requires
@@ -161,6 +162,8 @@ def create_app(
     # then one holding text Postgres cannot store (I16), before any route sees it.
     app.add_middleware(text_guard.StorableText)
     app.add_middleware(auth.BearerAuth, store=lambda scope: scope["app"].state.tokens, session=console.principal_of)
+    # A run any request starts continues the request's trace (entries/trace_context.py).
+    app.add_middleware(trace_context.TraceContext)
     # Outermost of ours: the probes are answered before anything else looks at them (entries/probes.py).
     app.add_middleware(probes.Probes, readiness=lambda scope: scope["app"].state.readiness)
 
@@ -265,7 +268,6 @@ def _routes() -> APIRouter:
             body.agent, body.input, may_wait=body.may_wait, channel="api",
             idempotency_key=run_keys.api(caller.name, idempotency_key) if idempotency_key else None,
             request_hash=request_hash(asked) if idempotency_key else None, actor=caller.name,
-            traceparent=request.headers.get("traceparent"),  # the run's trace continues the caller's
         )  # fmt: skip
         # A repeat gets the first answer: the run, with the status it was made with (entries/idempotency.py).
         shown = RunCreated(id=created.id, status=created.born_status or created.status)

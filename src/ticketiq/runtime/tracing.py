@@ -48,6 +48,8 @@ RUN_ID = "ticketiq.run.id"
 RUN_ATTEMPT = "ticketiq.run.attempt"
 PROCESS = "ticketiq.process"
 
+# The traceparent of the request being served (entries/trace_context.py): the parent of a run it starts.
+INCOMING: contextvars.ContextVar[str | None] = contextvars.ContextVar("ticketiq_incoming_traceparent", default=None)
 _NEXT: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar("ticketiq_next_ids", default=None)
 _PROPAGATOR = TraceContextTextMapPropagator()
 _provider: TracerProvider | None = None
@@ -221,6 +223,15 @@ def run_parent(run_id: str, traceparent: str | None) -> Any:
     if parent is None:
         return trace.set_span_in_context(trace.INVALID_SPAN)
     return trace.set_span_in_context(NonRecordingSpan(parent))
+
+
+def parent_for_new_run(given: str | None) -> str | None:
+    """The traceparent a run being made is started under, well formed or none: the one given, else the
+    current span's (a run its parent's tool call starts: a delegation), else the request's that asked."""
+    for found in (given, traceparent_now() if ON else None, INCOMING.get()):
+        if found and parent_of(found) is not None:
+            return found
+    return None
 
 
 def traceparent_now() -> str | None:
