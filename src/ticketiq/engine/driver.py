@@ -587,8 +587,10 @@ class RunDriver:
                       work.happened.get(i.call.idx, Happened.MADE).value)
                      for i in left if i.row is None or i.row.status not in ("done", "settled")]  # fmt: skip
         agent = self.deps.catalog.get(self.state.agent)
+        times = {(int(p["step"]), int(p["idx"])): (p.get("sent_at"), p.get("outcome_at")) for p in rows.pending_calls}
+        times.update({(c.step, c.idx): (c.marked_at or c.sent_at, c.outcome_at) for c in rows.calls})
         record = run_spans.Record(rows.attempts, [n.entry for n in rows.notes],
-                                  {(c.step, c.idx): c.marked_at for c in rows.calls})  # fmt: skip
+                                  {(c.step, c.idx): c.marked_at for c in rows.calls}, times)  # fmt: skip
         run_spans.write_takeover(self.trace, record, self.state.agent, (agent.model if agent else None)
                                  or self.deps.settings.model, self.state.traceparent, self.state.step, in_flight,
                                  handing_on)  # fmt: skip

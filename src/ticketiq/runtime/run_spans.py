@@ -17,13 +17,13 @@ ids, so a span the killed one did send is the same span, not a second.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode
 
 from ticketiq.runtime import tracing
 
@@ -187,7 +187,7 @@ def lost_attempt(attempts: Sequence[AttemptRecord], taking: int) -> LostAttempt 
     last = before[-1]
     if last.ended not in ("lost", "stalled") or last.ended_at is None:
         return None
-    return LostAttempt(last.attempt, last.process, last.first_at or last.started_at, last.ended_at, last.ended)
+    return LostAttempt(last.attempt, last.process, last.started_at, last.ended_at, last.ended)
 
 
 class PlannedCallLike(Protocol):
@@ -210,6 +210,9 @@ class Record:
     attempts: Sequence[AttemptRecord]
     notes: Sequence[dict[str, Any]]  # the model steps' notes (`model_step`, `model_answer`)
     marked: dict[tuple[int, int], datetime | None]  # (step, idx) -> when the call was marked in doubt
+    # (step, idx) -> when the call went out and when its outcome came back (datetimes, or epoch seconds of
+    # the process's clock for a finished call still riding in the checkpoint)
+    times: dict[tuple[int, int], tuple[Any, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -244,8 +247,70 @@ def write_takeover(
                  and n["body"].get("attempt") == lost.attempt and "started_at" in n["body"]), None)  # fmt: skip
     chat = None if note is None or model_step or handing_on else LostChat(
         model, float(note["started_at"]), float(note.get("model_ms", 0.0)), int(note.get("tokens", 0)))  # fmt: skip
-    write_lost(taker, lost, agent, traceparent, None if handing_on else step + (1 if model_step else 0), calls,
-               model_step, chat)  # fmt: skip
+    in_step = None if handing_on else step + (1 if model_step else 0)
+    done = sorted((n["body"] for n in record.notes if n.get("kind") in ("model_step", "model_answer")
+                   and n["body"].get("attempt") == lost.attempt and "started_at" in n["body"]
+                   and (in_step is None or int(n["body"].get("step", 0)) < in_step)),
+                  key=lambda body: int(body.get("step", 0)))  # fmt: skip
+    # The step in flight began when the one before it was done: its model call's end, or its last call's.
+    ends = [int(float(n["started_at"]) * 1e9 + float(n.get("model_ms", 0.0)) * 1e6) for n in done[-1:]]
+    ends += [t for n in done[-1:] for i in range(len(n.get("calls") or []))
+             if (t := _at(record.times.get((int(n.get("step", 0)), i), (None, None))[1])) is not None]  # fmt: skip
+    began = max(ends) if ends else None
+    write_lost(taker, lost, agent, traceparent, in_step, calls, model_step, chat, began)
+    write_finished(taker, lost, model, done, record, began)
+
+
+def _at(value: Any) -> int | None:
+    """A time as the record holds it (a datetime, or epoch seconds) in nanoseconds; None when unknown."""
+    if isinstance(value, datetime):
+        return _ns(value)
+    if isinstance(value, int | float):
+        return int(value * 1_000_000_000)
+    return None
+
+
+def write_finished(taker: AttemptTrace, lost: LostAttempt, model: str, notes: Sequence[dict[str, Any]],
+                   record: Record, in_flight_began: int | None) -> None:  # fmt: skip
+    """The lost attempt's finished steps, from their notes: its process sent them (the same ids: a backend
+    keeps one), unless it died with them still in its batch, which is why they are written again here."""
+    run_id, trace_id = taker.run_id, taker.trace_id
+    common: dict[str, Any] = {tracing.RUN_ID: run_id, tracing.RUN_ATTEMPT: lost.attempt,
+                              tracing.PROCESS: lost.process}  # fmt: skip
+    parent = trace.set_span_in_context(NonRecordingSpan(SpanContext(
+        trace_id, tracing.span_id(run_id, "attempt", lost.attempt), True, tracing.sampled_flags())))  # fmt: skip
+    starts = [int(float(n["started_at"]) * 1_000_000_000) for n in notes]
+    starts.append(in_flight_began if in_flight_began is not None else _ns(lost.lost_at))
+    for i, note in enumerate(notes):
+        n = int(note.get("step", 0))
+        began, until = starts[i], starts[i + 1]
+
+        def span(name: str, what: tuple[object, ...], under: Any, attributes: dict[str, Any], start: int,
+                 end: int, kind: SpanKind = SpanKind.INTERNAL) -> Span:  # fmt: skip
+            token = tracing.named_ids(trace_id, tracing.span_id(run_id, *what))
+            try:
+                made = tracing.tracer().start_span(name, context=under, kind=kind, start_time=start,
+                                                   attributes={**common, **attributes})  # fmt: skip
+            finally:
+                tracing.unnamed(token)
+            made.end(max(end, start))
+            return made
+
+        step_span = span(f"step {n}", ("step", lost.attempt, n), parent, {"ticketiq.step": n}, began, until)
+        under = trace.set_span_in_context(step_span)
+        span(f"chat {model}", ("chat", lost.attempt, n), under,
+             {"gen_ai.operation.name": "chat", "gen_ai.system": "openai", "gen_ai.provider.name": "openai",
+              "gen_ai.request.model": model, "ticketiq.step": n},
+             began, began + int(float(note.get("model_ms", 0.0)) * 1_000_000), SpanKind.CLIENT)  # fmt: skip
+        for idx, call in enumerate(note.get("calls") or []):
+            sent, came = (_at(t) for t in record.times.get((n, idx), (None, None)))
+            if sent is None or came is None:
+                continue  # no time kept for it: not drawn rather than drawn wrong
+            key = call.get("key") or f"{n}/{idx}"
+            span(f"execute_tool {call.get('tool')}", ("call", lost.attempt, key), under,
+                 {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.get("tool"),
+                  "gen_ai.tool.call.id": call.get("id"), "ticketiq.tool.class": call.get("class"),
+                  "ticketiq.step.key": key, "ticketiq.step": n}, sent, came, SpanKind.CLIENT)  # fmt: skip
 
 
 def _ns(when: datetime) -> int:
@@ -253,7 +318,8 @@ def _ns(when: datetime) -> int:
 
 
 def write_lost(taker: AttemptTrace, lost: LostAttempt, agent: str, traceparent: str | None, step: int | None,
-               calls: list[CallInFlight], model_step: bool, chat: LostChat | None = None) -> None:  # fmt: skip
+               calls: list[CallInFlight], model_step: bool, chat: LostChat | None = None,
+               step_began: int | None = None) -> None:  # fmt: skip
     """Write the lost attempt's spans its process held when it died, under the ids it would have sent them
     with: the attempt, the step in flight, each call in flight (`in_doubt`, its process named), then the
     takeover under `taker`'s attempt, linked to them. `model_step`: the step in flight was asking the model
@@ -281,6 +347,8 @@ def write_lost(taker: AttemptTrace, lost: LostAttempt, agent: str, traceparent: 
         step = 0
         calls = []
     else:
+        if step_began is not None and not any(c.marked_at for c in calls):
+            began = datetime.fromtimestamp(step_began / 1e9, UTC)
         in_step = start(f"step {step}", ("step", lost.attempt, step), trace.set_span_in_context(attempt),
                         {"ticketiq.step": step, "ticketiq.step.lost_during": "model call" if model_step else "calls"},
                         began)  # fmt: skip
