@@ -1,6 +1,7 @@
 """What the A2A project's conformance suite (a2a-tck) found, over a real socket: the card a 1.0 client asks
 for validates against the protocol's 1.0 JSON Schema, ListTasks refuses a status that names no task state,
-`pageSize` answers the size asked for, and the sample's `tck` agent keeps its task open for the suite."""
+`pageSize` answers the size asked for, a message of a media type not taken is -32005, and the sample's
+`tck` agent keeps its task open for the suite."""
 
 from __future__ import annotations
 
@@ -8,12 +9,22 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import yaml
 from a2a.client import A2ACardResolver
-from a2a.types.a2a_pb2 import CancelTaskRequest, ListTasksRequest, TaskState
+from a2a.types.a2a_pb2 import (
+    CancelTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    TaskState,
+)
+from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
 
 import ticketiq
-from tests.support.a2a_rig import AGENTS, SCRIPTS, a2a, message, send, text_of
+from tests.support.a2a_rig import AGENTS, SCRIPTS, a2a, count, message, send, text_of
 from tests.support.a2a_schema import errors
 from tests.support.http import TLS
 
@@ -96,6 +107,23 @@ async def test_page_size_answers_the_size_asked_for(db_url: str, tmp_path: Path)
     assert (two.page_size, len(two.tasks), two.total_size) == (2, 2, 3) and two.next_page_token
     assert (ten.page_size, len(ten.tasks), ten.next_page_token) == (10, 3, "")
     assert (unasked.page_size, [t.id for t in unasked.tasks]) == (50, list(reversed(ids)))  # the protocol's default
+
+
+# ----- SendMessage -----------------------------------------------------------------------------------------
+
+
+async def test_a_message_of_a_media_type_not_taken_is_content_type_not_supported(db_url: str, tmp_path: Path) -> None:
+    # The card's input mode is text/plain: a message with no text but a file is -32005, naming the part.
+    sent = Message(role=Role.ROLE_USER, message_id="f-1", parts=[Part(raw=b"tck", media_type="application/x-tck")])
+    async with a2a(db_url, tmp_path) as s, s.client() as client:
+        with pytest.raises(
+            ContentTypeNotSupportedError, match=r"params\.message\.parts\.0: a raw part \(application/x-tck\)"
+        ):
+            await send(client, SendMessageRequest(message=sent))
+        blank = Message(role=Role.ROLE_USER, message_id="f-2", parts=[Part(text=" ")])
+        with pytest.raises(InvalidParamsError, match=r"params\.message\.parts: the message holds no text"):
+            await send(client, SendMessageRequest(message=blank))  # text, but none: still -32602
+    assert await count(db_url, "runs") == 0
 
 
 # ----- the sample's tck agent ------------------------------------------------------------------------------
