@@ -515,7 +515,7 @@ async def test_a_shared_httpx_client_is_used_and_left_open() -> None:
         assert reply.model_seconds >= 0.2  # the header came from the shared client
         assert not http.is_closed
         listed = await http.get(server.base_url + "/models")
-    shipped = ["asker", "closer", "consultant", "delegator", "librarian", "noter", "reader", "triage", "writer"]
+    shipped = ["asker", "closer", "consultant", "delegator", "librarian", "noter", "reader", "tck", "triage", "writer"]
     assert sorted(m["id"] for m in listed.json()["data"]) == shipped
 
 

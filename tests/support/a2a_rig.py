@@ -80,8 +80,14 @@ class A2A:
 
 
 @asynccontextmanager
-async def a2a(db_url: str, tmp: Path, **kw: Any) -> AsyncIterator[A2A]:
-    async with engine_under_test(db_url, tmp, SCRIPTS, AGENTS, **kw) as h:
+async def a2a(
+    db_url: str,
+    tmp: Path,
+    scripts: dict[str, list[dict[str, Any]]] = SCRIPTS,
+    agents: dict[str, dict[str, Any]] = AGENTS,
+    **kw: Any,
+) -> AsyncIterator[A2A]:
+    async with engine_under_test(db_url, tmp, scripts, agents, **kw) as h:
         token = await h.token(ACTOR, "admin")
         async with serving(create_app(h.settings, h.process)) as base:
             yield A2A(h, base, token)

@@ -10,7 +10,7 @@ import pytest
 from a2a.utils.errors import InternalError, InvalidParamsError, InvalidRequestError, JSONParseError
 from starlette.responses import JSONResponse
 
-from ticketiq.entries.a2a_refusals import TOO_DEEP, error_for, in_kind, request_id
+from ticketiq.entries.a2a_refusals import TOO_DEEP, error_for, in_kind, refused_params, request_id, unknown_status
 
 
 @pytest.mark.parametrize(
@@ -62,3 +62,33 @@ def test_elsewhere_the_refusal_is_the_house_shape_and_on_a2a_json_rpc_keeping_th
     answer = in_kind({"path": "/a2a"}, unstorable, "r-1")
     body = json.loads(bytes(answer.body))
     assert (answer.status_code, body["id"], body["error"]["code"]) == (200, "r-1", -32602)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{}, {"status": None}, {"status": "TASK_STATE_WORKING"}, {"status": 3}, {"status": "TASK_STATE_UNSPECIFIED"}],
+)
+def test_a_list_naming_a_task_state_or_none_is_left_to_the_sdk(params: dict[str, Any]) -> None:
+    assert unknown_status({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": params}) is None
+
+
+@pytest.mark.parametrize("status", ["INVALID_STATUS", "working", "", 99, -1, True, 2.5, ["TASK_STATE_WORKING"], {}])
+def test_a_list_naming_a_status_that_is_no_task_state_is_invalid_params(status: Any) -> None:
+    found = unknown_status({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {"status": status}})
+    assert isinstance(found, InvalidParamsError) and found.data == {"field": "params.status"}
+    assert found.message.startswith(f"params.status: {json.dumps(status)} is no task state")
+
+
+def test_only_list_tasks_is_judged_and_the_value_said_back_is_bounded() -> None:
+    for other in ({"method": "GetTask", "params": {"status": "X"}}, {"method": "ListTasks", "params": "x"}, [1], None):
+        assert unknown_status(other) is None
+    found = unknown_status({"method": "ListTasks", "params": {"status": "x" * 10_000}})
+    assert found is not None and len(found.message) < 400
+    answer = refused_params({"jsonrpc": "2.0", "id": 9, "method": "ListTasks", "params": {"status": "X"}})
+    assert answer is not None and answer.status_code == 200
+    body = json.loads(bytes(answer.body))
+    assert (body["id"], body["error"]["code"], body["error"]["data"][0]["metadata"]) == (
+        9,
+        -32602,
+        {"field": "params.status"},
+    )

@@ -51,7 +51,7 @@ def calls(reply: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 def test_the_shipped_scripts_load_and_end_in_text(scripted: ScriptedModel) -> None:
     assert sorted(scripted.scripts) == [
-        "asker", "closer", "consultant", "delegator", "librarian", "noter", "reader", "triage", "writer",
+        "asker", "closer", "consultant", "delegator", "librarian", "noter", "reader", "tck", "triage", "writer",
     ]  # fmt: skip
     triage = scripted.scripts["triage"]
     assert [[c.tool for c in s.calls] for s in triage.steps] == [

@@ -4,6 +4,8 @@ JSON-RPC at `/a2a` is the sdk's `JsonRpcDispatcher` (protocol 1.0 names: SendMes
 SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask; with its v0.3 compat layer on
 the same endpoint: message/send, message/stream, tasks/get, tasks/cancel, tasks/resubscribe) over our
 `RunRequestHandler` (entries/a2a_tasks.py) and the task store on our Postgres (storage/task_store.py).
+The one thing judged before the dispatcher is what its parse would lose (a2a_refusals.py: a ListTasks
+`status` that names no task state). The card is served in the version the client asks for (a2a_card.py).
 
 A2A callers authenticate as the agent card says: the API's bearer tokens, checked by `BearerAuth`
 before anything is parsed. The token's principal goes to the sdk in its call context; the token
@@ -18,17 +20,16 @@ from dataclasses import dataclass
 
 from a2a.auth.user import User
 from a2a.server.context import ServerCallContext
-from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import DefaultServerCallContextBuilder
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
-from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
+from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, VERSION_HEADER
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from ticketiq.agents.catalog import Catalog
 from ticketiq.auth import tokens
-from ticketiq.entries import auth
-from ticketiq.entries.a2a_card import RPC_PATH, agent_card, default_agent, rpc_url
+from ticketiq.entries import a2a_refusals, auth
+from ticketiq.entries.a2a_card import RPC_PATH, agent_card, card_in_version, default_agent, rpc_url
 from ticketiq.entries.a2a_tasks import RunRequestHandler, describe_waiting
 from ticketiq.intake.a2a_messages import PRINCIPAL
 from ticketiq.process import AppProcess
@@ -96,8 +97,14 @@ class A2AServer:
         return cls(catalog, settings, default, handler, dispatcher)
 
     def card_for(self, request: Request) -> JSONResponse:
+        """The card in the protocol version the client asks for (`A2A-Version`, as a header or a query
+        parameter): 1.0 gets the card of the 1.0 schema; none, as a 0.3 client sends, gets it with the 0.3
+        fields besides."""
         base = self.settings.a2a_public_url or str(request.base_url)
-        return JSONResponse(agent_card_to_dict(agent_card(self.catalog, self.default_agent, rpc_url(base))))
+        card = agent_card(self.catalog, self.default_agent, rpc_url(base))
+        asked = request.headers.get(VERSION_HEADER) or request.query_params.get(VERSION_HEADER)
+        # The body depends on the header: a cache keeps one per version.
+        return JSONResponse(card_in_version(card, asked), headers={"Vary": VERSION_HEADER})
 
     async def close(self) -> None:
         """Tasks followed in memory stop following; their runs go on, driven by the engine. The sdk's drain
@@ -137,4 +144,11 @@ def add_routes(router: APIRouter) -> None:
 
     @router.post(RPC_PATH, summary="A2A JSON-RPC (protocol 1.0 and 0.3 method names)", tags=["A2A"])
     async def rpc(request: Request) -> Response:
+        try:
+            body = await request.json()  # kept by the request: the dispatcher parses it no second time
+        except ValueError:
+            body = None  # the dispatcher answers -32700
+        refused = a2a_refusals.refused_params(body)
+        if refused is not None:
+            return refused
         return await server(request).dispatcher.handle_requests(request)

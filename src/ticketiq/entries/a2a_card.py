@@ -1,10 +1,13 @@
 """The A2A agent card: every agent of the agents file as a skill, where to send JSON-RPC, and how to
-authenticate (our API bearer tokens). Served open, at `/.well-known/agent-card.json`."""
+authenticate (our API bearer tokens). Served open, at `/.well-known/agent-card.json`, in the version the
+client asks for (`card_in_version`): one card, two shapes."""
 
 from __future__ import annotations
 
 from importlib.metadata import version
+from typing import Any
 
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.types.a2a_pb2 import (
     AgentCapabilities,
     AgentCard,
@@ -19,6 +22,7 @@ from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, Tran
 
 from ticketiq.agents.catalog import Catalog
 from ticketiq.errors import ConfigError
+from ticketiq.storage.task_store import as_json
 
 RPC_PATH = "/a2a"
 BEARER = "bearer"
@@ -78,3 +82,18 @@ def agent_card(catalog: Catalog, default: str, url: str) -> AgentCard:
     )
     card.security_requirements.append(SecurityRequirement(schemes={BEARER: StringList()}))
     return card
+
+
+def card_in_version(card: AgentCard, asked: str | None) -> dict[str, Any]:
+    """The card as JSON for a client that asked for protocol version `asked` (`A2A-Version`, `Major.Minor`).
+
+    1.0 and later: the card of the 1.0 schema, nothing else in it (the schema allows no other field, and
+    a security scheme is one object of its kind, `httpAuthSecurityScheme`). None, or 0.x: the spec says
+    an empty version is 0.3, so the sdk's card for both, the 0.3 fields (`url`, `protocolVersion`,
+    `preferredTransport`, `security`, the flat `type`/`scheme` of a security scheme) merged into the 1.0
+    ones: a 0.3 client finds what it needs, and a 1.0 client that sent no version reads its own fields,
+    the others ignored. A version that is no `Major.Minor` is taken for 0.3 too."""
+    major, _, _ = (asked or "").strip().partition(".")
+    if major.isdigit() and int(major) >= 1:
+        return as_json(card)
+    return agent_card_to_dict(card)

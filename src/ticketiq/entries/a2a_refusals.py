@@ -11,6 +11,10 @@ message naming the field, and `data` naming it too (the sdk's ErrorInfo detail, 
 JSON-RPC answers an error with HTTP 200, as the sdk does, so a client reads it as the protocol's error;
 only the authentication refusals keep their HTTP status and challenge (A2A authenticates over HTTP, as
 the agent card says), and so does a database outage's 503 (`Retry-After`).
+
+One refusal is of params the sdk would take: a `ListTasks` `status` that names no task state
+(`unknown_status`). The sdk parses params with unknown fields ignored, which also turns an unknown enum
+value into 0 (TASK_STATE_UNSPECIFIED: no filter), so the request as sent is read before it.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 
 from a2a.server import jsonrpc_models
 from a2a.server.request_handlers.response_helpers import build_error_response
+from a2a.types.a2a_pb2 import TaskState
 from a2a.utils.error_handlers import build_error_details
 from a2a.utils.errors import A2AError, InternalError, InvalidParamsError, InvalidRequestError, JSONParseError
 from starlette.responses import JSONResponse, Response
@@ -31,6 +36,8 @@ from ticketiq.entries.a2a_card import RPC_PATH
 TOO_DEEP = "json_too_deep"
 # Statuses kept as they are: HTTP says what they mean (authenticate; retry later; refused for good).
 KEPT = frozenset({401, 403, 500, 503})
+# A task state by its name, as ListTasks may name it (by name or number).
+TASK_STATES: dict[str, int] = dict(TaskState.items())
 
 
 def speaks_jsonrpc(scope: Scope) -> bool:
@@ -58,6 +65,33 @@ def error_for(status: int, loc: list[Any] | None, kind: str | None, message: str
     if loc[0] == "body" and len(loc) > 1 and loc[1] == "params":
         return InvalidParamsError(message=said, data={"field": field})
     return InvalidRequestError(message=said, data={"field": field})
+
+
+def unknown_status(body: Any) -> InvalidParamsError | None:
+    """The refusal of a `ListTasks` whose `status` names no task state, by name or number, as sent; None
+    for any other request (the sdk judges those). Without it the sdk's parse makes the unknown value 0,
+    no filter at all, and the caller gets every task instead of -32602."""
+    if not isinstance(body, dict) or body.get("method") != "ListTasks" or not isinstance(body.get("params"), dict):
+        return None
+    status = body["params"].get("status")
+    if status is None or (isinstance(status, str) and status in TASK_STATES):
+        return None
+    if isinstance(status, int) and not isinstance(status, bool) and status in TASK_STATES.values():
+        return None
+    said = json.dumps(status)
+    said = said if len(said) <= 60 else said[:57] + "..."  # the caller's own value, bounded
+    states = ", ".join(name for name in TASK_STATES if name != "TASK_STATE_UNSPECIFIED")
+    return InvalidParamsError(
+        message=f"params.status: {said} is no task state; send one of {states}, or none for every state",
+        data={"field": "params.status"},
+    )
+
+
+def refused_params(body: Any) -> Response | None:
+    """The JSON-RPC error answering a parsed request body whose params the sdk would take but must not
+    (`unknown_status`); None when the sdk should judge it."""
+    error = unknown_status(body)
+    return None if error is None else JSONResponse(_error_body(request_id(body), error))
 
 
 def in_kind(scope: Scope, refusal: JSONResponse, request_id: str | int | None = None) -> Response:

@@ -17,7 +17,13 @@ from a2a.helpers.proto_helpers import get_message_text
 from a2a.server.agent_execution import RequestContext, RequestContextBuilder
 from a2a.server.context import ServerCallContext
 from a2a.types.a2a_pb2 import Message, SendMessageRequest, Task, TaskState, TaskStatus
-from a2a.utils.errors import A2AError, InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
+from a2a.utils.errors import (
+    A2AError,
+    ContentTypeNotSupportedError,
+    InvalidParamsError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
 
 from ticketiq.auth import tokens
 from ticketiq.auth.tokens import Principal
@@ -204,10 +210,27 @@ def _question_named(message: Message) -> str | None:
 def _text(message: Message) -> str:
     text = get_message_text(message)
     if not text.strip():
-        raise _params_error("params.message.parts", "the message holds no text; send the request as a text part")
+        raise _untaken(message) or _params_error(
+            "params.message.parts", "the message holds no text; send the request as a text part"
+        )
     if len(text) > MAX_INPUT:
         raise _params_error("params.message.parts", f"the text is longer than {MAX_INPUT} characters")
     return text
+
+
+def _untaken(message: Message) -> ContentTypeNotSupportedError | None:
+    """A message with no text but a part of another kind (a file, a URL, data): the protocol's error for a
+    media type the agent does not take (-32005), naming the part; the card's input mode is text/plain."""
+    for number, part in enumerate(message.parts):
+        kind = part.WhichOneof("content")
+        if kind is not None and kind != "text":
+            field = f"params.message.parts.{number}"
+            said = f"a {kind} part" + (f" ({part.media_type[:100]})" if part.media_type else "")
+            return ContentTypeNotSupportedError(
+                message=f"{field}: {said} is not taken; send the request as a text part (text/plain)",
+                data={"field": field},
+            )
+    return None
 
 
 def _refused(exc: RequestError) -> A2AError:
