@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.engine import Harness, engine_under_test
 from tests.support.http import TLS, serving
-from tests.support.otlp_receiver import Receiver
+from tests.support.otlp_receiver import Receiver, receiving_grpc
 from ticketiq.entries.api import create_app
 from ticketiq.runtime import tracing
 
@@ -155,3 +155,29 @@ async def test_a_run_an_a2a_message_starts_continues_the_messages_trace(
         assert spans and {s["trace_id"] for s in spans} == {CALLER_TRACE}
         attempt = next(s for s in spans if s["name"] == "invoke_agent a")
         assert attempt["parent_span_id"] == CALLER_SPAN
+
+
+async def test_spans_go_over_grpc_when_the_protocol_says_so(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    receiver = Receiver()
+    with receiving_grpc(receiver) as endpoint:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_INSECURE", "true")
+        try:
+            async with engine_under_test(db_url, tmp_path, SCRIPTS, AGENTS) as h:
+                token = await h.token("ops", "operator")
+                async with (
+                    serving(create_app(h.settings, h.process)) as base,
+                    httpx.AsyncClient(
+                        verify=TLS, base_url=base, timeout=30, headers={"Authorization": f"Bearer {token}"}
+                    ) as client,
+                ):
+                    made = await client.post("/v1/runs", json={"agent": "a", "input": "check OPS-6"})
+                    assert (await ended(client, made.json()["id"]))["status"] == "succeeded"
+                    await asyncio.to_thread(tracing.flush, 10.0)
+        finally:
+            await asyncio.to_thread(tracing.stop)
+    names = sorted(s["name"] for s in receiver.of_run(made.json()["id"]))
+    assert names.count("chat a") == 3 and "invoke_agent a" in names

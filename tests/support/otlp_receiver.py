@@ -8,13 +8,19 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterator
+from concurrent import futures
 from dataclasses import dataclass, field
 from typing import Any
 
+import grpc
 import uvicorn
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import (
+    TraceServiceServicer,
+    add_TraceServiceServicer_to_server,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from starlette.applications import Starlette
@@ -48,6 +54,10 @@ class Receiver:
             return Response(status_code=self.refusing)
         message = ExportTraceServiceRequest()
         message.ParseFromString(await request.body())
+        self.keep(message)
+        return Response(ExportTraceServiceResponse().SerializeToString(), media_type="application/x-protobuf")
+
+    def keep(self, message: ExportTraceServiceRequest) -> None:
         for resource in message.resource_spans:
             service = {a.key: _value(a.value) for a in resource.resource.attributes}
             for scope in resource.scope_spans:
@@ -65,7 +75,6 @@ class Receiver:
                         "links": [(link.trace_id.hex(), link.span_id.hex()) for link in span.links],
                         "resource": service,
                     })  # fmt: skip
-        return Response(ExportTraceServiceResponse().SerializeToString(), media_type="application/x-protobuf")
 
     def of_run(self, run_id: str) -> list[dict[str, Any]]:
         return [s for s in self.spans if s["attributes"].get("ticketiq.run.id") == run_id]
@@ -89,3 +98,27 @@ def receiving_in_thread(receiver: Receiver) -> Iterator[str]:
         server.should_exit = True
         thread.join(30)
         sock.close()
+
+
+class _GrpcTraces(TraceServiceServicer):
+    def __init__(self, receiver: Receiver) -> None:
+        self.receiver = receiver
+
+    def Export(self, request: ExportTraceServiceRequest, context: Any) -> ExportTraceServiceResponse:
+        self.receiver.requests += 1
+        self.receiver.keep(request)
+        return ExportTraceServiceResponse()
+
+
+@contextlib.contextmanager
+def receiving_grpc(receiver: Receiver) -> Iterator[str]:
+    """The receiver as an OTLP/gRPC endpoint (`OTEL_EXPORTER_OTLP_PROTOCOL=grpc`): its address while the block
+    runs, stopped after it."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    add_TraceServiceServicer_to_server(_GrpcTraces(receiver), server)  # type: ignore[no-untyped-call]
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop(grace=None)
