@@ -128,6 +128,9 @@ async def test_approve_a_held_call_then_the_run_goes_on_and_its_page_shows_the_w
     await expect(ledger.nth(1)).to_contain_text("approval")
     await page.click("#transcript summary")
     await expect(page.locator("#transcript table.transcript")).to_be_visible()
+    # Its trace: no traceparent came with it, so the run is its own trace, named by its id (runtime/tracing.py).
+    await expect(page.locator("#run-trace")).to_have_text(run_id.replace("-", ""))
+    await shot(page, "run-approved")
     # The queue no longer holds it.
     await page.goto(f"{console.base}/console/approvals")
     await expect(page.locator(f'tr[data-approval="{waits["approval_id"]}"]')).to_have_count(0)
