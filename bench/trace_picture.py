@@ -16,13 +16,10 @@ import argparse
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +28,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-import uvicorn
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from starlette.applications import Starlette
@@ -39,6 +35,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+import threaded_server
 from ticketiq.dbserver import embedded
 from ticketiq.operate.launch import start_serve, start_standins
 
@@ -68,23 +65,8 @@ class Receiver:
                     })  # fmt: skip
         return Response(b"", media_type="application/x-protobuf")
 
-    @contextlib.contextmanager
-    def serving(self) -> Iterator[str]:
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(128)
-        app = Starlette(routes=[Route("/v1/traces", self.traces, methods=["POST"])])
-        server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off"))
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-        thread.start()
-        while not server.started:
-            time.sleep(0.02)
-        try:
-            yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-        finally:
-            server.should_exit = True
-            thread.join(30)
-            sock.close()
+    def serving(self) -> contextlib.AbstractContextManager[str]:
+        return threaded_server.serving(Starlette(routes=[Route("/v1/traces", self.traces, methods=["POST"])]))
 
 
 def crash_resumed_run(folder: Path, collector: str) -> str:

@@ -18,16 +18,11 @@ import argparse
 import contextlib
 import json
 import os
-import socket
 import statistics
 import tempfile
-import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -35,6 +30,7 @@ from starlette.routing import Route
 
 import client
 import scale
+import threaded_server
 from ticketiq.dbserver import embedded
 
 STEPS_A_RUN = 4  # a `reader` run: three read steps and the answer, each a model call
@@ -52,23 +48,8 @@ class Collector:
         self.exports += 1
         return Response(b"", media_type="application/x-protobuf")
 
-    @contextlib.contextmanager
-    def serving(self) -> Iterator[str]:
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(128)
-        app = Starlette(routes=[Route("/v1/traces", self.traces, methods=["POST"])])
-        server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off"))
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-        thread.start()
-        while not server.started:
-            time.sleep(0.02)
-        try:
-            yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-        finally:
-            server.should_exit = True
-            thread.join(30)
-            sock.close()
+    def serving(self) -> contextlib.AbstractContextManager[str]:
+        return threaded_server.serving(Starlette(routes=[Route("/v1/traces", self.traces, methods=["POST"])]))
 
 
 def main() -> None:
