@@ -24,7 +24,6 @@ import ssl
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any, cast
 
 import anyio
@@ -32,6 +31,7 @@ import httpx
 import httpx2
 import openai
 
+from ticketiq.client.retries import retry_after_s as read_retry_after
 from ticketiq.errors import ModelError
 from ticketiq.model.wire import (
     ModelReply,
@@ -94,21 +94,8 @@ def parse_retry_after(headers: dict[str, str], now: datetime) -> float | None:
             value = math.nan
         if math.isfinite(value):
             return max(value, 0.0)
-    raw = headers.get("retry-after")
-    if raw is None:
-        return None
-    raw = raw.strip()
-    try:
-        seconds = float(raw)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(raw)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when.tzinfo is None:  # an HTTP date is GMT by definition
-            when = when.replace(tzinfo=UTC)
-        return max((when - now).total_seconds(), 0.0)
-    return max(seconds, 0.0) if math.isfinite(seconds) else None
+    # `Retry-After` (seconds or an HTTP date) is read as the Python client reads it: one reader of it.
+    return read_retry_after(headers.get("retry-after"), now)
 
 
 def backoff_s(retries_taken: int, retry_after_s: float | None, jitter: float) -> float | None:
