@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # without it every process the suite starts from a new interpreter compiles the package from source.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test lint types schema client-models bench bench-recovery bench-waiting bench-client kill-trials mutants clean haproxy cluster evidence chromium screenshots pg-auto-failover
+.PHONY: demo test lint types schema client-models bench bench-recovery bench-waiting bench-client bench-step kill-trials mutants clean haproxy cluster evidence chromium screenshots pg-auto-failover
 
 # --no-compile: pip would compile every module of every dependency (some 10 s of CPU, a third of the
 # install); what is imported is compiled once on its first import, which writes its bytecode.
@@ -115,6 +115,19 @@ bench-waiting: $(STAMP)
 # worktree and venv of its own kept in the temporary folder (bench/client.py, bench/baseline.py).
 bench-client: $(STAMP)
 	$(BIN)/python bench/client.py
+
+# The agent step side by side with DBOS and LangGraph (bench/peers/step_bench.py). The peers live in a venv
+# of their own under the temporary folder (made when missing, filled from bench/peers/requirements.txt),
+# never in .venv: TicketIQ runs on .venv, each peer in a process on that venv.
+PEERS_VENV ?= /tmp/peers-venv
+PEERS_STAMP := $(PEERS_VENV)/.installed
+$(PEERS_STAMP): bench/peers/requirements.txt
+	@test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install --quiet --no-compile -r bench/peers/requirements.txt
+	@touch $(PEERS_STAMP)
+
+bench-step: $(STAMP) $(PEERS_STAMP)
+	$(BIN)/python bench/peers/step_bench.py --peers-python $(PEERS_VENV)/bin/python
 
 evidence: $(STAMP) haproxy pg-auto-failover
 	$(BIN)/python bench/evidence.py
