@@ -42,7 +42,7 @@ from ticketiq.engine.state_text import StateText
 from ticketiq.engine.step_keys import run_call_key
 from ticketiq.errors import Fenced, LeaseLost, ModelError, SealInvalid, StorageError
 from ticketiq.model.wire import ModelReply
-from ticketiq.runtime import run_spans, tracing
+from ticketiq.runtime import lost_spans, run_spans, tracing
 from ticketiq.storage.rows import Checkpoint
 from ticketiq.storage.run_store import Flush, Sealed, SealedAnswer
 from ticketiq.storage.timeline_store import TimelineStore
@@ -579,7 +579,7 @@ class RunDriver:
             await self._trace_takeover(left, work, handing_on)
 
     async def _trace_takeover(self, left: list[resume.LeftCall], work: StepWork, handing_on: bool) -> None:
-        """The spans the lost attempt's process held when it died, written from the record (runtime/run_spans.py):
+        """The spans the lost attempt's process held when it died, written from the record (runtime/lost_spans.py):
         it never sent them. Then the takeover, under this attempt."""
         assert self.trace is not None
         rows = await TimelineStore(self.deps.db).read(self.run_id)
@@ -589,8 +589,8 @@ class RunDriver:
         agent = self.deps.catalog.get(self.state.agent)
         times = {(int(p["step"]), int(p["idx"])): (p.get("sent_at"), p.get("outcome_at")) for p in rows.pending_calls}
         times.update({(c.step, c.idx): (c.marked_at or c.sent_at, c.outcome_at) for c in rows.calls})
-        record = run_spans.Record(rows.attempts, [n.entry for n in rows.notes],
+        record = lost_spans.Record(rows.attempts, [n.entry for n in rows.notes],
                                   {(c.step, c.idx): c.marked_at for c in rows.calls}, times)  # fmt: skip
-        run_spans.write_takeover(self.trace, record, self.state.agent, (agent.model if agent else None)
+        lost_spans.write_takeover(self.trace, record, self.state.agent, (agent.model if agent else None)
                                  or self.deps.settings.model, self.state.traceparent, self.state.step, in_flight,
                                  handing_on)  # fmt: skip

@@ -172,7 +172,7 @@ class Counted(SpanExporter):
 
 
 class DerivedIds(IdGenerator):
-    """Random ids, except for a span whose ids were named (`named_ids`): a run's spans."""
+    """Random ids, except for a span started with ids of its own (`named_span`): a run's spans."""
 
     def __init__(self) -> None:
         self.random = RandomIdGenerator()
@@ -189,12 +189,16 @@ class DerivedIds(IdGenerator):
         return True  # a run's id is a random UUID; a trace parent's id is its sender's
 
 
-def named_ids(trace_id: int, span_id: int) -> contextvars.Token[tuple[int, int] | None]:
-    return _NEXT.set((trace_id, span_id))
-
-
-def unnamed(token: contextvars.Token[tuple[int, int] | None]) -> None:
-    _NEXT.reset(token)
+def named_span(trace_id: int, span_id: int, name: str, parent: Any, attributes: dict[str, Any],
+               kind: trace.SpanKind = trace.SpanKind.INTERNAL, start_time: int | None = None,
+               links: Sequence[trace.Link] = ()) -> trace.Span:  # fmt: skip
+    """A span started under the ids given (a run's: `span_id`), not random ones."""
+    token = _NEXT.set((trace_id, span_id))
+    try:
+        return tracer().start_span(name, context=parent, kind=kind, attributes=attributes, start_time=start_time,
+                                   links=links)  # fmt: skip
+    finally:
+        _NEXT.reset(token)
 
 
 def span_id(run_id: str, *what: object) -> int:
