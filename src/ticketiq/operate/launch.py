@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import psutil
 
 from ticketiq.errors import TicketIQError
 
+PORT_TRIES = 3  # a free port taken by another program before the child bound it: picked again this often
 STANDIN_KEYS = ("TICKETIQ_MODEL_BASE_URL", "TICKETIQ_WEBHOOK_URL")  # the first and last it prints
 # How a child is started. The test suite starts its many from a fork server that imported the CLI once
 # (tests/support/preforked.py): the same command, without a fresh interpreter's seconds of imports.
@@ -128,6 +130,17 @@ def probe_client() -> httpx.Client:
     return httpx.Client(timeout=1.0, verify=False, limits=httpx.Limits(max_keepalive_connections=0))
 
 
+def listens(pid: int, port: int) -> bool:
+    """Whether process `pid` itself listens on `port`. A port picked free may be taken by another program
+    before the child binds it (the child then exits), and that program may answer /readyz meanwhile: a
+    ready answer counts only from the child's own socket."""
+    try:
+        return any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
+                   for c in psutil.Process(pid).net_connections("tcp"))  # fmt: skip
+    except psutil.Error:
+        return False
+
+
 def ready(client: httpx.Client, base: str) -> bool:
     """Whether the app process at `base` answers /readyz 200 now."""
     try:
@@ -144,15 +157,22 @@ def start_serve(
     timeout_s: float = 60.0,
     python: str | None = None,
 ) -> tuple[Child, str]:
-    """Start an app process; return it and its base URL once /readyz answers."""
-    child, base = spawn_serve(env, log_dir, port, name, python)
+    """Start an app process; return it and its base URL once /readyz answers from its own socket. A port
+    picked free that another program took first is picked again (`port` None), at most `PORT_TRIES` times."""
     deadline = time.monotonic() + timeout_s
-    with probe_client() as client:
-        while time.monotonic() < deadline:
-            if child.proc.poll() is not None:
-                raise TicketIQError(f"{name} exited with {child.proc.returncode}:\n{child.log_tail()}")
-            if ready(client, base):
-                return child, base
-            time.sleep(0.1)
-    child.kill()
-    raise TicketIQError(f"{name} was not ready within {timeout_s:.0f} s:\n{child.log_tail()}")
+    for tries in range(1, PORT_TRIES + 1):
+        child, base = spawn_serve(env, log_dir, port, name, python)
+        bound = int(base.rsplit(":", 1)[1])
+        with probe_client() as client:
+            while time.monotonic() < deadline:
+                if child.proc.poll() is not None:
+                    if port is None and tries < PORT_TRIES and "address already in use" in child.log_tail().lower():
+                        break  # the port went to another program before the child bound it: another port
+                    raise TicketIQError(f"{name} exited with {child.proc.returncode}:\n{child.log_tail()}")
+                if ready(client, base) and listens(child.pid, bound):
+                    return child, base
+                time.sleep(0.1)
+            else:
+                child.kill()
+                raise TicketIQError(f"{name} was not ready within {timeout_s:.0f} s:\n{child.log_tail()}")
+    raise AssertionError("unreachable: the last try returns or raises")
