@@ -8,9 +8,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ticketiq.auth import tokens
 from ticketiq.engine import resume
@@ -33,6 +33,9 @@ from ticketiq.views.timeline_feed import TimelineFeed
 
 ENDED_SHOWN = 20  # processes that ended, in `processes()`
 LEFT_SHOWN = 100  # runs left for a newer release, in `processes()`
+
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -121,25 +124,10 @@ class RunViews(RunReads):
         self, run_id: str, scope: str | None, timeout_s: float, done: Callable[[str], bool], until: Follow | None
     ) -> dict[str, Any] | None:
         """The run as `shown_run` shows it once `done(its status)`, or when the timeout passed or `until`
-        ended (a wait's follow: its credential ended); None when there is no such run. Followed before the
-        first read, so no change between that read and the wait goes unseen; each wake-up reads the run
-        once, the read that is answered (a notification is a wake-up, never the truth)."""
-        deadline = time.monotonic() + timeout_s
-        with contextlib.ExitStack() as stack:
-            follower = stack.enter_context(self.events.following(run_id)) if self.events else None
-            if follower is not None and until is not None:
-                until.when_ended(follower.event.set)
-            shown = await self.shown_run(run_id, scope)
-            while shown is not None and not done(shown["status"]):
-                left = deadline - time.monotonic()
-                if left <= 0 or (until is not None and until.ended.is_set()):
-                    break
-                if follower is not None:
-                    await follower.wait(left)
-                else:
-                    await asyncio.sleep(min(left, RECHECK_S))
-                shown = await self.shown_run(run_id, scope)
-            return shown
+        ended (a wait's follow: its credential ended); None when there is no such run. Each wake-up reads
+        the run once, the read that is answered."""
+        return await self._read_until(run_id, timeout_s, until, lambda: self.shown_run(run_id, scope),
+                                      lambda shown: shown is None or done(shown["status"]))  # fmt: skip
 
     async def wait_change(
         self, run_id: str, timeout_s: float, seen: str | None = None, until: Follow | None = None
@@ -147,14 +135,30 @@ class RunViews(RunReads):
         """The run's status once it is other than `seen` (default: its status now), or when the timeout
         passed, or when `until` was ended (a long wait's slot, `follows.py`: its credential ended); None
         when there is no such run."""
+        first: list[str | None] = [seen]
+
+        def changed(now: RunStatus | None) -> bool:
+            if now is not None and first[0] is None:
+                first[0] = now.status  # the first read is what "changed" is measured from
+                return now.status in TERMINAL
+            return now is None or now.status != first[0] or now.status in TERMINAL
+
+        return await self._read_until(run_id, timeout_s, until, lambda: self.store.status(run_id), changed)
+
+    async def _read_until(
+        self, run_id: str, timeout_s: float, until: Follow | None, read: Callable[[], Awaitable[T]],
+        stop: Callable[[T], bool],
+    ) -> T:  # fmt: skip
+        """`read()` until `stop` says so, woken by the run's status changes (RECHECK_S apart with no
+        listener), or until the timeout passed or `until` ended. Followed before the first read, so no
+        change between that read and the wait goes unseen (a notification is a wake-up, never the truth)."""
         deadline = time.monotonic() + timeout_s
         with contextlib.ExitStack() as stack:
             follower = stack.enter_context(self.events.following(run_id)) if self.events else None
             if follower is not None and until is not None:
                 until.when_ended(follower.event.set)
-            now = await self.store.status(run_id)
-            seen = now.status if seen is None and now is not None else seen
-            while now is not None and now.status == seen and now.status not in TERMINAL:
+            found = await read()
+            while not stop(found):
                 left = deadline - time.monotonic()
                 if left <= 0 or (until is not None and until.ended.is_set()):
                     break
@@ -162,8 +166,8 @@ class RunViews(RunReads):
                     await follower.wait(left)
                 else:
                     await asyncio.sleep(min(left, RECHECK_S))
-                now = await self.store.status(run_id)
-            return now
+                found = await read()
+            return found
 
     async def list_runs(self, query: RunQuery, scope: str | None) -> RunPage:
         """A page of runs, newest first (`run_list.py`); `scope` reads one token's runs only (None: all)."""
