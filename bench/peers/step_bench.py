@@ -4,11 +4,12 @@ run, beside the floor of one committed single-row UPDATE (issue 37, part 1).
     make bench-step
     .venv/bin/python bench/peers/step_bench.py [--runs 100] [--steps 10] [--warmup 10] [--rounds 3]
                                                [--peers-python /tmp/peers-venv/bin/python]
-                                               [--systems floor,ticketiq,dbos,langgraph]
+                                               [--systems floor,ticketiq,dbos,langgraph] [--parse]
 
 The work: `--runs` runs of `--steps` read-only agent steps each. The model answers one read call a
 turn for `--steps` turns and then text; the tool is an instant read; both are in the system's process.
 - TicketIQ (`ticketiq_steps.py`): the engine of this repository, as `bench/step_overhead.py` drives it.
+  Its model answers `measure.reply`, as the peers' do; with `--parse` it reads a real reply's bytes.
 - DBOS (`dbos_steps.py`): the model and the tool each a `@DBOS.step` in a `@DBOS.workflow`.
 - LangGraph (`langgraph_steps.py`): an agent node and a tools node, `PostgresSaver`, durability `sync`.
 - The floor (`floor_steps.py`): one committed single-row UPDATE a step.
@@ -86,6 +87,8 @@ def run_system(system: str, python: str, url: str, args: argparse.Namespace) -> 
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPOSITORY / "src"), env.get("PYTHONPATH")) if p)
     command = [python, str(HERE / SCRIPTS[system])]
     command += ["--runs", str(args.runs), "--steps", str(args.steps), "--warmup", str(args.warmup)]
+    if system == "ticketiq" and args.parse:
+        command.append("--parse")
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout_s)
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
@@ -153,6 +156,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--peers-python", default="/tmp/peers-venv/bin/python")
     parser.add_argument("--systems", default="floor,ticketiq,dbos,langgraph")
+    parser.add_argument(
+        "--parse", action="store_true",
+        help="TicketIQ's model reads a real reply's bytes every step (the peers' models return a bare dict)",
+    )  # fmt: skip
     parser.add_argument("--timeout-s", type=float, default=900.0, help="the most one system's process may take")
     args = parser.parse_args()
     systems = [s for s in args.systems.split(",") if s]
@@ -179,6 +186,8 @@ def main() -> None:
         f"{args.runs} runs of {args.steps} read-only agent steps per system, {args.warmup} warm-up runs, "
         f"{args.rounds} round(s), a fresh database and process per system and round"
     )
+    model = "a real reply's bytes, parsed" if args.parse else "the reply built, as the peers' dict is"
+    print(f"TicketIQ's model: {model}")
     print(f"machine: {cores} cores ({platform.machine()}, Python {platform.python_version()})")
     print(
         f"one embedded PostgreSQL {facts['server_version']}, fsync {facts['fsync']}, "

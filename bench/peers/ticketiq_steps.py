@@ -4,8 +4,11 @@ its lease renewed hourly so only the runs' own statements fall in their time). A
 taken in one statement (`create_run(take=True)`, as the API makes a run it drives at once) and awaited
 to its end: `--steps` read calls, then the answer.
 
-The model here answers as a model server does, its reply's bytes read as the client reads them
-(`InProcessModel`); the peers' models return a dict. That work is in TicketIQ's bill and not theirs."""
+The model is `measure.reply`, the same function the peers' models are, its answer handed over as the
+`ModelReply` our model client makes of a reply (`ParityModel`): the peers' models return that dict
+and parse nothing, so neither does ours. The parse of a real reply's bytes is measured on its own by
+`bench/model_client.py`; `--parse` puts it back here (the stand-in's scripted model and
+`wire.reply_from_body` on every step, `bench/inprocess.py`'s `InProcessModel`)."""
 
 from __future__ import annotations
 
@@ -13,18 +16,45 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
+import orjson
 import yaml
 
 BENCH = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(1, str(BENCH.parent))  # the repository, for step_overhead's imports of tests.support
 
-from measure import arguments, database_url, measure_async, report  # noqa: E402
+from measure import arguments, database_url, measure_async, reply, report  # noqa: E402
 
 from inprocess import Clock  # noqa: E402
 from step_overhead import bench_process  # noqa: E402
+from ticketiq.model.wire import ModelReply, ToolCallRequest  # noqa: E402
 from ticketiq.storage.migrate import migrate  # noqa: E402
+
+
+class ParityModel:
+    """`measure.reply` at the run's turn (its assistant messages so far), as a `ModelReply`: what the
+    peers' model steps return, in the form our driver takes from its model client."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+
+    async def complete(self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
+        turn = sum(1 for m in messages if m["role"] == "assistant")
+        answer = reply(turn, self.steps, "OPS")
+        calls = answer.get("calls")
+        if not isinstance(calls, list):
+            text = str(answer["text"])
+            return ModelReply(text, [], {"role": "assistant", "content": text}, 0, 0, 0.0)
+        wire = [
+            {"id": c["id"], "type": "function",
+             "function": {"name": c["tool"], "arguments": orjson.dumps(c["arguments"]).decode()}}
+            for c in calls
+        ]  # fmt: skip
+        message = {"role": "assistant", "content": None, "tool_calls": wire}
+        asked = [ToolCallRequest(c["id"], c["tool"], dict(c["arguments"])) for c in calls]
+        return ModelReply(None, asked, message, 0, 0, 0.0)
 
 
 def write_agent(folder: Path, steps: int) -> None:
@@ -43,6 +73,9 @@ def version() -> str:
 async def main() -> None:
     import psycopg
 
+    parse = "--parse" in sys.argv  # the real reply's parse on every step, beside the peers' bare dict
+    if parse:
+        sys.argv.remove("--parse")
     args = arguments(__doc__)
     url = database_url()
     async with await psycopg.AsyncConnection.connect(url, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
@@ -51,6 +84,8 @@ async def main() -> None:
         folder = Path(tmp)
         write_agent(folder, args.steps)
         process = await bench_process(url, folder, Clock(), lease_renew_s=3600)
+        if not parse:
+            process.engine.deps.model = ParityModel(args.steps)
         try:
             agent = process.engine.deps.catalog.get("reads")
             assert agent is not None

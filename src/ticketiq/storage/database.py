@@ -35,7 +35,7 @@ from psycopg_pool.base import AttemptWithBackoff
 from ticketiq.errors import StorageError
 from ticketiq.runtime import stall
 from ticketiq.settings import Settings
-from ticketiq.storage import hosts
+from ticketiq.storage import hosts, lean
 from ticketiq.storage.outage import BACKOFF_CAP_S, BACKOFF_FIRST_S, Outage
 from ticketiq.storage.queries import QUERIES
 
@@ -173,6 +173,17 @@ def sql(name: str) -> str:
         raise StorageError(f"no query named {name!r}") from None
 
 
+_POSITIONAL: dict[str, lean.Positional] = {}
+
+
+def positional(name: str) -> lean.Positional:
+    """The statement's `$n` form (lean.py), converted at its first use."""
+    found = _POSITIONAL.get(name)
+    if found is None:
+        found = _POSITIONAL[name] = lean.positional(sql(name))
+    return found
+
+
 class LastInFirstOutPool(AsyncConnectionPool[Connection]):
     """psycopg_pool hands out its connections in turn (first in, first out). We hand out the one used
     last, as PgBouncer does by default: a run's statements then land on a server backend that is still
@@ -264,10 +275,12 @@ class Database:
     # commit or roll back; putconn still discards a connection left broken, closed or mid-query.
 
     async def execute(self, name: str, params: Mapping[str, Any] | None = None) -> int:
-        """Run a statement; return how many rows it matched."""
+        """Run a statement; return how many rows it matched. Sent on libpq itself (lean.py): a step's
+        checkpoint is one of these."""
+        statement = positional(name)
         conn = await self._getconn()
         try:
-            matched = await _execute(conn, name, params, self.within_s)
+            matched = await _lean(conn, name, statement, params, self.within_s)
         except StorageError as exc:
             self.outage.failed(exc)
             raise
@@ -422,6 +435,25 @@ class AnsweredWithin:
                 f"database error in {self.what}: no answer within {self.within_s:g} s; the connection was closed",
                 None, True,
             ) from exc  # fmt: skip
+
+
+async def _lean(
+    conn: Connection, name: str, statement: lean.Positional, params: Mapping[str, Any] | None, within_s: float | None
+) -> int:
+    """`lean.execute` inside the same bound and translation as every statement (`_cursor`)."""
+    stall.check()  # a process stalled past its leases sends nothing more
+    guard = AnsweredWithin(conn, within_s, name)
+    try:
+        matched = await lean.execute(conn, name, statement, _adapt(params))
+    except BaseException as exc:
+        if guard.disarm():
+            await guard.severed_by(exc)
+        if isinstance(exc, psycopg.Error):
+            raise _translate(exc, name) from exc
+        raise
+    if guard.disarm():
+        await guard.severed_by(None)
+    return matched
 
 
 async def _execute(conn: Connection, name: str, params: Mapping[str, Any] | None, within_s: float | None) -> int:

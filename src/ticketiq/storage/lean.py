@@ -1,0 +1,197 @@
+"""Statements whose answer is only how many rows they matched, sent on libpq itself (psycopg's `pq`).
+
+A read-only step writes one statement, its checkpoint, and a cursor is a costly way to send it: psycopg's
+async cursor spends about 0.09 ms of Python on each statement (a cursor, the query's conversion, a
+result object, generators driven through `waiting.wait_async`), as much as the rest of the step's
+engine code. What `Database.execute` sends wants none of that: a known text, its parameters, and the
+count the fence checks (I3). So it is sent here, on the pooled connection's own `PGconn`:
+
+- the text is converted once per statement to its `$n` form (`positional`, a pure function), and
+  prepared once per connection and parameter types, as psycopg's cursor would (prepare threshold 0);
+- the parameters are dumped by psycopg's own `Transformer`, so their types and texts are psycopg's;
+- the answer is waited for on the connection's socket, reading and writing as libpq asks (a parameter
+  larger than the socket's buffer is written in parts), and its error is psycopg's exception for its
+  SQLSTATE, so `database._translate` sees what it always saw.
+
+Whatever interrupts an exchange before its last result was read (a cancelled task, a lost server, the
+`AnsweredWithin` bound shutting the socket down) leaves the connection unusable, and it is closed: the
+pool discards it and no later statement can read this one's answer. psycopg's own statements on the
+same connection (`fetch_one`, `transaction`) are untouched: ours are prepared under names of our own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from weakref import WeakKeyDictionary
+
+import psycopg
+from psycopg import errors, pq
+from psycopg.abc import Buffer
+from psycopg.adapt import PyFormat, Transformer
+
+Connection = psycopg.AsyncConnection[Any]
+
+_PLACEHOLDER = re.compile(r"%(?:\((\w+)\)s|(%)|(.|\Z))", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Positional:
+    """A named statement's text with `$n` placeholders, and the parameter each number stands for."""
+
+    text: bytes
+    params: tuple[str, ...]
+
+
+def positional(sql: str) -> Positional:
+    """`%(name)s` to `$n` (a name used twice keeps its number), `%%` to `%`; any other `%` directive is
+    refused, as psycopg refuses it."""
+    order: dict[str, int] = {}
+
+    def one(found: re.Match[str]) -> str:
+        name, percent, other = found.groups()
+        if percent:
+            return "%"
+        if other is not None or name is None:
+            raise ValueError(f"only %(name)s placeholders and %% are allowed, found %{other or ''}")
+        number = order.setdefault(name, len(order) + 1)
+        return f"${number}"
+
+    return Positional(_PLACEHOLDER.sub(one, sql).encode(), tuple(order))
+
+
+class Prepared:
+    """A connection's statements prepared here: by statement and parameter types, under names of ours."""
+
+    __slots__ = ("names", "transformer")
+
+    def __init__(self, conn: Connection) -> None:
+        self.transformer = Transformer(conn)
+        self.names: dict[tuple[str, tuple[int, ...]], bytes] = {}
+
+
+# What each connection has prepared here; gone with the connection.
+_PREPARED: WeakKeyDictionary[Connection, Prepared] = WeakKeyDictionary()
+
+
+async def execute(conn: Connection, name: str, statement: Positional, params: Mapping[str, Any]) -> int:
+    """Run the statement on `conn` (in autocommit, checked out); return how many rows it matched. An
+    error of the statement raises psycopg's exception for its SQLSTATE, the connection still usable;
+    anything else closes the connection before it goes on."""
+    prepared = _PREPARED.get(conn)
+    if prepared is None:
+        prepared = _PREPARED[conn] = Prepared(conn)
+    tx = prepared.transformer
+    values = tx.dump_sequence([params[p] for p in statement.params], [PyFormat.AUTO] * len(statement.params))
+    types, formats = tuple(tx.types or ()), list(tx.formats or ())
+    key = (name, types)
+    try:
+        try:
+            return await _prepared(conn, prepared, key, statement.text, values, formats)
+        except errors.InvalidSqlStatementName:
+            # Our statements were deallocated under us (a DISCARD ALL or DEALLOCATE ALL on the
+            # connection): prepared again, once.
+            prepared.names.clear()
+            return await _prepared(conn, prepared, key, statement.text, values, formats)
+    except errors.Error as exc:
+        if exc.sqlstate is not None and conn.pgconn.status == pq.ConnStatus.OK and _idle(conn):
+            raise  # the statement's own error: the connection read its whole answer
+        await _discard(conn)
+        raise
+    except BaseException:
+        await _discard(conn)
+        raise
+
+
+async def _prepared(
+    conn: Connection,
+    prepared: Prepared,
+    key: tuple[str, tuple[int, ...]],
+    text: bytes,
+    values: Sequence[Buffer | None],
+    formats: list[pq.Format],
+) -> int:
+    pgconn = conn.pgconn
+    server_name = prepared.names.get(key)
+    if server_name is None:
+        server_name = b"tq_%d" % len(prepared.names)
+        pgconn.send_prepare(server_name, text, param_types=key[1])
+        _answer(await _exchange(pgconn), conn)
+        prepared.names[key] = server_name
+    pgconn.send_query_prepared(server_name, values, param_formats=formats)
+    return _answer(await _exchange(pgconn), conn)
+
+
+def _idle(conn: Connection) -> bool:
+    return conn.pgconn.transaction_status == pq.TransactionStatus.IDLE
+
+
+async def _discard(conn: Connection) -> None:
+    """Closed, so the pool drops it: an answer still on its way must never reach a later statement."""
+    with contextlib.suppress(psycopg.Error, OSError):
+        await conn.close()
+
+
+def _answer(results: list[pq.abc.PGresult], conn: Connection) -> int:
+    """The rows matched, from the exchange's results; the first error among them raised as psycopg's."""
+    matched = 0
+    for result in results:
+        status = result.status
+        if status == pq.ExecStatus.FATAL_ERROR:
+            raise _error(result, conn)
+        if status not in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK):
+            raise errors.InterfaceError(f"unexpected answer to a statement: {pq.ExecStatus(status).name}")
+        matched = result.command_tuples if result.command_tuples is not None else result.ntuples
+    return matched
+
+
+def _error(result: pq.abc.PGresult, conn: Connection) -> errors.Error:
+    encoding = conn.info.encoding
+    sqlstate = result.error_field(pq.DiagnosticField.SQLSTATE)
+    message = (result.error_field(pq.DiagnosticField.MESSAGE_PRIMARY) or result.error_message or b"").decode(
+        encoding, "replace"
+    )
+    kind = errors.lookup(sqlstate.decode()) if sqlstate else errors.DatabaseError
+    return kind(message)
+
+
+async def _exchange(pgconn: pq.abc.PGconn) -> list[pq.abc.PGresult]:
+    """Send what libpq holds and read every result of it (libpq's nonblocking protocol: flush until it
+    says all is sent, reading whenever the server writes back meanwhile; then read until not busy)."""
+    loop = asyncio.get_running_loop()
+    fd = pgconn.socket
+    while pgconn.flush():  # 1: more to send; the socket's buffer is full
+        await _ready(loop, fd, writing=True)
+        pgconn.consume_input()
+    results: list[pq.abc.PGresult] = []
+    while True:
+        pgconn.consume_input()
+        while not pgconn.is_busy():
+            result = pgconn.get_result()
+            if result is None:
+                return results
+            results.append(result)
+        await _ready(loop, fd, writing=False)
+
+
+async def _ready(loop: asyncio.AbstractEventLoop, fd: int, writing: bool) -> None:
+    """Until the socket can be read (or, `writing`, read or written)."""
+    woken: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not woken.done():
+            woken.set_result(None)
+
+    loop.add_reader(fd, wake)
+    if writing:
+        loop.add_writer(fd, wake)
+    try:
+        await woken
+    finally:
+        loop.remove_reader(fd)
+        if writing:
+            loop.remove_writer(fd)

@@ -1,0 +1,149 @@
+"""`Database.execute` on libpq itself (storage/lean.py): the count it answers, errors as psycopg's, a
+parameter larger than a socket's buffer, and a connection interrupted mid-statement never handed out
+again with its answer still on the way."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+
+import psycopg
+import pytest
+
+from tests.support.tcp_proxy import TcpProxy
+from ticketiq.errors import StorageError
+from ticketiq.storage import database
+from ticketiq.storage.database import ConnectionLimits, Database
+from ticketiq.storage.queries import QUERIES
+
+STATEMENTS = {
+    "lean_test.put": "INSERT INTO lean_probe (id, body) VALUES (%(id)s, %(body)s)",
+    "lean_test.touch": "UPDATE lean_probe SET hits = hits + 1 WHERE id = %(id)s OR id = %(id)s + %(plus)s",
+    "lean_test.sleep": "SELECT 1 FROM pg_sleep(%(s)s)",
+    "lean_test.series": "SELECT n FROM generate_series(1, %(n)s) AS n",
+    "lean_test.like": "SELECT 1 FROM lean_probe WHERE body LIKE 'x%%' AND id = %(id)s",
+}
+
+
+@pytest.fixture
+def statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name, text in STATEMENTS.items():
+        monkeypatch.setitem(QUERIES, name, text)
+    yield
+    for name in STATEMENTS:
+        database._POSITIONAL.pop(name, None)
+
+
+@pytest.fixture
+async def one(db_url: str, statements: None) -> AsyncIterator[Database]:
+    """A pool of one connection, and the probe table."""
+    async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as admin:
+        await admin.execute("CREATE TABLE lean_probe (id int PRIMARY KEY, body text, hits int NOT NULL DEFAULT 0)")
+    db = Database(db_url, min_size=1, max_size=1)
+    await db.open()
+    try:
+        yield db
+    finally:
+        await db.close()
+        async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as admin:
+            await admin.execute("DROP TABLE lean_probe")
+
+
+async def backend(db: Database) -> int:
+    """The server process of the pool's one connection."""
+    async with db.pool.connection() as conn:
+        cur = await conn.execute("SELECT pg_backend_pid() AS pid")
+        found = await cur.fetchone()
+        assert found is not None
+        return int(found["pid"])
+
+
+async def test_it_answers_how_many_rows_matched(one: Database) -> None:
+    assert await one.execute("lean_test.put", {"id": 1, "body": "xa"}) == 1
+    assert await one.execute("lean_test.put", {"id": 2, "body": "ya"}) == 1
+    assert await one.execute("lean_test.touch", {"id": 1, "plus": 1}) == 2
+    assert await one.execute("lean_test.touch", {"id": 7, "plus": 0}) == 0
+    assert await one.execute("lean_test.series", {"n": 5}) == 5
+    assert await one.execute("lean_test.like", {"id": 1}) == 1  # the literal % reached the server as one
+    assert await one.execute("lean_test.like", {"id": 2}) == 0
+    # A parameter whose type changes (an int past 32 bits) is prepared again for its types, not refused.
+    assert await one.execute("lean_test.series", {"n": 3}) == 3
+    assert await one.execute("lean_test.touch", {"id": 1, "plus": 2**40}) == 1
+
+
+async def test_an_error_is_the_statements_and_the_connection_goes_on(one: Database) -> None:
+    await one.execute("lean_test.put", {"id": 1, "body": "a"})
+    pid = await backend(one)
+    with pytest.raises(StorageError, match=r"in lean_test\.put: UniqueViolation") as raised:
+        await one.execute("lean_test.put", {"id": 1, "body": "b"})
+    assert raised.value.sqlstate == "23505"
+    assert not raised.value.retryable
+    assert await one.execute("lean_test.touch", {"id": 1, "plus": 0}) == 1
+    assert await backend(one) == pid  # the same connection: it had read its whole answer
+
+
+async def test_a_parameter_larger_than_the_sockets_buffer_is_written_whole(one: Database) -> None:
+    body = "x" * (8 * 1024 * 1024)
+    assert await one.execute("lean_test.put", {"id": 3, "body": body}) == 1
+    async with one.pool.connection() as conn:
+        cur = await conn.execute("SELECT length(body) AS n, md5(body) = md5(%s) AS same FROM lean_probe", (body,))
+        assert await cur.fetchone() == {"n": len(body), "same": True}
+
+
+async def test_a_statement_cancelled_midway_leaves_no_answer_for_the_next(one: Database) -> None:
+    pid = await backend(one)
+    sleeping = asyncio.create_task(one.execute("lean_test.sleep", {"s": 0.5}))
+    await asyncio.sleep(0.1)
+    sleeping.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await sleeping
+    # The one connection was closed, not handed out with the sleep's row still coming: the next
+    # statement reads its own answer, on a new backend.
+    assert await one.execute("lean_test.series", {"n": 4}) == 4
+    assert await backend(one) != pid
+
+
+async def test_a_statement_with_no_answer_fails_in_its_bound_and_its_connection_is_replaced(
+    db_url: str, proxy: TcpProxy, statements: None
+) -> None:
+    limits = ConnectionLimits(connect_timeout_s=2.0, statement_timeout_s=0.5, keepalive_s=5.0)
+    db = Database(proxy.url(db_url), min_size=1, max_size=1, limits=limits)
+    await db.open()
+    try:
+        assert await db.execute("lean_test.series", {"n": 2}) == 2
+        proxy.pause()  # the server never hears the statement: only the client's bound can end it
+        with pytest.raises(StorageError, match=r"no answer within 1\.5 s") as raised:
+            async with asyncio.timeout(10):
+                await db.execute("lean_test.series", {"n": 3})
+        assert raised.value.retryable
+        proxy.resume()
+        assert await db.execute("lean_test.series", {"n": 4}) == 4
+        assert proxy.accepted == 2  # the silent connection was replaced, never handed out again
+    finally:
+        await db.close()
+
+
+async def test_the_servers_statement_timeout_is_a_retryable_error_on_the_same_connection(
+    db_url: str, statements: None
+) -> None:
+    limits = ConnectionLimits(connect_timeout_s=2.0, statement_timeout_s=0.2, keepalive_s=0)
+    db = Database(db_url, min_size=1, max_size=1, limits=limits)
+    await db.open()
+    try:
+        pid = await backend(db)
+        with pytest.raises(StorageError, match="QueryCanceled") as raised:
+            await db.execute("lean_test.sleep", {"s": 3})
+        assert raised.value.sqlstate == "57014"
+        assert await db.execute("lean_test.series", {"n": 2}) == 2
+        assert await backend(db) == pid
+    finally:
+        await db.close()
+
+
+async def test_statements_deallocated_under_it_are_prepared_again(one: Database) -> None:
+    pid = await backend(one)
+    assert await one.execute("lean_test.series", {"n": 2}) == 2
+    async with one.pool.connection() as conn:
+        await conn.execute("DEALLOCATE ALL")
+    assert await one.execute("lean_test.series", {"n": 3}) == 3
+    assert await backend(one) == pid
