@@ -64,5 +64,7 @@ class FencedHandle:
         return rows
 
     async def _fenced_count(self, name: str, what: str, params: Mapping[str, Any] | None = None) -> None:
-        """A statement that returns no row: it must have matched exactly one."""
+        """A statement whose answer is only whether it matched: exactly one row changed, or returned (a
+        fenced statement's last SELECT or RETURNING gives one row when its attempt still holds). Sent
+        on libpq itself (`Database.execute`, lean.py), the cheapest way a statement goes."""
         self._check(await self.db.execute(name, self._params(params)) == 1, what)

@@ -388,7 +388,7 @@ class RunHandle(FencedHandle):
             await self._fenced_count("runs.write_checkpoint_only", "writing the checkpoint", self._sealed(sealed))
             return
         params = {**self._sealed(sealed), "finished": flush.finished, "entries": flush.entries, "opening": opening}
-        await self._fenced("runs.write_checkpoint", "writing the checkpoint", params)
+        await self._fenced_count("runs.write_checkpoint", "writing the checkpoint", params)
 
     async def end(
         self,
@@ -402,7 +402,7 @@ class RunHandle(FencedHandle):
         """The run ends (succeeded, failed or stopped): final checkpoint, status, lease released, its last
         rows, the kept answer (I12), transcript and audit, and the requests it still held withdrawn (issue
         32), in one statement."""
-        await self._fenced("runs.end", f"ending the run as {status}", {
+        await self._fenced_count("runs.end", f"ending the run as {status}", {
             **self._sealed(sealed), **_kept(answer), "finished": flush.finished, "entries": flush.entries,
             "status": status, "error": error, "action": f"agent.run.{status}", "actor": actor,
             "audit": {"step": sealed.step, "attempt": self.attempt, "error": error},
@@ -410,7 +410,7 @@ class RunHandle(FencedHandle):
 
     async def answered(self, sealed: Sealed, flush: Flush, answer: SealedAnswer, actor: str) -> None:
         """I12: the final answer kept and the run `answered`, its hand-on written ahead; the lease is kept."""
-        await self._fenced("runs.answered", "keeping the answer", {
+        await self._fenced_count("runs.answered", "keeping the answer", {
             **self._sealed(sealed), **_kept(answer), "finished": flush.finished, "entries": flush.entries,
             "actor": actor, "audit": {"step": sealed.step, "attempt": self.attempt},
         })  # fmt: skip
@@ -422,7 +422,7 @@ class RunHandle(FencedHandle):
     async def hand_on(self, answer: str, entries: list[dict[str, Any]], actor: str, detail: dict[str, Any]) -> None:
         """I12: the kept answer was handed on; the run succeeds with it, once, under this attempt (a request
         left pending, which none should be, withdrawn)."""
-        await self._fenced("runs.hand_on", "handing on the answer", {
+        await self._fenced_count("runs.hand_on", "handing on the answer", {
             "answer": answer, "entries": entries, "actor": actor, "audit": {"attempt": self.attempt, **detail},
         })  # fmt: skip
 
@@ -459,7 +459,7 @@ class RunHandle(FencedHandle):
         """Fail the run without writing a checkpoint (one that cannot be trusted, an owner who may not
         run it, a statement refused for good), fenced like every other statement (I3); the requests it
         still held are withdrawn in the same statement (issue 32)."""
-        await self._fenced("runs.fail", "failing the run", {
+        await self._fenced_count("runs.fail", "failing the run", {
             "error": error, "action": action, "actor": actor, "audit": {"reason": error, "attempt": self.attempt},
         })  # fmt: skip
 
@@ -468,25 +468,25 @@ class RunHandle(FencedHandle):
     async def mark_in_doubt(self, params: dict[str, Any]) -> None:
         """I2: one statement committed just before a changing call is sent; it records how long the
         call can be in flight (I14)."""
-        await self._fenced("calls.mark_in_doubt", "marking a call in doubt", params)
+        await self._fenced_count("calls.mark_in_doubt", "marking a call in doubt", params)
 
     async def record_outcome(self, params: dict[str, Any]) -> None:
         """I2: a call's outcome, fenced by the attempt only: an answer that came back after the lease
         deadline is still known and kept unless the run was taken over. `sent_at` and `outcome_at`: epoch
         seconds of this process's wall clock (None: not known)."""
-        await self._fenced("calls.record_outcome", "recording a call's outcome",
+        await self._fenced_count("calls.record_outcome", "recording a call's outcome",
                            {"sent_at": None, "outcome_at": None, **params})  # fmt: skip
 
     async def reopen_uncertain(self, step: int, idx: int, uncertain: str) -> None:
         """I9, I14: a write this attempt sent whose outcome was left open, put back in doubt to be settled
         (read back, then sent again only if absent); `Fenced` once the run was taken over (I3)."""
-        await self._fenced("calls.reopen_uncertain", "reopening a write whose outcome was left open",
+        await self._fenced_count("calls.reopen_uncertain", "reopening a write whose outcome was left open",
                            {"step": step, "idx": idx, "uncertain": uncertain})  # fmt: skip
 
     async def record_reference(self, step: int, idx: int, ref: str) -> None:
         """I9: what a call in doubt can be found again by (a remote agent's task id), recorded the moment
         its vendor named it, by the attempt that marked it; `Fenced` once the run was taken over (I3)."""
-        await self._fenced("calls.record_reference", "recording a call's remote reference",
+        await self._fenced_count("calls.record_reference", "recording a call's remote reference",
                            {"step": step, "idx": idx, "ref": ref})  # fmt: skip
 
     async def file_approval(self, params: dict[str, Any]) -> Approval:
@@ -495,7 +495,8 @@ class RunHandle(FencedHandle):
         return row_as(Approval, await self._fenced("approvals.file", "filing an approval", params))
 
     async def audit(self, action: str, actor: str, detail: dict[str, Any]) -> None:
-        await self._fenced("runs.audit", f"auditing {action}", {"action": action, "actor": actor, "detail": detail})
+        params = {"action": action, "actor": actor, "detail": detail}
+        await self._fenced_count("runs.audit", f"auditing {action}", params)
 
     # ----- reads an attempt makes -----------------------------------------------------------------------
 
