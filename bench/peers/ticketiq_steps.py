@@ -37,8 +37,9 @@ class ParityModel:
     """`measure.reply` at the run's turn (its assistant messages so far), as a `ModelReply`: what the
     peers' model steps return, in the form our driver takes from its model client."""
 
-    def __init__(self, steps: int) -> None:
+    def __init__(self, steps: int, tool: str = "bench_read") -> None:
         self.steps = steps
+        self.tool = tool  # bench_write (`--write`): the same call to the instant write
 
     async def complete(self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
         turn = sum(1 for m in messages if m["role"] == "assistant")
@@ -49,19 +50,19 @@ class ParityModel:
             return ModelReply(text, [], {"role": "assistant", "content": text}, 0, 0, 0.0)
         wire = [
             {"id": c["id"], "type": "function",
-             "function": {"name": c["tool"], "arguments": orjson.dumps(c["arguments"]).decode()}}
+             "function": {"name": self.tool, "arguments": orjson.dumps(c["arguments"]).decode()}}
             for c in calls
         ]  # fmt: skip
         message = {"role": "assistant", "content": None, "tool_calls": wire}
-        asked = [ToolCallRequest(c["id"], c["tool"], dict(c["arguments"])) for c in calls]
+        asked = [ToolCallRequest(c["id"], self.tool, dict(c["arguments"])) for c in calls]
         return ModelReply(None, asked, message, 0, 0, 0.0)
 
 
-def write_agent(folder: Path, steps: int) -> None:
-    read = {"calls": [{"tool": "bench_read", "arguments": {"note": "{jira_key}"}}]}
+def write_agent(folder: Path, steps: int, tool: str) -> None:
+    read = {"calls": [{"tool": tool, "arguments": {"note": "{jira_key}"}}]}
     (folder / "scripts").mkdir()
     (folder / "scripts" / "reads.yaml").write_text(yaml.safe_dump({"steps": [read] * steps + [{"text": "done"}]}))
-    agent = {"model": "reads", "system_prompt": "bench", "owner": "bench", "tools": ["bench_read"]}
+    agent = {"model": "reads", "system_prompt": "bench", "owner": "bench", "tools": [tool]}
     (folder / "agents.yaml").write_text(yaml.safe_dump({"agents": {"reads": agent}}))
 
 
@@ -73,19 +74,21 @@ def version() -> str:
 async def main() -> None:
     import psycopg
 
-    parse = "--parse" in sys.argv  # the real reply's parse on every step, beside the peers' bare dict
-    if parse:
-        sys.argv.remove("--parse")
+    # --parse: the real reply's parse on every step, beside the peers' bare dict. --write: each step's call
+    # is the instant write (its in-doubt mark and outcome, I2), to profile a writing step; not the peers' work.
+    parse, write = "--parse" in sys.argv, "--write" in sys.argv
+    sys.argv = [a for a in sys.argv if a not in ("--parse", "--write")]
+    tool = "bench_write" if write else "bench_read"
     args = arguments(__doc__)
     url = database_url()
     async with await psycopg.AsyncConnection.connect(url, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
         await migrate(conn)
     with tempfile.TemporaryDirectory(prefix="ticketiq-peers-") as tmp:
         folder = Path(tmp)
-        write_agent(folder, args.steps)
+        write_agent(folder, args.steps, tool)
         process = await bench_process(url, folder, Clock(), lease_renew_s=3600)
         if not parse:
-            process.engine.deps.model = ParityModel(args.steps)
+            process.engine.deps.model = ParityModel(args.steps, tool)
         try:
             agent = process.engine.deps.catalog.get("reads")
             assert agent is not None
