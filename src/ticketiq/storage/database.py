@@ -20,9 +20,9 @@ import logging
 import math
 import os
 import socket
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 import psycopg
@@ -50,6 +50,7 @@ def _dumps(value: Any) -> bytes:
 set_json_dumps(_dumps)
 
 Row = dict[str, Any]
+T = TypeVar("T")
 
 
 class Connection(psycopg.AsyncConnection[Row]):
@@ -437,23 +438,29 @@ class AnsweredWithin:
             ) from exc  # fmt: skip
 
 
-async def _lean(
-    conn: Connection, name: str, statement: lean.Positional, params: Mapping[str, Any] | None, within_s: float | None
-) -> int:
-    """`lean.execute` inside the same bound and translation as every statement (`_cursor`)."""
+async def _bounded(conn: Connection, what: str, within_s: float | None, exchange: Callable[[], Awaitable[T]]) -> T:
+    """One exchange with the server, as every statement and command is made: never from a process stalled
+    past its leases, bounded by `within_s` (`AnsweredWithin`), a driver error translated."""
     stall.check()  # a process stalled past its leases sends nothing more
-    guard = AnsweredWithin(conn, within_s, name)
+    guard = AnsweredWithin(conn, within_s, what)
     try:
-        matched = await lean.execute(conn, name, statement, _adapt(params))
+        done = await exchange()
     except BaseException as exc:
         if guard.disarm():
             await guard.severed_by(exc)
         if isinstance(exc, psycopg.Error):
-            raise _translate(exc, name) from exc
+            raise _translate(exc, what) from exc
         raise
     if guard.disarm():
         await guard.severed_by(None)
-    return matched
+    return done
+
+
+async def _lean(
+    conn: Connection, name: str, statement: lean.Positional, params: Mapping[str, Any] | None, within_s: float | None
+) -> int:
+    """A statement whose answer is how many rows it matched, on libpq itself (lean.py)."""
+    return await _bounded(conn, name, within_s, lambda: lean.execute(conn, name, statement, _adapt(params)))
 
 
 async def _execute(conn: Connection, name: str, params: Mapping[str, Any] | None, within_s: float | None) -> int:
@@ -469,35 +476,12 @@ def _adapt(params: Mapping[str, Any] | None) -> dict[str, Any]:
 async def _cursor(
     conn: Connection, name: str, params: Mapping[str, Any] | None, within_s: float | None
 ) -> psycopg.AsyncCursor[Row]:
-    stall.check()  # a process stalled past its leases sends nothing more
-    guard = AnsweredWithin(conn, within_s, name)
-    try:
-        cur = await conn.execute(sql(name), _adapt(params))
-    except BaseException as exc:
-        if guard.disarm():
-            await guard.severed_by(exc)
-        if isinstance(exc, psycopg.Error):
-            raise _translate(exc, name) from exc
-        raise
-    if guard.disarm():
-        await guard.severed_by(None)
-    return cur
+    return await _bounded(conn, name, within_s, lambda: conn.execute(sql(name), _adapt(params)))
 
 
 async def _control(conn: Connection, command: str, within_s: float | None) -> None:
     """A transaction or LISTEN command (not a named query: it names no data)."""
-    stall.check()
-    guard = AnsweredWithin(conn, within_s, command)
-    try:
-        await conn.execute(command)
-    except BaseException as exc:
-        if guard.disarm():
-            await guard.severed_by(exc)
-        if isinstance(exc, psycopg.Error):
-            raise _translate(exc, command) from exc
-        raise
-    if guard.disarm():
-        await guard.severed_by(None)
+    await _bounded(conn, command, within_s, lambda: conn.execute(command))
 
 
 # SQLSTATE classes a later try can get past: connection exceptions, transaction rollbacks (serialization,
