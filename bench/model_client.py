@@ -7,8 +7,11 @@ CPU counted here (time.process_time) is the client's alone: building the request
 the answer. Both paths go through the same ModelClient's openai client and connection pool, for a short
 conversation (2 messages) and a long one (30 messages with tool calls and their results), 6 tools
 offered. `sdk create` is the path ModelClient took before issue 19 (the reply's conversion to a
-ModelReply, a small part of it, not included); `complete` is the path it takes now. Prints figures,
-asserts nothing.
+ModelReply, a small part of it, not included); `complete` is the path it takes now. Beside them, in the
+same run: `app transport`, `complete` as an app process makes it (on a VendorTransport, the request
+prepared once and a plain answer read without httpx's Request and Response), and `floor`, the same
+body POSTed by a bare aiohttp session and its answer parsed by orjson, what any client must pay.
+Prints figures, asserts nothing.
 """
 
 from __future__ import annotations
@@ -25,11 +28,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, cast
 
+import aiohttp
 import httpx
 import openai
+import orjson
 
 from ticketiq.model import ModelClient
 from ticketiq.settings import Settings
+from ticketiq.tools.vendor_pool import VendorTransport
 
 _SERVER = """
 import sys, uvicorn
@@ -102,10 +108,12 @@ async def cpu_per_request(ask: Callable[[], Awaitable[object]], requests: int) -
 async def measure(base_url: str, requests: int) -> None:
     settings = Settings(model_base_url=base_url, model_api_key="sk-bench")
     client = ModelClient(settings)
+    app = ModelClient(settings, transport=VendorTransport(settings.model_connections))
+    bare = aiohttp.ClientSession()
     offered = tools()
     try:
         print(f"openai {openai.__version__}, {requests} requests each, CPU of this process per request")
-        print(f"{'conversation':<40} {'path':<12} {'cpu ms':>7} {'wall ms':>8}")
+        print(f"{'conversation':<40} {'path':<14} {'cpu ms':>7} {'wall ms':>8}")
         for name, messages in (
             ("short (2 messages)", conversation(0)),
             ("long (30 messages, 21 calls)", conversation(7)),
@@ -119,15 +127,27 @@ async def measure(base_url: str, requests: int) -> None:
             async def ours(messages: list[dict[str, Any]] = messages) -> object:
                 return await client.complete(model="reader", messages=messages, tools=offered)
 
+            async def in_app(messages: list[dict[str, Any]] = messages) -> object:
+                return await app.complete(model="reader", messages=messages, tools=offered)
+
+            async def floor(messages: list[dict[str, Any]] = messages) -> object:
+                body = orjson.dumps({"model": "reader", "messages": messages, "tools": offered})
+                headers = {"Content-Type": "application/json", "Authorization": "Bearer sk-bench"}
+                async with bare.post(base_url + "/chat/completions", data=body, headers=headers) as answer:
+                    return orjson.loads(await answer.read())
+
             figures = {}
-            for path, ask in (("sdk create", sdk), ("complete", ours)):
+            for path, ask in (("sdk create", sdk), ("complete", ours), ("app transport", in_app), ("floor", floor)):
                 figures[path] = await cpu_per_request(ask, requests)
                 cpu, wall = figures[path]
-                print(f"{name + ', 6 tools':<40} {path:<12} {cpu:>7.3f} {wall:>8.3f}")
+                print(f"{name + ', 6 tools':<40} {path:<14} {cpu:>7.3f} {wall:>8.3f}")
             ratio = figures["sdk create"][0] / figures["complete"][0]
-            print(f"{'':<40} {'cpu ratio':<12} {ratio:>7.2f}")
+            print(f"{'':<40} {'sdk / complete':<14} {ratio:>7.2f}")
+            print(f"{'':<40} {'app / floor':<14} {figures['app transport'][0] / figures['floor'][0]:>7.2f}")
     finally:
         await client.close()
+        await app.close()
+        await bare.close()
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import socket
@@ -18,7 +19,7 @@ import openai
 import pytest
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from tests.support.http import TLS, PromptServer, started, stopped
 from ticketiq.errors import ModelError
@@ -117,6 +118,13 @@ def _app(latency_ms: int, position_ids: bool, sent: list[Sent]) -> FastAPI:
         key = request.headers.get("authorization", "").removeprefix("Bearer ")
         error = {"message": f"Incorrect API key provided: {key}.", "type": "invalid_request_error"}
         return JSONResponse({"error": error}, status_code=401)
+
+    # An endpoint that compresses its answer, as OpenAI's does when asked (Accept-Encoding: gzip).
+    @app.post("/gzip/v1/chat/completions")
+    async def gzipped(request: Request) -> Response:
+        model = json.loads(await request.body())["model"]
+        body = gzip.compress(json.dumps(_completion(model, {"role": "assistant", "content": "packed"})).encode())
+        return Response(body, media_type="application/json", headers={"Content-Encoding": "gzip"})
 
     # An endpoint that answers 200 with a body that is not JSON, as a misconfigured proxy might.
     @app.post("/text-body/v1/chat/completions")
@@ -397,6 +405,19 @@ async def test_body_and_headers_are_what_the_openai_client_sends(library: str | 
     assert ours.headers["user-agent"] == user_agent()
     assert ours.headers["content-type"] == "application/json"
     assert ("x-shared" in ours.headers) == (http is not None)
+
+
+@pytest.mark.parametrize("library", [None, "transport"])
+async def test_a_compressed_answer_is_read_decoded(library: str | None) -> None:
+    # The app's transport reads a plain 2xx without httpx's Response; a compressed one goes through it.
+    transport = VendorTransport(4) if library == "transport" else None
+    async with standin() as server:
+        settings = server.settings(model_base_url=server.root + "/gzip/v1")
+        async with model_client(settings, transport=transport) as client:
+            for _ in range(2):  # the second on the request prepared by the first
+                reply = await client.complete(model="triage", messages=user("OPS-1"), tools=[])
+                assert reply.text == "packed"
+                assert (reply.prompt_tokens, reply.completion_tokens) == (7, 3)
 
 
 @pytest.mark.parametrize("direct", [False, True])

@@ -37,6 +37,12 @@ the raw headers and the body read whole (nothing in TicketIQ streams a response)
   the first's failure, and a second connect for the same request is refused besides: a request's bytes
   go out at most once; resending is tools/http.py's decision.
 
+- A request sent again and again but for its body (a model's steps) need not be an httpx.Request each
+  time: `prepare` works out its URL, host and headers once (the headers exactly as an httpx.Request of
+  them would carry), and `send` sends one body on it through the same gate, checks, timeouts and errors,
+  answering what it read (`Answer`; `Answer.response()` is the httpx.Response, which decodes a compressed
+  body). httpx's Request and Response cost a model's step ~0.1 ms of CPU (bench/model_client.py).
+
 What of aiohttp this needs beyond its public API (the connect hook, a connection's transport, the pool's
 books) is in aiohttp_adapter.py, with the test that fails the day aiohttp changes it.
 
@@ -56,8 +62,9 @@ import functools
 import ipaddress
 import ssl
 import urllib.request
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -87,13 +94,11 @@ class _Exchange:
     """One request's state, seen by the connector through `_EXCHANGE` (connect runs in the request's task)."""
 
     __slots__ = (
-        "check", "connected", "faults", "guard", "lost", "refused", "request", "write_s", "write_stalled",
-        "write_timer",
+        "check", "connected", "faults", "guard", "lost", "refused", "write_s", "write_stalled", "write_timer",
     )  # fmt: skip
 
-    def __init__(self, request: httpx.Request, write_s: float | None, faults: Faults | None = None) -> None:
-        self.request = request
-        self.check: LastCheck | None = request.extensions.get(BEFORE_WRITE)
+    def __init__(self, check: LastCheck | None, write_s: float | None, faults: Faults | None = None) -> None:
+        self.check = check
         self.faults = faults
         self.refused: BaseException | None = None  # what the last check raised: the request was cut off
         self.lost: Exception | None = None  # how its one try failed (I9: the answer to a second try)
@@ -265,6 +270,53 @@ def _bounds(connect: float | None, read: float | None, pool: float | None) -> ai
     return aiohttp.ClientTimeout(total=None, connect=whole, sock_connect=connect, sock_read=read)
 
 
+def _where(url: httpx.URL) -> tuple[str, str, int]:
+    """The host a request goes to, as its gate and its route are kept."""
+    return (url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80))
+
+
+def _aiohttp_url(url: httpx.URL) -> URL:
+    """The URL as aiohttp takes it: already encoded by httpx, without credentials (httpx's auth sent them)."""
+    return URL(str(url.copy_with(username=None, password=None) if url.userinfo else url), encoded=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A request's parts that do not change with its body (`VendorTransport.prepare`)."""
+
+    method: str
+    where: tuple[str, str, int]
+    url: URL
+    headers: tuple[tuple[str, str], ...]
+    length: int  # the index of Content-Length among the headers
+    traced: bool  # whether a traceparent is among them
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An answer as read: the status, the raw headers, the body whole (not decoded)."""
+
+    status: int
+    headers: Sequence[tuple[bytes, bytes]]
+    content: bytes
+    reason: str
+
+    @property
+    def encoded(self) -> bool:
+        """Whether its body has a Content-Encoding to undo (httpx's Response does: `response()`)."""
+        return any(name.lower() == b"content-encoding" and value.strip().lower() != b"identity"
+                   for name, value in self.headers)  # fmt: skip
+
+    def response(self) -> httpx.Response:
+        """As httpx's transport answers: its body read by `aread`, decoded then."""
+        return httpx.Response(
+            self.status,
+            headers=list(self.headers),
+            stream=_Body(self.content),
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": self.reason.encode("latin-1", "replace")},
+        )
+
+
 def route(scheme: str, host: str, port: int, proxies: Mapping[str, str]) -> str | None:
     """The proxy a request to scheme://host:port goes through, or None for straight: `proxies` as
     urllib's getproxies_environment() reads them (lowercased keys: http, https, all, no)."""
@@ -359,21 +411,58 @@ class VendorTransport(httpx.AsyncBaseTransport):
             raise httpx.UnsupportedProtocol(f"Request URL has an unsupported protocol '{url.scheme}://'.")
         if self._closed:
             raise httpx.ConnectError("the vendor transport is closed")
-        session = self._session or self._open()
         body = await request.aread()
         headers = request.headers
         if "transfer-encoding" in headers:  # read whole: sent with its length
             headers = headers.copy()
             del headers["transfer-encoding"]
             headers["content-length"] = str(len(body))
-        where = (url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80))
+        sent = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in headers.raw]
+        answer = await self._send(
+            request.method, _where(url), _aiohttp_url(url), sent, "traceparent" in headers, body,
+            request.extensions.get("timeout", {}), request.extensions.get(BEFORE_WRITE),
+        )  # fmt: skip
+        return answer.response()
+
+    def prepare(self, method: str, url: httpx.URL, headers: Sequence[tuple[str, str]]) -> Prepared:
+        """What requests that differ only in their body share, worked out once (a model's steps): the
+        URL as aiohttp takes it, the host, and the headers exactly as `handle_async_request` would send
+        them for an httpx.Request of these (its Content-Length set per body)."""
+        if url.scheme not in ("http", "https"):
+            raise httpx.UnsupportedProtocol(f"Request URL has an unsupported protocol '{url.scheme}://'.")
+        shown = httpx.Request(method, url, headers=headers, content=b"").headers
+        sent = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in shown.raw]
+        length = next(i for i, (name, _) in enumerate(sent) if name.lower() == "content-length")
+        return Prepared(method, _where(url), _aiohttp_url(url), tuple(sent), length, "traceparent" in shown)
+
+    async def send(self, prepared: Prepared, body: bytes, timeouts: Mapping[str, float | None]) -> Answer:
+        """A prepared request with this body, as `handle_async_request` sends it (the same pool, gate,
+        timeouts, checks and errors), answered as read: no httpx.Request or httpx.Response is made, which
+        cost a model's step some 50 us of CPU (bench/model_client.py)."""
+        if self._closed:
+            raise httpx.ConnectError("the vendor transport is closed")
+        sent = list(prepared.headers)
+        sent[prepared.length] = (sent[prepared.length][0], str(len(body)))
+        return await self._send(prepared.method, prepared.where, prepared.url, sent, prepared.traced, body,
+                                timeouts, None)  # fmt: skip
+
+    async def _send(
+        self,
+        method: str,
+        where: tuple[str, str, int],
+        url: URL,
+        sent: list[tuple[str, str]],
+        traced: bool,
+        body: bytes,
+        timeouts: Mapping[str, float | None],
+        check: LastCheck | None,
+    ) -> Answer:
+        session = self._session or self._open()
         proxy = self._routes.get(where, "") if self._proxies else None
         if proxy == "":
             proxy = self._routes[where] = route(*where, self._proxies)
-        sent = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in headers.raw]
-        if tracing.ON and "traceparent" not in headers and (parent := tracing.traceparent_now()) is not None:
+        if tracing.ON and not traced and (parent := tracing.traceparent_now()) is not None:
             sent.append(("traceparent", parent))  # the span this request is made in (runtime/tracing.py)
-        timeouts = request.extensions.get("timeout", {})
         gate = self._gates.get(where)
         if gate is None:
             gate = self._gates[where] = asyncio.Semaphore(self._limit)
@@ -384,12 +473,12 @@ class VendorTransport(httpx.AsyncBaseTransport):
         if self._closed:  # closed while it waited for its place
             gate.release()
             raise httpx.ConnectError("the vendor transport is closed")
-        exchange = _Exchange(request, timeouts.get("write") if body else None, self._faults)
+        exchange = _Exchange(check, timeouts.get("write") if body else None, self._faults)
         token = _EXCHANGE.set(exchange)
         try:
             answer = await session.request(
-                request.method,
-                URL(str(url.copy_with(username=None, password=None) if url.userinfo else url), encoded=True),
+                method,
+                url,
                 headers=sent,
                 data=None if not body else body if len(body) <= _WHOLE else _slices(body),
                 allow_redirects=False,  # httpx's client follows them
@@ -414,13 +503,7 @@ class VendorTransport(httpx.AsyncBaseTransport):
                 exchange.guard.unwrap()
             _EXCHANGE.reset(token)
             gate.release()  # after the connection went back to the pool (or was closed)
-        reason = (answer.reason or "").encode("latin-1", "replace")
-        return httpx.Response(
-            answer.status,
-            headers=answer.raw_headers,
-            stream=_Body(content),
-            extensions={"http_version": b"HTTP/1.1", "reason_phrase": reason},
-        )
+        return Answer(answer.status, answer.raw_headers, content, answer.reason or "")
 
     async def aclose(self) -> None:
         """Close every connection, idle or in use; requests in flight fail with an httpx error."""
