@@ -12,7 +12,7 @@ import time
 from ticketiq.engine.engine import Engine
 from ticketiq.leader.retention import Keeper
 from ticketiq.leader.sweep import Sweeper
-from ticketiq.runtime.background import Background
+from ticketiq.runtime.background import Background, cancelled
 from ticketiq.storage.leader_store import LeaderStore
 
 log = logging.getLogger(__name__)
@@ -52,9 +52,7 @@ class Elector:
                         await lease.lost.wait()
         finally:
             for task in (sweeping, keeping):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                await cancelled(task)
             self.leading = False
             self.engine.deps.keeper.drop_lease(LEADER)
             log.warning("process %s no longer leads", self.engine.deps.holder)

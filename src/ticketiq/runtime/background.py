@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -20,7 +19,22 @@ class Background:
     async def stop(self) -> None:
         """Cancel the loop and wait until it has stopped."""
         if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
+            await cancelled(self.task)
             self.task = None
+
+
+# How often a task that has not ended is cancelled again (`cancelled`).
+AGAIN_S = 1.0
+
+
+async def cancelled(task: asyncio.Future[Any], again_s: float = AGAIN_S) -> None:
+    """Cancel `task` and wait until it has ended; its own CancelledError is not raised here.
+
+    Why not `with contextlib.suppress(CancelledError): await task`: that suppresses the cancel of the
+    caller too, should it come while it waits (a stop cancelling the caller then waits on a loop that went
+    on). And a task that swallowed its cancel (a library's wait, or a loop of ours catching it at the
+    wrong moment) is cancelled again every `again_s` rather than waited for forever: seen in a process
+    whose elector went back to its loop while the process stopped, which then never exited."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=again_s)

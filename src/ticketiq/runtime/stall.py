@@ -20,6 +20,8 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable
 
+from ticketiq.runtime.background import cancelled
+
 log = logging.getLogger(__name__)
 
 EXIT_STALLED = 75  # EX_TEMPFAIL: start me again
@@ -106,6 +108,4 @@ async def watching(limit_s: float) -> AsyncIterator[Watch]:
         yield w
     finally:
         watch(None)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancelled(task)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ticketiq.errors import StorageError
+from ticketiq.runtime.background import cancelled
 from ticketiq.storage.timeline_store import TimelineStore
 from ticketiq.views import timeline_cursor
 from ticketiq.views.follows import Follow
@@ -148,9 +149,7 @@ class TimelineFeed:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancelled(self._task)
             self._task = None
 
     def _watch(self, run_id: str, woken: asyncio.Event) -> Watched:
