@@ -279,7 +279,7 @@ class ModelClient:
             return await self._http.send(request)
         if self._direct is not None:
             # An app process's pool: the request prepared once (its headers as httpx would send them), and
-            # a plain 2xx answer read without an httpx.Response (bench/model_client.py: ~50 us a step).
+            # a plain 2xx answer read without an httpx.Response (tools/vendor_pool.py says what it saves).
             prepared = template.prepared if headers is template.headers else None
             if prepared is None:
                 prepared = self._direct.prepare("POST", template.direct_url, headers)

@@ -41,7 +41,8 @@ the raw headers and the body read whole (nothing in TicketIQ streams a response)
   time: `prepare` works out its URL, host and headers once (the headers exactly as an httpx.Request of
   them would carry), and `send` sends one body on it through the same gate, checks, timeouts and errors,
   answering what it read (`Answer`; `Answer.response()` is the httpx.Response, which decodes a compressed
-  body). httpx's Request and Response cost a model's step ~0.1 ms of CPU (bench/model_client.py).
+  body). A model's step on it cost 0.42-0.48 ms of CPU, against 0.56-0.84 through an httpx.Request and
+  httpx.Response (2 cores, bench/model_client.py's `app transport`).
 
 What of aiohttp this needs beyond its public API (the connect hook, a connection's transport, the pool's
 books) is in aiohttp_adapter.py, with the test that fails the day aiohttp changes it.
@@ -437,8 +438,8 @@ class VendorTransport(httpx.AsyncBaseTransport):
 
     async def send(self, prepared: Prepared, body: bytes, timeouts: Mapping[str, float | None]) -> Answer:
         """A prepared request with this body, as `handle_async_request` sends it (the same pool, gate,
-        timeouts, checks and errors), answered as read: no httpx.Request or httpx.Response is made, which
-        cost a model's step some 50 us of CPU (bench/model_client.py)."""
+        timeouts, checks and errors), answered as read: no httpx.Request or httpx.Response is made (the
+        module's docstring has what that saves)."""
         if self._closed:
             raise httpx.ConnectError("the vendor transport is closed")
         sent = list(prepared.headers)
