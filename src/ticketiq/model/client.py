@@ -250,7 +250,7 @@ class ModelClient:
                 cause = exc
             else:
                 status = response.status_code
-                if 200 <= status < 300:
+                if 200 <= status < 300 or isinstance(response, _Plain):  # a plain answer is a 2xx
                     return reply_from_body(response.content, model, time.perf_counter() - started)
                 # The reason goes through _scrub and no openai or httpx error is raised at all: the raw
                 # body may echo the key.
@@ -344,10 +344,6 @@ class _Plain:
 
     status_code: int
     content: bytes
-
-    @property
-    def headers(self) -> httpx.Headers:
-        return httpx.Headers()  # a 2xx's are not read
 
 
 class _Kept(httpx.AsyncBaseTransport):
