@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from ticketiq.engine.step_keys import (
     KEY_LENGTH,
+    _compact,
     approval_key,
     fresh_key,
     is_position_only,
@@ -63,3 +64,21 @@ def test_keys_are_the_documented_derivation_so_they_never_change_between_version
     text = json.dumps(["tq", *p], separators=(",", ":"), ensure_ascii=False)
     expected = "tq" + base64.b32encode(hashlib.sha256(text.encode()).digest()).decode().lower()[:23]
     assert run_call_key(*p) == expected
+
+
+@given(st.lists(st.one_of(st.text(max_size=30), st.integers(), st.booleans(), st.none(), st.floats(allow_nan=False)),
+                max_size=5))  # fmt: skip
+def test_the_assembled_text_is_the_encoders_own_for_every_kind_of_part(p: list[object]) -> None:
+    # Strings and ints are put together without the encoder (a bool, None or a float goes through it):
+    # either way the text hashed is exactly what json.dumps makes of the parts.
+    assert _compact("tw", p) == json.dumps(["tw", *p], separators=(",", ":"), ensure_ascii=False)
+
+
+@given(st.text(max_size=30), st.text(max_size=30), st.integers(0, 10_000))
+def test_workflow_and_approval_keys_are_the_documented_derivation(run: str, step: str, executed: int) -> None:
+    def documented(prefix: str, parts: list[object]) -> str:
+        text = json.dumps([prefix, *parts], separators=(",", ":"), ensure_ascii=False)
+        return prefix + base64.b32encode(hashlib.sha256(text.encode()).digest()).decode().lower()[:23]
+
+    assert workflow_step_key(run, step, executed) == documented("tw", [run, step, executed])
+    assert approval_key(run) == documented("ta", [run])
