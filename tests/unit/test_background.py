@@ -62,3 +62,13 @@ async def test_a_task_already_ended_is_left_as_it_is() -> None:
     await asyncio.wait({task})
     await cancelled(task)
     assert task.result() == 7
+
+
+async def test_a_loop_that_failed_on_its_own_raises_its_error_at_the_stop() -> None:
+    async def loop() -> None:
+        raise RuntimeError("the loop broke")
+
+    task = asyncio.create_task(loop())
+    await asyncio.sleep(0)
+    with pytest.raises(RuntimeError, match="the loop broke"):
+        await cancelled(task)

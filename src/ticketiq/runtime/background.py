@@ -28,7 +28,8 @@ AGAIN_S = 1.0
 
 
 async def cancelled(task: asyncio.Future[Any], again_s: float = AGAIN_S) -> None:
-    """Cancel `task` and wait until it has ended; its own CancelledError is not raised here.
+    """Cancel `task` and wait until it has ended; its own CancelledError is not raised here, any other
+    error it ended with is.
 
     Why not `with contextlib.suppress(CancelledError): await task`: that suppresses the cancel of the
     caller too, should it come while it waits (a stop cancelling the caller then waits on a loop that went
@@ -38,3 +39,5 @@ async def cancelled(task: asyncio.Future[Any], again_s: float = AGAIN_S) -> None
     while not task.done():
         task.cancel()
         await asyncio.wait({task}, timeout=again_s)
+    if not task.cancelled():
+        task.result()  # a task that failed on its own raises its error here, as awaiting it did
