@@ -5,14 +5,16 @@ again with its answer still on the way."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 
 import psycopg
 import pytest
+import uvloop
 
 from tests.support.tcp_proxy import TcpProxy
 from ticketiq.errors import StorageError
-from ticketiq.storage import database
+from ticketiq.storage import database, lean
 from ticketiq.storage.database import ConnectionLimits, Database
 from ticketiq.storage.queries import QUERIES
 
@@ -147,3 +149,76 @@ async def test_statements_deallocated_under_it_are_prepared_again(one: Database)
         await conn.execute("DEALLOCATE ALL")
     assert await one.execute("lean_test.series", {"n": 3}) == 3
     assert await backend(one) == pid
+
+
+def watch_of(db: Database) -> lean.Prepared:
+    """The pool's one connection's lean state (its statements and its socket's watch)."""
+    (conn,) = db.pool._pool
+    found = getattr(conn, "_lean", None)
+    assert isinstance(found, lean.Prepared)
+    return found
+
+
+async def test_the_sockets_watch_stays_between_statements_and_comes_off_for_psycopgs_own(one: Database) -> None:
+    await one.execute("lean_test.put", {"id": 1, "body": "x"})
+    await one.execute("lean_test.sleep", {"s": 0.05})  # an answer that is waited for, surely
+    watch = watch_of(one)
+    assert watch.loop is asyncio.get_running_loop()  # kept: the next statement adds no reader
+    # psycopg's own statement on the same connection adds its reader and removes it after: ours comes
+    # off first, and the next statement of ours watches again (else it would wait for ever).
+    assert await one.fetch_one("lean_test.like", {"id": 1}) is not None
+    assert watch.loop is None
+    assert await asyncio.wait_for(one.execute("lean_test.sleep", {"s": 0.05}), 10) == 1
+    assert watch.loop is asyncio.get_running_loop()
+
+
+async def test_a_connection_closes_with_its_socket_unwatched(one: Database) -> None:
+    await one.execute("lean_test.sleep", {"s": 0.05})
+    watch = watch_of(one)
+    assert watch.loop is not None
+    (conn,) = one.pool._pool
+    fd = conn.pgconn.socket
+    await conn.close()
+    # The loop must never watch a closed descriptor: its number goes to the next socket opened.
+    assert watch.loop is None
+    assert not asyncio.get_running_loop().remove_reader(fd)
+
+
+async def test_an_idle_connection_whose_server_hangs_up_takes_its_watch_off(one: Database, db_url: str) -> None:
+    await one.execute("lean_test.put", {"id": 1, "body": "x"})
+    watch = watch_of(one)
+    pid = await backend(one)
+    await one.execute("lean_test.sleep", {"s": 0.05})  # watched again, idle in the pool
+    assert watch.loop is not None
+    async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as admin:
+        await admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+    # Readable with no statement waiting: left on, the loop would call it at every turn.
+    for _ in range(100):
+        if watch.loop is None:
+            break
+        await asyncio.sleep(0.02)
+    assert watch.loop is None
+
+
+def test_the_watch_behaves_the_same_on_uvloop(db_url: str, statements: None) -> None:
+    """uvloop, which `ticketiq serve` runs on, calls a reader at once from its poll (asyncio's selector
+    loop queues it): the three cases above, on it."""
+
+    async def cases() -> None:
+        async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as admin:
+            await admin.execute("CREATE TABLE lean_probe (id int PRIMARY KEY, body text, hits int NOT NULL DEFAULT 0)")
+            db = Database(db_url, min_size=1, max_size=1)
+            await db.open()
+            try:
+                await test_the_sockets_watch_stays_between_statements_and_comes_off_for_psycopgs_own(db)
+                await admin.execute("DELETE FROM lean_probe")
+                await test_an_idle_connection_whose_server_hangs_up_takes_its_watch_off(db, db_url)
+                await admin.execute("DELETE FROM lean_probe")
+                with contextlib.suppress(StorageError):  # the statement that finds its connection cut
+                    await db.execute("lean_test.touch", {"id": 1, "plus": 0})
+                await test_a_connection_closes_with_its_socket_unwatched(db)
+            finally:
+                await db.close()
+                await admin.execute("DROP TABLE lean_probe")
+
+    uvloop.run(cases())

@@ -103,13 +103,53 @@ def _import_uses(node: ast.Import | ast.ImportFrom) -> list[str]:
     return found
 
 
+def _imported_from(tree: ast.Module) -> dict[str, str]:
+    """Each name this module imports, and the top package it comes from."""
+    roots: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                roots[alias.asname or alias.name.split(".")[0]] = alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                roots[alias.asname or alias.name] = node.module.split(".")[0]
+    return roots
+
+
+def _head(base: ast.expr) -> str:
+    """The name a base class is reached from: `AsyncConnectionPool[Connection]` and `pool.Pool` by theirs."""
+    while isinstance(base, ast.Subscript | ast.Attribute):
+        base = base.value
+    return base.id if isinstance(base, ast.Name) else ""
+
+
+def _others_state(tree: ast.Module) -> set[int]:
+    """The `self._name` reads inside classes built on another library's class (psycopg_pool's pool): the
+    name is that class's, whatever aiohttp or openai call theirs (its own guard test covers it)."""
+    roots = _imported_from(tree)
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef) or not node.bases:
+            continue
+        bases = {roots.get(_head(b)) for b in node.bases}
+        if None in bases or bases & set(LIBRARIES):
+            continue  # built on one of ours, or on aiohttp or openai: checked as ever
+        for part in ast.walk(node):
+            if isinstance(part, ast.Attribute) and isinstance(part.value, ast.Name) and part.value.id == "self":
+                skipped.add(id(part))
+    return skipped
+
+
 def private_uses(source: str) -> list[str]:
     """Where this module's source uses a private name of aiohttp or openai, each as `line: what`."""
     tree = ast.parse(source)
     own = _defined_here(tree)
     theirs = library_names()
+    others = _others_state(tree)
     found = []
     for node in ast.walk(tree):
+        if id(node) in others:
+            continue
         if isinstance(node, ast.Import | ast.ImportFrom):
             found += [f"{node.lineno}: {use}" for use in _import_uses(node)]
         elif isinstance(node, ast.Attribute) and _private(node.attr) and node.attr in theirs and node.attr not in own:
@@ -181,6 +221,19 @@ ONCE = [
 @pytest.mark.parametrize(("source", "named"), ONCE)
 def test_each_private_use_this_house_once_had_is_found(source: str, named: str) -> None:
     assert any(named in use for use in private_uses(source)), private_uses(source)
+
+
+def test_another_librarys_class_reads_its_own_state_and_only_that() -> None:
+    pool = (
+        "from psycopg_pool import AsyncConnectionPool\nclass P(AsyncConnectionPool):\n"
+        "    def busy(self, conn):\n        return self._lock.locked(), conn._lock\n"
+    )
+    # The pool's own lock passes; another object's does not.
+    assert private_uses(pool) == ["4: ._lock"]
+    generic = pool.replace("(AsyncConnectionPool)", "(AsyncConnectionPool[int])")
+    assert private_uses(generic) == ["4: ._lock"]
+    connector = pool.replace("from psycopg_pool import AsyncConnectionPool", "from aiohttp import TCPConnector")
+    assert private_uses(connector.replace("(AsyncConnectionPool)", "(TCPConnector)")) == ["4: ._lock", "4: ._lock"]
 
 
 def test_a_private_override_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

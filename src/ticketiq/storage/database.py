@@ -22,11 +22,14 @@ import os
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from time import monotonic
 from typing import Any, TypeVar
 
 import orjson
 import psycopg
+from psycopg.abc import PQGen
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb, set_json_dumps
 from psycopg_pool import AsyncConnectionPool
@@ -62,6 +65,16 @@ class Connection(psycopg.AsyncConnection[Row]):
 
     async def cancel_safe(self, *, timeout: float = 30.0) -> None:  # noqa: ASYNC109 (its signature)
         shut_down(self)
+
+    async def wait(self, gen: PQGen[T], *args: Any, **kwargs: Any) -> T:
+        """psycopg waits on the socket itself: lean.py's watch of it comes off first (lean.Prepared)."""
+        lean.unwatch(self)
+        return await super().wait(gen, *args, **kwargs)
+
+    async def close(self) -> None:
+        """Never closed while the event loop still watches its socket (lean.Prepared)."""
+        lean.unwatch(self)
+        await super().close()
 
     @classmethod
     async def connect(cls, conninfo: str = "", **kwargs: Any) -> Connection:
@@ -185,6 +198,9 @@ def positional(name: str) -> lean.Positional:
     return found
 
 
+_IDLE = TransactionStatus.IDLE
+
+
 class LastInFirstOutPool(AsyncConnectionPool[Connection]):
     """psycopg_pool hands out its connections in turn (first in, first out). We hand out the one used
     last, as PgBouncer does by default: a run's statements then land on a server backend that is still
@@ -206,13 +222,47 @@ class LastInFirstOutPool(AsyncConnectionPool[Connection]):
         primary up to 8 s after every other connection did."""
         await super()._add_connection(attempt or CappedBackoff(timeout=self.reconnect_timeout), growing)
 
+    async def getconn(self, timeout: float | None = None) -> Connection:  # noqa: ASYNC109 (its signature)
+        """The common case taken without an await: a connection idle, nobody queued for one, nobody in the
+        pool's critical section. psycopg_pool's own way (its lock, two INFO log calls, its check and
+        timeout bookkeeping) cost a checkpoint statement about as much as sending it on libpq; its
+        statistics are kept the same. Anything else goes psycopg_pool's own way. (A closed pool holds no
+        connection, and none sits idle while a client is queued: psycopg_pool hands it over instead.)"""
+        ready = self._pool
+        if ready and self._check is None and not self._lock.locked():
+            conn = ready.pop()  # the one given back last, as _get_ready_connection hands out below
+            if len(ready) < self._nconns_min:
+                self._nconns_min = len(ready)
+            self._stats[self._REQUESTS_NUM] += 1
+            conn._pool = self  # a pooled connection is returned, never closed, by its __aexit__
+            return conn
+        return await super().getconn(timeout)
+
     async def putconn(self, conn: Connection) -> None:
         """A connection cut under its statement (the server restarted or was killed) says that those idle
         beside it were most likely cut too: they are checked now, in the background (a round trip each),
-        instead of each failing the next statement given it (a request answered 503, a step tried again)."""
+        instead of each failing the next statement given it (a request answered 503, a step tried again).
+
+        A healthy connection given back idle, with nobody queued and nobody in the pool's critical
+        section, goes straight back to the pool (the mirror of `getconn`); psycopg_pool's own way checks
+        the same things, under its lock, and logs."""
         if conn.broken and (self._checking is None or self._checking.done()):
             self._checking = asyncio.create_task(self.check(), name="pool-check")
             self._checking.add_done_callback(_checked)
+        if (
+            conn._pool is self
+            and conn.pgconn.transaction_status == _IDLE
+            and not self._waiting
+            and self._reset is None
+            and self._pool_full_event is None
+            and not self._closed
+            and not self._lock.locked()
+            and self._drained_at < conn._created_at
+            and monotonic() < conn._expire_at
+        ):
+            conn._pool = None  # as psycopg_pool does: no reference loop while it sits in the pool
+            self._pool.append(conn)
+            return
         await super().putconn(conn)
 
     async def close(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (its signature)

@@ -27,7 +27,6 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from weakref import WeakKeyDictionary
 
 import psycopg
 from psycopg import errors, pq
@@ -65,26 +64,73 @@ def positional(sql: str) -> Positional:
 
 
 class Prepared:
-    """A connection's statements prepared here: by statement and parameter types, under names of ours."""
+    """A connection's statements prepared here (by statement and parameter types, under names of ours),
+    and its socket watched for our answers.
 
-    __slots__ = ("names", "transformer")
+    The watch stays on between statements: adding and removing a reader for each answer cost a statement
+    about 9 µs (the event loop's bookkeeping and three system calls). It is taken off whenever psycopg
+    is to wait on the socket itself (its own reader replaces ours and is removed after it) and before
+    the connection closes (`unwatch`): the loop must never watch a descriptor that was closed, or one
+    that now belongs to another socket. Readable while no statement of ours waits (the server spoke up
+    unasked, or hung up), the watch takes itself off at its second call, so an idle connection never
+    spins the loop. (The first may be stale: asyncio's selector loop can make it in the same turn as,
+    and after, the waiting task's, which read the answer and went on.)"""
+
+    __slots__ = ("fd", "idle_calls", "loop", "names", "transformer", "waiter")
 
     def __init__(self, conn: Connection) -> None:
         self.transformer = Transformer(conn)
         self.names: dict[tuple[str, tuple[int, ...]], bytes] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None  # the loop watching `fd`, None when unwatched
+        self.fd = -1
+        self.waiter: asyncio.Future[None] | None = None
+        self.idle_calls = 0
+
+    async def readable(self, fd: int) -> None:
+        """Until the socket can be read."""
+        loop = asyncio.get_running_loop()
+        if self.loop is not loop or self.fd != fd:
+            self.unwatch()
+            loop.add_reader(fd, self._wake)
+            self.loop, self.fd = loop, fd
+        self.waiter = woken = loop.create_future()
+        self.idle_calls = 0
+        try:
+            await woken
+        finally:
+            self.waiter = None
+
+    def _wake(self) -> None:
+        waiter = self.waiter
+        if waiter is None:
+            self.idle_calls += 1
+            if self.idle_calls > 1:
+                self.unwatch()
+        elif not waiter.done():
+            waiter.set_result(None)
+
+    def unwatch(self) -> None:
+        if self.loop is not None:
+            loop, self.loop = self.loop, None
+            if not loop.is_closed():
+                loop.remove_reader(self.fd)
 
 
-# What each connection has prepared here; gone with the connection.
-_PREPARED: WeakKeyDictionary[Connection, Prepared] = WeakKeyDictionary()
+def unwatch(conn: Connection) -> None:
+    """Before psycopg waits on the connection's socket itself, and before it closes (see `Prepared`)."""
+    found: Prepared | None = getattr(conn, "_lean", None)
+    if found is not None:
+        found.unwatch()
 
 
 async def execute(conn: Connection, name: str, statement: Positional, params: Mapping[str, Any]) -> int:
     """Run the statement on `conn` (in autocommit, checked out); return how many rows it matched. An
     error of the statement raises psycopg's exception for its SQLSTATE, the connection still usable;
     anything else closes the connection before it goes on."""
-    prepared = _PREPARED.get(conn)
+    prepared: Prepared | None = getattr(conn, "_lean", None)
     if prepared is None:
-        prepared = _PREPARED[conn] = Prepared(conn)
+        prepared = Prepared(conn)
+        conn._lean = prepared  # type: ignore[attr-defined]  # kept on the connection, gone with it
     tx = prepared.transformer
     values = tx.dump_sequence([params[p] for p in statement.params], [PyFormat.AUTO] * len(statement.params))
     types, formats = tuple(tx.types or ()), list(tx.formats or ())
@@ -120,10 +166,10 @@ async def _prepared(
     if server_name is None:
         server_name = b"tq_%d" % len(prepared.names)
         pgconn.send_prepare(server_name, text, param_types=key[1])
-        _answer(await _exchange(pgconn), conn)
+        _answer(await _exchange(pgconn, prepared), conn)
         prepared.names[key] = server_name
     pgconn.send_query_prepared(server_name, values, param_formats=formats)
-    return _answer(await _exchange(pgconn), conn)
+    return _answer(await _exchange(pgconn, prepared), conn)
 
 
 def _idle(conn: Connection) -> bool:
@@ -159,15 +205,23 @@ def _error(result: pq.abc.PGresult, conn: Connection) -> errors.Error:
     return kind(message)
 
 
-async def _exchange(pgconn: pq.abc.PGconn) -> list[pq.abc.PGresult]:
+async def _exchange(pgconn: pq.abc.PGconn, prepared: Prepared) -> list[pq.abc.PGresult]:
     """Send what libpq holds and read every result of it (libpq's nonblocking protocol: flush until it
-    says all is sent, reading whenever the server writes back meanwhile; then read until not busy)."""
-    loop = asyncio.get_running_loop()
+    says all is sent, reading whenever the server writes back meanwhile; then read until not busy).
+
+    Input is read before the first wait, though just after sending there is none yet: a connection the
+    server cut while it sat idle fails here, from the socket's own error, instead of waiting on a watch
+    that uvloop may have dropped with that error (it calls the reader once, then closes its poll). A
+    second wait in one exchange (an answer in parts) watches anew, for the same reason."""
     fd = pgconn.socket
-    while pgconn.flush():  # 1: more to send; the socket's buffer is full
-        await _ready(loop, fd, writing=True)
-        pgconn.consume_input()
+    if pgconn.flush():  # 1: more to send; the socket's buffer is full
+        prepared.unwatch()  # `_ready` watches it for reading too, and takes that watch off after
+        loop = asyncio.get_running_loop()
+        while pgconn.flush():
+            await _ready(loop, fd, writing=True)
+            pgconn.consume_input()
     results: list[pq.abc.PGresult] = []
+    waited = False
     while True:
         pgconn.consume_input()
         while not pgconn.is_busy():
@@ -175,7 +229,10 @@ async def _exchange(pgconn: pq.abc.PGconn) -> list[pq.abc.PGresult]:
             if result is None:
                 return results
             results.append(result)
-        await _ready(loop, fd, writing=False)
+        if waited:
+            prepared.unwatch()
+        await prepared.readable(fd)
+        waited = True
 
 
 async def _ready(loop: asyncio.AbstractEventLoop, fd: int, writing: bool) -> None:
