@@ -1,6 +1,7 @@
-"""`Database.execute` on libpq itself (storage/lean.py): the count it answers, errors as psycopg's, a
-parameter larger than a socket's buffer, and a connection interrupted mid-statement never handed out
-again with its answer still on the way."""
+"""`Database.execute`, `fetch_one` and `fetch_all` on libpq itself (storage/lean.py): the count it
+answers, the rows as psycopg's cursor would load them, errors as psycopg's, a parameter larger than a
+socket's buffer, and a connection interrupted mid-statement never handed out again with its answer
+still on the way."""
 
 from __future__ import annotations
 
@@ -24,6 +25,13 @@ STATEMENTS = {
     "lean_test.sleep": "SELECT 1 FROM pg_sleep(%(s)s)",
     "lean_test.series": "SELECT n FROM generate_series(1, %(n)s) AS n",
     "lean_test.like": "SELECT 1 FROM lean_probe WHERE body LIKE 'x%%' AND id = %(id)s",
+    "lean_test.kinds": (
+        "SELECT n, n %% 2 = 0 AS even, n::numeric / 3 AS third, md5(n::text)::uuid AS id,"
+        " jsonb_build_object('n', n, 'list', jsonb_build_array(n, %(note)s::text, NULL)) AS doc,"
+        " %(note)s::text AS note, NULL::text AS nothing, ARRAY[n, n + 1] AS pair,"
+        " timestamptz '2026-12-07 10:00+00' + n * interval '1 day' AS at, %(doc)s::jsonb AS given,"
+        " 'é' || n AS accented FROM generate_series(1, %(n)s) AS n ORDER BY n"
+    ),
 }
 
 
@@ -71,6 +79,45 @@ async def test_it_answers_how_many_rows_matched(one: Database) -> None:
     # A parameter whose type changes (an int past 32 bits) is prepared again for its types, not refused.
     assert await one.execute("lean_test.series", {"n": 3}) == 3
     assert await one.execute("lean_test.touch", {"id": 1, "plus": 2**40}) == 1
+
+
+async def test_rows_are_what_psycopgs_cursor_loads(one: Database) -> None:
+    params = {"n": 3, "note": "a 'quoted' note", "doc": {"k": [1, "two", None]}}
+    async with one.pool.connection() as conn:
+        cur = await conn.execute(QUERIES["lean_test.kinds"], database._adapt(params))
+        psycopgs = await cur.fetchall()
+    rows = await one.fetch_all("lean_test.kinds", params)
+    assert rows == psycopgs
+    assert [type(v) for v in rows[0].values()] == [type(v) for v in psycopgs[0].values()]
+    assert rows[1]["doc"] == {"n": 2, "list": [2, "a 'quoted' note", None]}
+    assert rows[0]["given"] == {"k": [1, "two", None]}
+    assert await one.fetch_one("lean_test.kinds", params) == psycopgs[0]  # the first row only
+
+
+async def test_no_rows_and_no_result_set_are_none_and_empty(one: Database) -> None:
+    assert await one.fetch_one("lean_test.series", {"n": 0}) is None
+    assert await one.fetch_all("lean_test.series", {"n": 0}) == []
+    assert await one.fetch_all("lean_test.put", {"id": 5, "body": "x"}) == []  # an INSERT gives no rows
+    assert await one.fetch_one("lean_test.like", {"id": 5}) == {"?column?": 1}
+    assert await one.fetch_all("lean_test.series", {"n": 3}) == [{"n": 1}, {"n": 2}, {"n": 3}]
+
+
+async def test_a_fetchs_error_is_the_statements_and_a_cancelled_fetch_replaces_its_connection(
+    one: Database,
+) -> None:
+    await one.execute("lean_test.put", {"id": 1, "body": "a"})
+    pid = await backend(one)
+    with pytest.raises(StorageError, match=r"in lean_test\.put: UniqueViolation"):
+        await one.fetch_one("lean_test.put", {"id": 1, "body": "b"})
+    assert await one.fetch_one("lean_test.series", {"n": 1}) == {"n": 1}
+    assert await backend(one) == pid
+    sleeping = asyncio.create_task(one.fetch_all("lean_test.sleep", {"s": 0.5}))
+    await asyncio.sleep(0.1)
+    sleeping.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await sleeping
+    assert await one.fetch_all("lean_test.series", {"n": 2}) == [{"n": 1}, {"n": 2}]
+    assert await backend(one) != pid
 
 
 async def test_an_error_is_the_statements_and_the_connection_goes_on(one: Database) -> None:
@@ -151,6 +198,26 @@ async def test_statements_deallocated_under_it_are_prepared_again(one: Database)
     assert await backend(one) == pid
 
 
+async def test_psycopgs_own_deallocation_on_a_rollback_is_survived(one: Database) -> None:
+    """psycopg deallocates every prepared statement of the connection, ours too, when it sees a ROLLBACK
+    (its `_preparing.py`). A statement of ours prepared before is prepared again; one prepared after
+    lives on. Names are never used twice on a connection, so neither collides with the other."""
+    pid = await backend(one)
+    for round in range(3):
+        assert await one.execute("lean_test.put", {"id": round, "body": "x"}) == 1  # prepared (at round 0)
+        with contextlib.suppress(RuntimeError):
+            async with one.transaction() as tx:
+                await tx.fetch_all("lean_test.series", {"n": 2})
+                raise RuntimeError("rolled back")  # psycopg deallocates all after the ROLLBACK
+        # Prepared after the deallocation: it lives on, while put's name is gone from the server.
+        assert await one.fetch_all("lean_test.series", {"n": 2}) == [{"n": 1}, {"n": 2}]
+        assert await one.execute("lean_test.put", {"id": 10 + round, "body": "x"}) == 1  # prepared again
+        assert await one.fetch_one("lean_test.like", {"id": round}) == {"?column?": 1}  # new after it
+        assert await one.execute("lean_test.touch", {"id": round, "plus": 0}) == 1
+        assert await one.fetch_one("lean_test.kinds", {"n": 1, "note": "a", "doc": {}}) is not None
+    assert await backend(one) == pid
+
+
 def watch_of(db: Database) -> lean.Prepared:
     """The pool's one connection's lean state (its statements and its socket's watch)."""
     (conn,) = db.pool._pool
@@ -166,7 +233,7 @@ async def test_the_sockets_watch_stays_between_statements_and_comes_off_for_psyc
     assert watch.loop is asyncio.get_running_loop()  # kept: the next statement adds no reader
     # psycopg's own statement on the same connection adds its reader and removes it after: ours comes
     # off first, and the next statement of ours watches again (else it would wait for ever).
-    assert await one.fetch_one("lean_test.like", {"id": 1}) is not None
+    assert await backend(one) > 0
     assert watch.loop is None
     assert await asyncio.wait_for(one.execute("lean_test.sleep", {"s": 0.05}), 10) == 1
     assert watch.loop is asyncio.get_running_loop()

@@ -342,24 +342,21 @@ class Database:
         return matched
 
     async def fetch_one(self, name: str, params: Mapping[str, Any] | None = None) -> Row | None:
-        conn = await self._getconn()
-        try:
-            cur = await _cursor(conn, name, params, self.within_s)
-            row = await cur.fetchone()
-        except StorageError as exc:
-            self.outage.failed(exc)
-            raise
-        finally:
-            await self.pool.putconn(conn)
-        if self.outage.down_since is not None:
-            self.outage.answered()
-        return row
+        rows = await self._fetch(name, params, first_only=True)
+        return rows[0] if rows else None
 
     async def fetch_all(self, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+        return await self._fetch(name, params)
+
+    async def _fetch(self, name: str, params: Mapping[str, Any] | None, first_only: bool = False) -> list[Row]:
+        """A statement's rows, sent on libpq itself as `execute`'s are (a run's creation and every read
+        of the API are one of these): psycopg's cursor cost as much again as the statement."""
+        statement = positional(name)
         conn = await self._getconn()
         try:
-            cur = await _cursor(conn, name, params, self.within_s)
-            rows = await cur.fetchall()
+            rows = await _bounded(
+                conn, name, self.within_s, lambda: lean.fetch(conn, name, statement, _adapt(params), first_only)
+            )
         except StorageError as exc:
             self.outage.failed(exc)
             raise

@@ -1,10 +1,13 @@
-"""Statements whose answer is only how many rows they matched, sent on libpq itself (psycopg's `pq`).
+"""The pool's statements, sent on libpq itself (psycopg's `pq`): `execute` answers how many rows one
+matched, `fetch` its rows.
 
 A read-only step writes one statement, its checkpoint, and a cursor is a costly way to send it: psycopg's
 async cursor spends about 0.09 ms of Python on each statement (a cursor, the query's conversion, a
 result object, generators driven through `waiting.wait_async`), as much as the rest of the step's
 engine code. What `Database.execute` sends wants none of that: a known text, its parameters, and the
-count the fence checks (I3). So it is sent here, on the pooled connection's own `PGconn`:
+count the fence checks (I3). Nor do `fetch_one` and `fetch_all` (a run's creation, every read of the
+API): their rows are loaded by the same loaders a cursor uses, without the cursor. So each is sent
+here, on the pooled connection's own `PGconn`:
 
 - the text is converted once per statement to its `$n` form (`positional`, a pure function), and
   prepared once per connection and parameter types, as psycopg's cursor would (prepare threshold 0);
@@ -16,7 +19,8 @@ count the fence checks (I3). So it is sent here, on the pooled connection's own 
 Whatever interrupts an exchange before its last result was read (a cancelled task, a lost server, the
 `AnsweredWithin` bound shutting the socket down) leaves the connection unusable, and it is closed: the
 pool discards it and no later statement can read this one's answer. psycopg's own statements on the
-same connection (`fetch_one`, `transaction`) are untouched: ours are prepared under names of our own.
+same connection (a `transaction`'s) are untouched: ours are prepared under names of our own, never
+used twice on a connection.
 """
 
 from __future__ import annotations
@@ -77,11 +81,15 @@ class Prepared:
     spins the loop. (The first may be stale: asyncio's selector loop can make it in the same turn as,
     and after, the waiting task's, which read the answer and went on.)"""
 
-    __slots__ = ("fd", "idle_calls", "loop", "names", "transformer", "waiter")
+    __slots__ = ("fd", "idle_calls", "loop", "made", "names", "transformer", "waiter")
 
     def __init__(self, conn: Connection) -> None:
         self.transformer = Transformer(conn)
         self.names: dict[tuple[str, tuple[int, ...]], bytes] = {}
+        # How many statements were ever prepared here: a name is never used twice on the connection. After
+        # psycopg's DEALLOCATE ALL (it sends one after a ROLLBACK or a DROP it sees) ours are prepared again,
+        # while any prepared since still exist; numbering again from the names known would collide with them.
+        self.made = 0
         self.loop: asyncio.AbstractEventLoop | None = None  # the loop watching `fd`, None when unwatched
         self.fd = -1
         self.waiter: asyncio.Future[None] | None = None
@@ -128,6 +136,36 @@ async def execute(conn: Connection, name: str, statement: Positional, params: Ma
     """Run the statement on `conn` (in autocommit, checked out); return how many rows it matched. An
     error of the statement raises psycopg's exception for its SQLSTATE, the connection still usable;
     anything else closes the connection before it goes on."""
+    result = (await _statement(conn, name, statement, params))[1]
+    if result is None:
+        return 0
+    return result.command_tuples if result.command_tuples is not None else result.ntuples
+
+
+async def fetch(
+    conn: Connection, name: str, statement: Positional, params: Mapping[str, Any], first_only: bool = False
+) -> list[dict[str, Any]]:
+    """Run the statement as `execute` does; return its rows as dicts of column to value (psycopg's
+    `dict_row`), loaded by the connection's own loaders (psycopg's `Transformer`), as its cursor would
+    load them. `first_only`: at most the first row is loaded."""
+    prepared, result = await _statement(conn, name, statement, params)
+    if result is None or result.status != pq.ExecStatus.TUPLES_OK or not result.ntuples:
+        return []
+    tx = prepared.transformer
+    tx.set_pgresult(result)
+    encoding = conn.info.encoding
+    names = [(result.fname(i) or b"").decode(encoding) for i in range(result.nfields)]
+    rows: list[dict[str, Any]] = tx.load_rows(
+        0, 1 if first_only else result.ntuples, lambda values: dict(zip(names, values, strict=True))
+    )
+    return rows
+
+
+async def _statement(
+    conn: Connection, name: str, statement: Positional, params: Mapping[str, Any]
+) -> tuple[Prepared, pq.abc.PGresult | None]:
+    """The connection's statements, and this one's last result (prepared on `conn` at its first use
+    there; see `execute`)."""
     prepared: Prepared | None = getattr(conn, "_lean", None)
     if prepared is None:
         prepared = Prepared(conn)
@@ -138,12 +176,12 @@ async def execute(conn: Connection, name: str, statement: Positional, params: Ma
     key = (name, types)
     try:
         try:
-            return await _prepared(conn, prepared, key, statement.text, values, formats)
+            return prepared, await _prepared(conn, prepared, key, statement.text, values, formats)
         except errors.InvalidSqlStatementName:
             # Our statements were deallocated under us (a DISCARD ALL or DEALLOCATE ALL on the
-            # connection): prepared again, once.
+            # connection, psycopg's own after a ROLLBACK among them): prepared again, once.
             prepared.names.clear()
-            return await _prepared(conn, prepared, key, statement.text, values, formats)
+            return prepared, await _prepared(conn, prepared, key, statement.text, values, formats)
     except errors.Error as exc:
         if exc.sqlstate is not None and conn.pgconn.status == pq.ConnStatus.OK and _idle(conn):
             raise  # the statement's own error: the connection read its whole answer
@@ -161,11 +199,12 @@ async def _prepared(
     text: bytes,
     values: Sequence[Buffer | None],
     formats: list[pq.Format],
-) -> int:
+) -> pq.abc.PGresult | None:
     pgconn = conn.pgconn
     server_name = prepared.names.get(key)
     if server_name is None:
-        server_name = b"tq_%d" % len(prepared.names)
+        server_name = b"tq_%d" % prepared.made
+        prepared.made += 1
         pgconn.send_prepare(server_name, text, param_types=key[1])
         _answer(await _exchange(pgconn, prepared), conn)
         prepared.names[key] = server_name
@@ -183,17 +222,15 @@ async def _discard(conn: Connection) -> None:
         await conn.close()
 
 
-def _answer(results: list[pq.abc.PGresult], conn: Connection) -> int:
-    """The rows matched, from the exchange's results; the first error among them raised as psycopg's."""
-    matched = 0
+def _answer(results: list[pq.abc.PGresult], conn: Connection) -> pq.abc.PGresult | None:
+    """The exchange's last result; the first error among them raised as psycopg's."""
     for result in results:
         status = result.status
         if status == pq.ExecStatus.FATAL_ERROR:
             raise _error(result, conn)
         if status not in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK):
             raise errors.InterfaceError(f"unexpected answer to a statement: {pq.ExecStatus(status).name}")
-        matched = result.command_tuples if result.command_tuples is not None else result.ntuples
-    return matched
+    return results[-1] if results else None
 
 
 def _error(result: pq.abc.PGresult, conn: Connection) -> errors.Error:
