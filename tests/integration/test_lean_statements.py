@@ -218,6 +218,28 @@ async def test_psycopgs_own_deallocation_on_a_rollback_is_survived(one: Database
     assert await backend(one) == pid
 
 
+async def test_a_connection_keeps_at_most_max_prepared_statements(
+    one: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lean, "MAX_PREPARED", 3)
+    pid = await backend(one)
+
+    async def ours() -> list[str]:
+        async with one.pool.connection() as conn:
+            cur = await conn.execute("SELECT name FROM pg_prepared_statements WHERE name LIKE 'tq\\_%%' ORDER BY name")
+            return [str(r["name"]) for r in await cur.fetchall()]
+
+    for round in range(2):
+        assert await one.execute("lean_test.put", {"id": round, "body": "x"}) == 1
+        assert await one.fetch_all("lean_test.series", {"n": 2}) == [{"n": 1}, {"n": 2}]
+        assert await one.fetch_one("lean_test.like", {"id": round}) == {"?column?": 1}
+        assert await one.execute("lean_test.touch", {"id": round, "plus": 0}) == 1  # the 4th: put's goes
+        assert await one.fetch_one("lean_test.kinds", {"n": 1, "note": "a", "doc": {}}) is not None
+        assert len(await ours()) == 3
+    assert await ours() == sorted(n.decode() for n in watch_of(one).names.values())
+    assert await backend(one) == pid
+
+
 def watch_of(db: Database) -> lean.Prepared:
     """The pool's one connection's lean state (its statements and its socket's watch)."""
     (conn,) = db.pool._pool

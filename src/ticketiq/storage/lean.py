@@ -39,6 +39,10 @@ from psycopg.adapt import PyFormat, Transformer
 
 Connection = psycopg.AsyncConnection[Any]
 
+# Statements kept prepared on one connection, as psycopg keeps at most 100 of its own (`prepared_max`): a
+# process sends some 200 named statements over the day, each in a few parameter types.
+MAX_PREPARED = 128
+
 _PLACEHOLDER = re.compile(r"%(?:\((\w+)\)s|(%)|(.|\Z))", re.DOTALL)
 
 
@@ -203,6 +207,12 @@ async def _prepared(
     pgconn = conn.pgconn
     server_name = prepared.names.get(key)
     if server_name is None:
+        if len(prepared.names) >= MAX_PREPARED:
+            # The first prepared goes (the names keep their order): a pooled connection lives for hours,
+            # and each statement prepared holds server memory in its backend until the session ends.
+            oldest = prepared.names.pop(next(iter(prepared.names)))
+            pgconn.send_query(b"DEALLOCATE " + oldest)
+            _answer(await _exchange(pgconn, prepared), conn)
         server_name = b"tq_%d" % prepared.made
         prepared.made += 1
         pgconn.send_prepare(server_name, text, param_types=key[1])
