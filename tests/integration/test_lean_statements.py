@@ -92,6 +92,7 @@ async def test_rows_are_what_psycopgs_cursor_loads(one: Database) -> None:
     assert rows[1]["doc"] == {"n": 2, "list": [2, "a 'quoted' note", None]}
     assert rows[0]["given"] == {"k": [1, "two", None]}
     assert await one.fetch_one("lean_test.kinds", params) == psycopgs[0]  # the first row only
+    assert watch_of(one).transformer.pgresult is None  # the rows are not kept by the idle connection
 
 
 async def test_no_rows_and_no_result_set_are_none_and_empty(one: Database) -> None:

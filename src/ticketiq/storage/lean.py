@@ -159,9 +159,12 @@ async def fetch(
     tx.set_pgresult(result)
     encoding = conn.info.encoding
     names = [(result.fname(i) or b"").decode(encoding) for i in range(result.nfields)]
-    rows: list[dict[str, Any]] = tx.load_rows(
-        0, 1 if first_only else result.ntuples, lambda values: dict(zip(names, values, strict=True))
-    )
+    try:
+        rows: list[dict[str, Any]] = tx.load_rows(
+            0, 1 if first_only else result.ntuples, lambda values: dict(zip(names, values, strict=True))
+        )
+    finally:
+        tx.set_pgresult(None)  # not kept by an idle connection in the pool: a list's rows can be many
     return rows
 
 
