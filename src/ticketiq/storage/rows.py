@@ -10,13 +10,21 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+# Each row class's field names, read once: `fields()` and reading its Field objects cost every row of a
+# list again (a Checkpoint row: 8.1-9.3 µs, 6.3-6.5 with the names kept; timeit).
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def row_as(cls: type[T], row: dict[str, Any]) -> T:
     """Build a row dataclass from a driver row, keeping the columns it names (uuids become text)."""
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
     values = {}
-    for f in fields(cls):  # type: ignore[arg-type]
-        if f.name in row:
-            value = row[f.name]
-            values[f.name] = str(value) if isinstance(value, uuid.UUID) else value
+    for name in names:
+        if name in row:
+            value = row[name]
+            values[name] = str(value) if isinstance(value, uuid.UUID) else value
     return cls(**values)
 
 
