@@ -15,8 +15,9 @@ T = TypeVar("T")
 _NAMES: dict[type, tuple[str, ...]] = {}
 
 
-def row_as(cls: type[T], row: dict[str, Any]) -> T:
-    """Build a row dataclass from a driver row, keeping the columns it names (uuids become text)."""
+def row_as(cls: type[T], row: dict[str, Any], **given: Any) -> T:
+    """Build a row dataclass from a driver row, keeping the columns it names (uuids become text);
+    `given` fields are set as given (a value built from the row, not a column of it)."""
     names = _NAMES.get(cls)
     if names is None:
         names = _NAMES[cls] = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
@@ -25,6 +26,7 @@ def row_as(cls: type[T], row: dict[str, Any]) -> T:
         if name in row:
             value = row[name]
             values[name] = str(value) if isinstance(value, uuid.UUID) else value
+    values.update(given)
     return cls(**values)
 
 

@@ -11,7 +11,7 @@ typed rows. Nothing else in the package names a query about a run.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ticketiq.storage.database import Database, Row
@@ -117,7 +117,7 @@ def gate_facts_of(row: Row) -> GateFacts:
 
 def _taken(row: Row) -> Checkpoint:
     """A take that read the gates' facts with the run (acquire, create_taken)."""
-    return replace(row_as(Checkpoint, row), facts=gate_facts_of(row))
+    return row_as(Checkpoint, row, facts=gate_facts_of(row))
 
 
 def _given(row: Row) -> Given:
