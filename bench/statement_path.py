@@ -30,7 +30,7 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from ticketiq.dbserver import embedded
-from ticketiq.storage import database, queries
+from ticketiq.storage import database, lean, queries
 from ticketiq.storage.database import Database
 
 UPDATE = "UPDATE bench_rows SET v = v + 1, body = %(body)s WHERE id = %(id)s"
@@ -68,7 +68,11 @@ async def held(url: str, n: int) -> tuple[float, float]:
     statement = database.positional("bench.update")
     try:
         params = {"body": BODY, "id": 1}
-        return await timed(n, lambda: database._lean(conn, "bench.update", statement, params, db.within_s))
+        # What Database.execute does within its borrowed connection: the bound around lean's exchange.
+        return await timed(n, lambda: database._bounded(
+            conn, "bench.update", db.within_s,
+            lambda: lean.execute(conn, "bench.update", statement, database._adapt(params)),
+        ))  # fmt: skip
     finally:
         await db.pool.putconn(conn)
         await db.close()

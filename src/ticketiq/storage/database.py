@@ -329,17 +329,7 @@ class Database:
         """Run a statement; return how many rows it matched. Sent on libpq itself (lean.py): a step's
         checkpoint is one of these."""
         statement = positional(name)
-        conn = await self._getconn()
-        try:
-            matched = await _lean(conn, name, statement, params, self.within_s)
-        except StorageError as exc:
-            self.outage.failed(exc)
-            raise
-        finally:
-            await self.pool.putconn(conn)
-        if self.outage.down_since is not None:
-            self.outage.answered()
-        return matched
+        return await self._pooled(name, lambda conn: lean.execute(conn, name, statement, _adapt(params)))
 
     async def fetch_one(self, name: str, params: Mapping[str, Any] | None = None) -> Row | None:
         rows = await self._fetch(name, params, first_only=True)
@@ -352,11 +342,13 @@ class Database:
         """A statement's rows, sent on libpq itself as `execute`'s are (a run's creation and every read
         of the API are one of these): psycopg's cursor cost as much again as the statement."""
         statement = positional(name)
+        return await self._pooled(name, lambda conn: lean.fetch(conn, name, statement, _adapt(params), first_only))
+
+    async def _pooled(self, name: str, exchange: Callable[[Connection], Awaitable[T]]) -> T:
+        """One exchange on a connection of the pool, bounded (`_bounded`), the outage told of its end."""
         conn = await self._getconn()
         try:
-            rows = await _bounded(
-                conn, name, self.within_s, lambda: lean.fetch(conn, name, statement, _adapt(params), first_only)
-            )
+            done = await _bounded(conn, name, self.within_s, lambda: exchange(conn))
         except StorageError as exc:
             self.outage.failed(exc)
             raise
@@ -364,7 +356,7 @@ class Database:
             await self.pool.putconn(conn)
         if self.outage.down_since is not None:
             self.outage.answered()
-        return rows
+        return done
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Session]:
@@ -501,13 +493,6 @@ async def _bounded(conn: Connection, what: str, within_s: float | None, exchange
     if guard.disarm():
         await guard.severed_by(None)
     return done
-
-
-async def _lean(
-    conn: Connection, name: str, statement: lean.Positional, params: Mapping[str, Any] | None, within_s: float | None
-) -> int:
-    """A statement whose answer is how many rows it matched, on libpq itself (lean.py)."""
-    return await _bounded(conn, name, within_s, lambda: lean.execute(conn, name, statement, _adapt(params)))
 
 
 async def _execute(conn: Connection, name: str, params: Mapping[str, Any] | None, within_s: float | None) -> int:
