@@ -40,6 +40,10 @@ from ticketiq.storage.token_store import TokenStore
 
 # A write can be in flight for 3 s after its mark; a held request lands 1.5 s after it reached the vendor.
 BUDGET_S, STALL_S, RETRY_AFTER_S = 3.0, 1.5, 2.0
+# The zombie case's window: long enough that the settling process is still waiting the write out when the
+# test takes the run over, however loaded the machine (with 3 s, the window ran out first once, and the
+# settler rightly sent the write before the takeover).
+HELD_BUDGET_S = 15.0
 ISSUE = "OPS-1417"
 WORKFLOWS = {
     "comment": {"owner": "ops-bot", "tenant": "acme", "steps": [
@@ -80,7 +84,7 @@ class Rig:
 
 
 @asynccontextmanager
-async def rig(db_url: str, tmp_path: Path, standins: Standins) -> AsyncIterator[Rig]:
+async def rig(db_url: str, tmp_path: Path, standins: Standins, budget_s: float = BUDGET_S) -> AsyncIterator[Rig]:
     spec = yaml.safe_load(Settings().agents.read_text())
     spec["workflows"] = WORKFLOWS
     agents = tmp_path / "agents.yaml"
@@ -91,7 +95,7 @@ async def rig(db_url: str, tmp_path: Path, standins: Standins) -> AsyncIterator[
             home = tmp_path / name
             home.mkdir()
             settings = standins.settings(home=home, agents=agents, seal_keys="t:in-doubt-secret", lead=lead,
-                                         write_budget_s=BUDGET_S, call_concurrency=1)  # fmt: skip
+                                         write_budget_s=budget_s, call_concurrency=1)  # fmt: skip
             process = await AppProcess.start(settings)
             stack.push_async_callback(process.stop)
             processes.append(process)
@@ -372,7 +376,7 @@ async def test_a_zombie_taken_over_while_it_waits_out_a_write_sends_nothing_afte
     user = user_of()
     vendor, operation = user.writes[True]
     await standins.fault(vendor, "429", retry_after_s=RETRY_AFTER_S, operation=operation)
-    async with rig(db_url, tmp_path, standins) as r:
+    async with rig(db_url, tmp_path, standins, budget_s=HELD_BUDGET_S) as r:
         of = await user.start(r, True)
         await refused_once(r, user)
         await r.died(await user.holder(r, of))
