@@ -19,20 +19,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any, cast
 
 import aiohttp
-import httpx
 import openai
 import orjson
 
+from child_server import serving
 from ticketiq.model import ModelClient
 from ticketiq.settings import Settings
 from ticketiq.tools.vendor_pool import VendorTransport
@@ -86,13 +81,6 @@ def conversation(rounds: int) -> list[dict[str, Any]]:
             result = {"key": "OPS-123", "fields": {"summary": "Checkout fails", "status": "Open", "labels": ["web"]}}
             messages.append({"role": "tool", "tool_call_id": f"call_{turn}_{n}", "content": json.dumps(result)})
     return messages
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 async def cpu_per_request(ask: Callable[[], Awaitable[object]], requests: int) -> tuple[float, float]:
@@ -154,25 +142,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=400)
     args = parser.parse_args()
-    port = free_port()
-    src = str(Path(__file__).resolve().parent.parent / "src")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
-    server = subprocess.Popen([sys.executable, "-c", _SERVER, str(port)], env=env)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(base + "/v1/models", timeout=1).raise_for_status()
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise SystemExit("the stand-in model did not start") from None
-                time.sleep(0.1)
+    with serving(_SERVER, "/v1/models") as base:
         asyncio.run(measure(base + "/v1", args.requests))
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ from ticketiq.storage.token_store import TokenStore
 from ticketiq.tools.base import Registry, Tool
 from ticketiq.tools.mcp_tools import McpServers
 from ticketiq.tools.registry import build_registry
+from ticketiq.tools.vendor_client import VendorClient
 from ticketiq.tools.vendor_pool import VendorTransport
 from ticketiq.views.follows import CredentialCheck, Follows
 from ticketiq.views.run_events import RunEvents
@@ -159,9 +160,9 @@ class AppProcess:
         # Every outbound request names this process (vendors log it) and is refused once it stalled.
         # One pool per host, sized to the calls in flight (issue 19): it neither scans nor churns.
         faults = Faults(settings.fault_point, settings.fault_after)
-        http = httpx.AsyncClient(transport=VendorTransport(settings.vendor_connections, faults=faults),
-                                 timeout=settings.http_timeout_s, headers={"User-Agent": user_agent()},
-                                 event_hooks={"request": [stall.before_request]})  # fmt: skip
+        http = VendorClient(VendorTransport(settings.vendor_connections, faults=faults),
+                            timeout=settings.http_timeout_s, headers={"User-Agent": user_agent()},
+                            event_hooks={"request": [stall.before_request]})  # fmt: skip
         # The model's steps on a pool of the same kind, sized apart: a thousand runs may wait on the model
         # at once. Each step's request is handed to it straight, with the openai client's headers and
         # timeout (model/client.py); ModelClient.close closes it.

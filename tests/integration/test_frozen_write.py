@@ -14,12 +14,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.support.standins import Standins
 from ticketiq.tools.base import CallContext
 from ticketiq.tools.registry import build_registry
+from ticketiq.tools.vendor_client import VendorClient
 from ticketiq.tools.vendor_pool import VendorTransport
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,7 +64,7 @@ async def test_a_write_frozen_before_its_first_byte_and_let_go_on_after_its_wind
         settings = standins.settings()
         tool = build_registry(settings).get("jira_add_comment")
         assert tool is not None and tool.reader is not None
-        async with httpx.AsyncClient(transport=VendorTransport(2)) as http:
+        async with VendorClient(VendorTransport(2)) as http:
             ctx = CallContext("run-frozen", tool.name, {"issue_key": "OPS-1", "body": "frozen"}, key, http, settings)
             assert (await tool.reader(ctx)).found is False
             assert (await tool.executor(ctx)).ok  # sent once, as the settlement does

@@ -17,6 +17,7 @@ from ticketiq.errors import LeaseLost
 from ticketiq.settings import Settings
 from ticketiq.tools.base import CallContext, Outcome, ReadBack, Registry, ToolClass
 from ticketiq.tools.registry import build_registry
+from ticketiq.tools.vendor_client import VendorClient
 from ticketiq.tools.vendor_pool import VendorTransport
 
 THREAD = "19:ops@thread.tacv2;messageid=1700000000000"
@@ -25,8 +26,8 @@ TEAMS_ARGS = {"conversation_id": THREAD, "activity_id": "1700000000000", "team_i
 
 @pytest.fixture
 async def http() -> AsyncIterator[httpx.AsyncClient]:
-    # The transport an app process gives the adapters (process.py).
-    async with httpx.AsyncClient(verify=TLS, transport=VendorTransport(100)) as client:
+    # The client an app process gives the adapters (process.py).
+    async with VendorClient(VendorTransport(100), verify=TLS) as client:
         yield client
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gzip
 import socket
 import time
@@ -22,6 +23,7 @@ from ticketiq.errors import LeaseLost
 from ticketiq.settings import Settings
 from ticketiq.tools.base import CallContext
 from ticketiq.tools.http import Send, VendorFailed, request
+from ticketiq.tools.vendor_client import VendorClient
 from ticketiq.tools.vendor_pool import BEFORE_WRITE, VendorTransport
 
 
@@ -95,6 +97,7 @@ class Vendor:
             self._handlers.discard(task)
 
     async def _answer(self, number: int, path: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        path = path.partition("?")[0]  # a query changes no answer
         headers = f"HTTP/1.1 200 OK\r\nx-connection: {number}\r\n"
         if path == "/partial":
             writer.write(f"{headers}content-length: 1000\r\n\r\n".encode() + b"x" * 10)
@@ -157,7 +160,8 @@ class Pooled:
 
     def __init__(self, vendor: Vendor, limit: int = 10, keepalive_s: float = 50.0) -> None:
         self.transport = VendorTransport(limit, keepalive_s)
-        self.client = httpx.AsyncClient(verify=TLS, transport=self.transport, base_url=vendor.url, timeout=5.0)
+        # The app's client: httpx's requests go through it as they would, tools/http.py's take `exchange`.
+        self.client = VendorClient(self.transport, base_url=vendor.url, timeout=5.0)
         self.port = vendor.port
 
     def counts(self) -> tuple[int, int]:
@@ -397,6 +401,59 @@ async def test_a_request_goes_out_with_exactly_httpx_headers(vendor: Vendor, met
     assert sent["ours"] == sent["httpx"]
     assert b"user-agent: python-httpx/" in sent["ours"].lower()
     assert b"aiohttp" not in sent["ours"].lower()
+
+
+@pytest.mark.parametrize(("method", "path", "body"), [
+    ("GET", "/ok", None), ("GET", "/gzip", None), ("POST", "/write", {"note": "é", "n": [1, 2]}),
+])  # fmt: skip
+async def test_an_adapters_request_goes_out_and_reads_back_as_through_httpx_own_client(
+    vendor: Vendor, method: str, path: str, body: Any
+) -> None:
+    """tools/http.py's request on the app's client (VendorClient.exchange) against the same request through
+    httpx's own client and transport: the same bytes on the wire (the client's default headers, the
+    params, the JSON body), the same reply read (a JSON body parsed, a gzip-encoded one decoded, a plain
+    one kept as text), the client's request hooks run, the last check run as the bytes went."""
+    sent: dict[str, bytes] = {}
+    replies: dict[str, Any] = {}
+    hooked: list[str] = []
+    checked: list[str] = []
+    options: dict[str, Any] = {"headers": {"User-Agent": "ticketiq/test"}, "timeout": 5.0,
+                               "event_hooks": {"request": [lambda r: _hooked(hooked, r)]}}  # fmt: skip
+    ours = _CountingSends(VendorTransport(10), **options)
+    theirs = httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(), **options)
+    for name, client in (("httpx", theirs), ("ours", ours)):
+        async with client:
+            ctx = CallContext("run-1", "probe", {}, "k", client, Settings(), functools.partial(checked.append, name))
+            replies[name] = await request(ctx, "probe", method, f"{vendor.url}{path}", send=Send.READ,
+                                          headers={"Authorization": "Bearer k"}, json=body,
+                                          params={"startAt": 0, "q": "a b"})  # fmt: skip
+        sent[name] = vendor.heads[-1]
+    assert sent["ours"] == sent["httpx"]
+    assert b"?startAt=0&q=a+b " in sent["ours"]
+    assert b"user-agent: ticketiq/test" in sent["ours"].lower()
+    assert replies["ours"].status == replies["httpx"].status == 200
+    assert replies["ours"].body == replies["httpx"].body == ({"answer": "decoded once"} if path == "/gzip" else "ok")
+    assert [k for k in replies["ours"].headers if k != "x-connection"] == [
+        k for k in replies["httpx"].headers if k != "x-connection"
+    ]
+    assert ours.sends == 0  # the short way: never through httpx's client.send
+    assert hooked == [method, method]
+    # Once before the try (before_send), then as its bytes were written (tools/http.py: last_check): by the
+    # transport's one write of them for ours, by httpcore's trace before the head and again the body for httpx's.
+    assert checked.count("ours") == 2
+    assert checked.count("httpx") == 3
+
+
+async def _hooked(hooked: list[str], request: httpx.Request) -> None:
+    hooked.append(request.method)
+
+
+class _CountingSends(VendorClient):
+    sends = 0
+
+    async def send(self, request: httpx.Request, **kwargs: Any) -> httpx.Response:
+        self.sends += 1
+        return await super().send(request, **kwargs)
 
 
 async def test_a_gzip_encoded_answer_is_decoded_once_by_httpx(vendor: Vendor, pooled: Pooled) -> None:

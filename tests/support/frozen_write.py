@@ -17,14 +17,13 @@ import os
 import sys
 import time
 
-import httpx
-
 from ticketiq.engine.leases import HeldLease
 from ticketiq.errors import LeaseLost
 from ticketiq.runtime.faults import Faults
 from ticketiq.settings import Settings
 from ticketiq.tools.base import CallContext, SendWindow
 from ticketiq.tools.registry import build_registry
+from ticketiq.tools.vendor_client import VendorClient
 from ticketiq.tools.vendor_pool import VendorTransport
 
 
@@ -37,7 +36,7 @@ async def main(key: str, issue: str, window_s: float, lease: str) -> None:
     tool = build_registry(settings).get("jira_add_comment")
     assert tool is not None
     transport = VendorTransport(2, faults=Faults("before_write", stop=True))
-    async with httpx.AsyncClient(transport=transport, timeout=settings.http_timeout_s) as http:
+    async with VendorClient(transport, timeout=settings.http_timeout_s) as http:
         now = time.monotonic()
         window = SendWindow(budget_ends=now + window_s, lease_deadline=now + 3600.0)
         held = HeldLease("run-frozen", deadline=window.budget_ends if lease == "window" else now + 3600.0, since=now)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json as json_lib
 import random
 import time
 from collections.abc import Callable
@@ -29,6 +30,7 @@ import httpx
 
 from ticketiq.errors import ToolError
 from ticketiq.tools.base import CallContext, Outcome
+from ticketiq.tools.vendor_client import Answered, VendorClient, answered
 from ticketiq.tools.vendor_pool import BEFORE_WRITE
 from ticketiq.values.json_depth import too_deep
 
@@ -88,10 +90,14 @@ async def request(
         sending = Sending()
         try:
             async with asyncio.timeout(timeout):  # the whole try, not only each phase of it
-                response = await ctx.http.request(
-                    method, url, headers=headers, json=json, params=params, timeout=timeout,
-                    extensions=checked_at_write(last_check(ctx, sending)),
-                )  # fmt: skip
+                if isinstance(ctx.http, VendorClient):  # the app's: its short way (tools/vendor_client.py)
+                    answer = await ctx.http.exchange(method, url, headers=headers, json=json, params=params,
+                                                     phase_s=timeout, check=last_check(ctx, sending))  # fmt: skip
+                else:
+                    answer = answered(await ctx.http.request(
+                        method, url, headers=headers, json=json, params=params, timeout=timeout,
+                        extensions=checked_at_write(last_check(ctx, sending)),
+                    ))  # fmt: skip
         except WindowClosed as exc:
             # Its window closed while it waited for a connection or was frozen: nothing of this try left.
             raise _failed(f"{vendor}: the write's budget was spent before its bytes could leave",
@@ -112,7 +118,7 @@ async def request(
                 await asyncio.sleep(_backoff(retries))
                 continue
             raise _failed(f"{vendor} did not answer ({type(exc).__name__})", uncertain=reached) from exc
-        reply = Reply(response.status_code, _body(response), response.headers)
+        reply = Reply(answer.status, _body(answer), answer.headers)
         if reply.status == 429:
             wait = _retry_after(reply)
             if retries < limit and wait <= ctx.settings.http_timeout_s:
@@ -233,15 +239,15 @@ def _failed(error: str, status: int | None = None, *, uncertain: bool = False) -
     return VendorFailed(Outcome(ok=False, error=error, uncertain=uncertain), status)
 
 
-def _body(response: httpx.Response) -> Any:
-    if not response.content:
+def _body(answer: Answered) -> Any:
+    if not answer.content:
         return None
-    if too_deep(response.content):
-        return response.text  # I16: kept as its text; parsed, it would fail whatever reads it
+    if too_deep(answer.content):
+        return answer.text  # I16: kept as its text; parsed, it would fail whatever reads it
     try:
-        return response.json()
+        return json_lib.loads(answer.content)  # as httpx's Response.json() parses it
     except ValueError:
-        return response.text
+        return answer.text
 
 
 def _retry_after(reply: Reply) -> float:

@@ -407,6 +407,11 @@ class VendorTransport(httpx.AsyncBaseTransport):
         return session
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return (await self.deliver(request, request.extensions.get(BEFORE_WRITE))).response()
+
+    async def deliver(self, request: httpx.Request, check: LastCheck | None) -> Answer:
+        """An httpx.Request sent as `handle_async_request` sends it, with `check` as its last check, answered
+        as read (no httpx.Response: tools/vendor_client.py)."""
         url = request.url
         if url.scheme not in ("http", "https"):
             raise httpx.UnsupportedProtocol(f"Request URL has an unsupported protocol '{url.scheme}://'.")
@@ -419,11 +424,10 @@ class VendorTransport(httpx.AsyncBaseTransport):
             del headers["transfer-encoding"]
             headers["content-length"] = str(len(body))
         sent = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in headers.raw]
-        answer = await self._send(
+        return await self._send(
             request.method, _where(url), _aiohttp_url(url), sent, "traceparent" in headers, body,
-            request.extensions.get("timeout", {}), request.extensions.get(BEFORE_WRITE),
+            request.extensions.get("timeout", {}), check,
         )  # fmt: skip
-        return answer.response()
 
     def prepare(self, method: str, url: httpx.URL, headers: Sequence[tuple[str, str]]) -> Prepared:
         """What requests that differ only in their body share, worked out once (a model's steps): the
