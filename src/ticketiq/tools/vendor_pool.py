@@ -506,6 +506,9 @@ class VendorTransport(httpx.AsyncBaseTransport):
                 exchange.write_timer.cancel()
             if exchange.guard is not None:
                 exchange.guard.unwrap()
+            # The guard and the timer point back at the exchange: let go of both, so the request's objects
+            # (its check, its call's context) go as it ends rather than with the next garbage collection.
+            exchange.guard = exchange.write_timer = None
             _EXCHANGE.reset(token)
             gate.release()  # after the connection went back to the pool (or was closed)
         return Answer(answer.status, answer.raw_headers, content, answer.reason or "")
