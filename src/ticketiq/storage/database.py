@@ -55,6 +55,9 @@ set_json_dumps(_dumps)
 Row = dict[str, Any]
 T = TypeVar("T")
 
+# The longest a wait on a connection's socket sleeps with no news before it looks again (Connection.wait).
+QUIET_WAKE_S = 5.0
+
 
 class Connection(psycopg.AsyncConnection[Row]):
     """A connection whose statements give up at once when the task waiting on one is cancelled (a
@@ -66,10 +69,20 @@ class Connection(psycopg.AsyncConnection[Row]):
     async def cancel_safe(self, *, timeout: float = 30.0) -> None:  # noqa: ASYNC109 (its signature)
         shut_down(self)
 
-    async def wait(self, gen: PQGen[T], *args: Any, **kwargs: Any) -> T:
-        """psycopg waits on the socket itself: lean.py's watch of it comes off first (lean.Prepared)."""
+    async def wait(
+        self,
+        gen: PQGen[T],
+        interval: float = QUIET_WAKE_S,
+        timeout: float | None = None,  # noqa: ASYNC109 (psycopg's)
+    ) -> T:
+        """psycopg waits on the socket itself: lean.py's watch of it comes off first (lean.Prepared).
+
+        psycopg wakes a wait every 0.1 s with no news (its interval, for a blocking program's Ctrl-C): on
+        an idle process's three listening connections (liveness, the leader's sweep, the gate watch) some
+        34 wake-ups a second that read nothing. A wait here ends on its socket, its own timeout (each
+        listener's poll, 0.25-1 s) or its task's cancellation; the interval is only a backstop."""
         lean.unwatch(self)
-        return await super().wait(gen, *args, **kwargs)
+        return await super().wait(gen, interval, timeout)
 
     async def close(self) -> None:
         """Never closed while the event loop still watches its socket (lean.Prepared)."""
