@@ -11,7 +11,8 @@ on one kept-alive connection, after a warm-up:
 - `adapter on httpx`: tools/http.py's `request` (the lease check and the retry rules around the send) on
   that httpx client: what an adapter's `jira_get_issue` paid before VendorClient;
 - `adapter request`: the same on the app's VendorClient (tools/vendor_client.py), its `exchange`: what
-  an adapter's `jira_get_issue` pays now;
+  an adapter's `jira_get_issue` pays now, reading an issue again (its URL parsed once);
+- `adapter, new URL`: the same, each request a different issue (its URL parsed each time);
 - `floor`: a bare aiohttp session, the answer parsed by orjson: what any client must pay.
 
 Rounds alternate the paths, so drift shows as spread. Prints figures (microseconds of CPU a request,
@@ -78,6 +79,12 @@ async def measure(url: str, requests: int, rounds: int) -> None:
     async def adapter() -> object:
         return (await request(ctx, "jira", "GET", url, send=Send.READ, headers=HEADERS)).body
 
+    issued = iter(range(10**9))
+
+    async def adapter_new_url() -> object:
+        fresh = url.replace("OPS-1", f"OPS-{next(issued)}")
+        return (await request(ctx, "jira", "GET", fresh, send=Send.READ, headers=HEADERS)).body
+
     async def adapter_on_httpx() -> object:
         return (await request(before, "jira", "GET", url, send=Send.READ, headers=HEADERS)).body
 
@@ -86,7 +93,7 @@ async def measure(url: str, requests: int, rounds: int) -> None:
             return orjson.loads(await answer.read())
 
     paths = {"client.request": through_httpx, "adapter on httpx": adapter_on_httpx, "adapter request": adapter,
-             "floor": floor}  # fmt: skip
+             "adapter, new URL": adapter_new_url, "floor": floor}  # fmt: skip
     figures: dict[str, list[float]] = {path: [] for path in paths}
     try:
         print(f"{os.cpu_count()} cores, httpx {httpx.__version__}, aiohttp {aiohttp.__version__}, "
@@ -98,7 +105,8 @@ async def measure(url: str, requests: int, rounds: int) -> None:
             print(f"{round_:<6} " + " ".join(f"{figures[path][-1]:>16.0f}" for path in paths))
         median = {path: statistics.median(values) for path, values in figures.items()}
         print(f"{'median':<6} " + " ".join(f"{median[path]:>16.0f}" for path in paths))
-        print(f"adapter request / adapter on httpx: {median['adapter request'] / median['adapter on httpx']:.2f}; "
+        print(f"adapter request / adapter on httpx: {median['adapter request'] / median['adapter on httpx']:.2f} "
+              f"({median['adapter, new URL'] / median['adapter on httpx']:.2f} a new URL each time); "
               f"adapter request / floor: {median['adapter request'] / median['floor']:.2f}")  # fmt: skip
     finally:
         await plain.aclose()
