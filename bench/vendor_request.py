@@ -68,7 +68,7 @@ async def measure(url: str, requests: int, rounds: int) -> None:
     settings = Settings()
     options = {"timeout": settings.http_timeout_s, "headers": {"User-Agent": "ticketiq/bench"}}
     plain = httpx.AsyncClient(transport=VendorTransport(4), **options)  # type: ignore[arg-type]
-    app = VendorClient(VendorTransport(4), **options)
+    app = VendorClient(VendorTransport(4), before_send=lambda: None, **options)
     bare = aiohttp.ClientSession()
     ctx = CallContext("run-bench", "jira_get_issue", {"issue_key": "OPS-1"}, "k", app, settings)
     before = CallContext("run-bench", "jira_get_issue", {"issue_key": "OPS-1"}, "k", plain, settings)

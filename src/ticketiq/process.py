@@ -162,7 +162,7 @@ class AppProcess:
         faults = Faults(settings.fault_point, settings.fault_after)
         http = VendorClient(VendorTransport(settings.vendor_connections, faults=faults),
                             timeout=settings.http_timeout_s, headers={"User-Agent": user_agent()},
-                            event_hooks={"request": [stall.before_request]})  # fmt: skip
+                            before_send=stall.check)  # fmt: skip
         # The model's steps on a pool of the same kind, sized apart: a thousand runs may wait on the model
         # at once. Each step's request is handed to it straight, with the openai client's headers and
         # timeout (model/client.py); ModelClient.close closes it.

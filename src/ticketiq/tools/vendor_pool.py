@@ -282,6 +282,21 @@ def _aiohttp_url(url: httpx.URL) -> URL:
 
 
 @dataclass(frozen=True, slots=True)
+class Target:
+    """Where a request goes, worked out once for a URL (`target`): its host's key and the URL as aiohttp
+    takes it."""
+
+    where: tuple[str, str, int]
+    url: URL
+
+
+def target(url: httpx.URL) -> Target:
+    if url.scheme not in ("http", "https"):
+        raise httpx.UnsupportedProtocol(f"Request URL has an unsupported protocol '{url.scheme}://'.")
+    return Target(_where(url), _aiohttp_url(url))
+
+
+@dataclass(frozen=True, slots=True)
 class Prepared:
     """A request's parts that do not change with its body (`VendorTransport.prepare`)."""
 
@@ -450,6 +465,21 @@ class VendorTransport(httpx.AsyncBaseTransport):
         sent[prepared.length] = (sent[prepared.length][0], str(len(body)))
         return await self._send(prepared.method, prepared.where, prepared.url, sent, prepared.traced, body,
                                 timeouts, None)  # fmt: skip
+
+    async def send_bodiless(
+        self,
+        method: str,
+        to: Target,
+        headers: list[tuple[str, str]],
+        traced: bool,
+        timeouts: Mapping[str, float | None],
+        check: LastCheck | None,
+    ) -> Answer:
+        """A request with no body, its headers as `deliver` would send them for the httpx.Request that was
+        not made (tools/vendor_client.py), through the same gate, checks, timeouts and errors."""
+        if self._closed:
+            raise httpx.ConnectError("the vendor transport is closed")
+        return await self._send(method, to.where, to.url, headers, traced, b"", timeouts, check)
 
     async def _send(
         self,
