@@ -105,7 +105,8 @@ class VendorClient(httpx.AsyncClient):
         """One try of an adapter's request; `phase_s` bounds each phase (connect, pool, write, read) as
         httpx's `timeout` does."""
         parsed, to = _parsed(url)
-        head = self._bodiless_head(parsed, headers) if json is None and params is None else None
+        short = json is None and params is None and to is not None  # `to`: an absolute http(s) URL
+        head = self._bodiless_head(headers) if short else None
         if head is not None and to is not None:
             if self._before_send is not None:
                 self._before_send()
@@ -123,9 +124,9 @@ class VendorClient(httpx.AsyncClient):
             answer = await self.vendor.deliver(request, check)
         return await _read(answer)
 
-    def _bodiless_head(self, url: httpx.URL, headers: dict[str, str] | None) -> _Head | None:
+    def _bodiless_head(self, headers: dict[str, str] | None) -> _Head | None:
         """The merged headers of a request with no body, when the short way may take it (else None)."""
-        if self.cookies or self.params or url.is_relative_url or self.event_hooks["request"] != self._own_hooks:
+        if self.cookies or self.params or self.event_hooks["request"] != self._own_hooks:
             return None
         key = (tuple(self.headers.raw), tuple(headers.items()) if headers else ())
         head = self._heads.get(key)
