@@ -29,27 +29,38 @@ def validate(schema: Mapping[str, Any], args: Any) -> str | None:
 
 
 def _problems(schema: Mapping[str, Any], value: Any, path: str) -> list[str]:
-    where = f"argument {path!r}" if path else "the arguments"
+    # Called for every call a model asks for, and nearly always finding nothing: what a problem's
+    # sentence says (`_where`) is put together only once a problem is found.
     wanted = schema.get("type")
     if wanted is not None:
-        names = [wanted] if isinstance(wanted, str) else list(wanted)
-        if not any(_is(value, name) for name in names):
-            return [f"{where} must be {' or '.join(names)}, not {_json_type(value)}"]
+        if isinstance(wanted, str):
+            fits = _is(value, wanted)
+        else:
+            wanted = list(wanted)
+            fits = any(_is(value, name) for name in wanted)
+        if not fits:
+            names = [wanted] if isinstance(wanted, str) else wanted
+            return [f"{_where(path)} must be {' or '.join(names)}, not {_json_type(value)}"]
     out: list[str] = []
     if "enum" in schema and value not in schema["enum"]:
-        out.append(f"{where} must be one of {', '.join(repr(v) for v in schema['enum'])}")
+        out.append(f"{_where(path)} must be one of {', '.join(repr(v) for v in schema['enum'])}")
     if isinstance(value, str):
-        out += _string(schema, value, where)
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            out.append(f"{where} must be at least {schema['minimum']}")
-        if "maximum" in schema and value > schema["maximum"]:
-            out.append(f"{where} must be at most {schema['maximum']}")
-    if isinstance(value, list):
-        out += _array(schema, value, path, where)
-    if isinstance(value, dict):
+        if "minLength" in schema or "maxLength" in schema or "pattern" in schema:
+            out += _string(schema, value, _where(path))
+    elif isinstance(value, dict):
         out += _object(schema, value, path)
+    elif isinstance(value, list):
+        out += _array(schema, value, path, _where(path))
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            out.append(f"{_where(path)} must be at least {schema['minimum']}")
+        if "maximum" in schema and value > schema["maximum"]:
+            out.append(f"{_where(path)} must be at most {schema['maximum']}")
     return out
+
+
+def _where(path: str) -> str:
+    return f"argument {path!r}" if path else "the arguments"
 
 
 def _string(schema: Mapping[str, Any], value: str, where: str) -> list[str]:
@@ -79,7 +90,7 @@ def _array(schema: Mapping[str, Any], value: list[Any], path: str, where: str) -
 def _object(schema: Mapping[str, Any], value: dict[str, Any], path: str) -> list[str]:
     out = []
     properties: Mapping[str, Any] = schema.get("properties", {})
-    for name in schema.get("required", []):
+    for name in schema.get("required", ()):
         if name not in value:
             out.append(f"argument {_join(path, name)!r} is required")
     extra = schema.get("additionalProperties", True)
