@@ -28,7 +28,8 @@ peer's workflow or thread start is), client CPU per step (getrusage of the syste
 every thread of it) and top-level statements per step (`pg_stat_statements` of its database).
 The systems' order turns each round, so none always runs first on a shared machine. It prints the
 table (a range over the rounds when there are several), the ratios of TicketIQ to each peer and to the
-floor, each taken within one round, the peers' versions and the machine's cores. It asserts nothing.
+floor, each taken within one round (with their median over three rounds or more), the peers' versions
+and the machine's cores. It asserts nothing.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -133,6 +135,12 @@ def table(systems: list[str], rounds: list[dict[str, dict[str, Any]]]) -> list[s
     return out
 
 
+def middle(values: list[float], digits: int) -> str:
+    """The median, beside the range of three rounds or more: on a shared machine one round of the range
+    can sit far from the others, and the range alone does not say which end is typical."""
+    return f" (median {statistics.median(values):.{digits}f}x)" if len(values) >= 3 else ""
+
+
 def ratios(systems: list[str], rounds: list[dict[str, dict[str, Any]]]) -> list[str]:
     """TicketIQ's figures over each other system's, each ratio taken within one round."""
     out = []
@@ -144,7 +152,7 @@ def ratios(systems: list[str], rounds: list[dict[str, dict[str, Any]]]) -> list[
                 if "error" not in r["ticketiq"] and "error" not in r[other] and per_step(r[other])[key] > 0
             ]
             if found:
-                out.append(f"TicketIQ / {other:<9} {label:<11} {spread(found, 2)}x")
+                out.append(f"TicketIQ / {other:<9} {label:<11} {spread(found, 2)}x{middle(found, 2)}")
     return out
 
 
