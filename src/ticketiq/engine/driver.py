@@ -62,6 +62,8 @@ HANDED_OVER = "handed_over"
 # What drive() returns for a checkpoint of a format this release does not know (resume.format_unknown).
 LEFT = "left"
 FLUSH_AGE_S = 1.0
+# What the model is told of a call that left no result: only ever serialized, so one dict serves every step.
+_NO_RESULT = {"error": "no result"}
 
 
 def fenced_off(exc: BaseException) -> BaseException | None:
@@ -98,8 +100,10 @@ class RunDriver:
         self.handle = deps.store.bound(self.run_id, self.attempt)
         self.seal_head = checkpoint.seal  # the seal the next checkpoint write replaces (I17)
         self.calls = CallMaker(deps, self.handle, lease, self)
-        # Finished reads and refusals and their notes ride on the next statement the run writes anyway.
-        self.carry = StepWork()
+        # Finished reads and refusals (their rows) and their notes ride on the next statement the run writes
+        # anyway: two plain lists, not a StepWork, which would make six containers a step to carry two.
+        self.carried_rows: list[dict[str, Any]] = []
+        self.carried_notes: list[dict[str, Any]] = []
         self.ended = False
         # Replaced by the verified checkpoint's state before anything reads it (a plain attribute, not a
         # property: it is read many times a step).
@@ -296,11 +300,12 @@ class RunDriver:
     def _absorb(self, work: StepWork) -> None:
         """The step's results go back into the conversation; its finished rows ride on the next statement."""
         for call in self.state.calls:
-            result = work.results.get(call.idx, {"error": "no result"})
+            result = work.results.get(call.idx, _NO_RESULT)
             self.state.messages.append(
                 {"role": "tool", "tool_call_id": call.id, "content": orjson.dumps(result, default=str).decode()}
             )
-        self.carry.merge(StepWork(finished=work.finished, entries=work.entries))
+        self.carried_rows += work.finished
+        self.carried_notes += work.entries
 
     # ----- planning and gates ------------------------------------------------------------------------
 
@@ -398,9 +403,10 @@ class RunDriver:
 
     def _stage(self, entries: list[dict[str, Any]]) -> None:
         """The previous step's finished calls and notes, and these entries, join the unflushed."""
-        carried, self.carry = self.carry, StepWork()
-        self.state.unflushed_calls += carried.finished
-        self.state.unflushed += [*carried.entries, *entries]
+        state = self.state
+        state.unflushed_calls += self.carried_rows
+        state.unflushed += [*self.carried_notes, *entries]
+        self.carried_rows, self.carried_notes = [], []
         if self._unflushed_since is None:
             self._unflushed_since = time.monotonic()
 
@@ -530,7 +536,8 @@ class RunDriver:
         """Wait for a person (a decision, or an input to a question the model asked): what the step
         produced is recorded; the calls stay on the checkpoint. False when every request was decided
         meanwhile (I15): the run goes on."""
-        self.carry.merge(StepWork(finished=work.finished, entries=work.entries))
+        self.carried_rows += work.finished
+        self.carried_notes += work.entries
         self._stage([transcript.statement("checkpoint", step=self.state.step, calls=len(self.state.calls))])
         taken = self._take_unflushed()
         sealed = self._sealed()

@@ -34,6 +34,11 @@ class GateDecision:
         return self.verdict is Verdict.ALLOW
 
 
+# A decision is frozen, so the allowing ones asked at every step (the run's, a call's) are made once.
+_RUN_ALLOWED = GateDecision(Verdict.ALLOW, "run")
+_ALL_ALLOWED = GateDecision(Verdict.ALLOW, "all")
+
+
 def run_gate(facts: GateFacts) -> GateDecision:
     """Gates that hold for the whole run, whatever the call: checked at every step and on resume."""
     if facts.agent_quarantine is not None:
@@ -54,7 +59,7 @@ def run_gate(facts: GateFacts) -> GateDecision:
         return GateDecision(Verdict.REFUSE, "channel", f"channel {facts.channel} is disabled")
     if not facts.owner_may_run:
         return GateDecision(Verdict.REFUSE, "run_as", f"owner {facts.owner} may no longer run agents")
-    return GateDecision(Verdict.ALLOW, "run")
+    return _RUN_ALLOWED
 
 
 def ending(refused: GateDecision) -> str:
@@ -78,7 +83,7 @@ def call_gate(facts: GateFacts, tool: str, offered: frozenset[str], approved: bo
                 Verdict.REFUSE, "approval", f"tool {tool} needs approval and this run may not wait for it"
             )
         return GateDecision(Verdict.APPROVAL, "approval", f"tool {tool} needs a person's approval")
-    return GateDecision(Verdict.ALLOW, "all")
+    return _ALL_ALLOWED
 
 
 def delegation_gate(facts: GateFacts, agent: str, defined: bool) -> GateDecision:
@@ -139,4 +144,4 @@ def inspector_gate(facts: InspectorFacts, tool: str) -> GateDecision:
             f"tool {tool} needs a person's approval and an ad hoc call does not wait for one: "
             "call it from a run that may wait, or have an admin change its policy",
         )
-    return GateDecision(Verdict.ALLOW, "all")
+    return _ALL_ALLOWED

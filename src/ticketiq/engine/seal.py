@@ -22,7 +22,7 @@ import secrets
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -54,9 +54,8 @@ class SealKeys:
         return f"SealKeys(signing_id={self.signing_id!r}, ids={sorted(self.secrets)})"
 
 
-@dataclass(frozen=True)
-class Chain:
-    """What a seal covers besides the state text (I17)."""
+class Chain(NamedTuple):
+    """What a seal covers besides the state text (I17). A tuple: made for every checkpoint."""
 
     run_id: str
     step: int
