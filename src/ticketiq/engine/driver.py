@@ -62,8 +62,6 @@ HANDED_OVER = "handed_over"
 # What drive() returns for a checkpoint of a format this release does not know (resume.format_unknown).
 LEFT = "left"
 FLUSH_AGE_S = 1.0
-# What the model is told of a call that left no result: only ever serialized, so one dict serves every step.
-_NO_RESULT = {"error": "no result"}
 
 
 def fenced_off(exc: BaseException) -> BaseException | None:
@@ -100,8 +98,7 @@ class RunDriver:
         self.handle = deps.store.bound(self.run_id, self.attempt)
         self.seal_head = checkpoint.seal  # the seal the next checkpoint write replaces (I17)
         self.calls = CallMaker(deps, self.handle, lease, self)
-        # Finished reads and refusals (their rows) and their notes ride on the next statement the run writes
-        # anyway: two plain lists, not a StepWork, which would make six containers a step to carry two.
+        # Finished reads' and refusals' rows, and their notes, ride on the next statement the run writes anyway.
         self.carried_rows: list[dict[str, Any]] = []
         self.carried_notes: list[dict[str, Any]] = []
         self.ended = False
@@ -300,7 +297,7 @@ class RunDriver:
     def _absorb(self, work: StepWork) -> None:
         """The step's results go back into the conversation; its finished rows ride on the next statement."""
         for call in self.state.calls:
-            result = work.results.get(call.idx, _NO_RESULT)
+            result = work.results.get(call.idx, {"error": "no result"})
             self.state.messages.append(
                 {"role": "tool", "tool_call_id": call.id, "content": orjson.dumps(result, default=str).decode()}
             )
@@ -403,9 +400,8 @@ class RunDriver:
 
     def _stage(self, entries: list[dict[str, Any]]) -> None:
         """The previous step's finished calls and notes, and these entries, join the unflushed."""
-        state = self.state
-        state.unflushed_calls += self.carried_rows
-        state.unflushed += [*self.carried_notes, *entries]
+        self.state.unflushed_calls += self.carried_rows
+        self.state.unflushed += [*self.carried_notes, *entries]
         self.carried_rows, self.carried_notes = [], []
         if self._unflushed_since is None:
             self._unflushed_since = time.monotonic()
