@@ -291,6 +291,7 @@ class Target:
 
 
 def target(url: httpx.URL) -> Target:
+    """Refused as httpx's own transport refuses it when not http or https."""
     if url.scheme not in ("http", "https"):
         raise httpx.UnsupportedProtocol(f"Request URL has an unsupported protocol '{url.scheme}://'.")
     return Target(_where(url), _aiohttp_url(url))
@@ -427,9 +428,7 @@ class VendorTransport(httpx.AsyncBaseTransport):
     async def deliver(self, request: httpx.Request, check: LastCheck | None) -> Answer:
         """An httpx.Request sent as `handle_async_request` sends it, with `check` as its last check, answered
         as read (no httpx.Response: tools/vendor_client.py)."""
-        url = request.url
-        if url.scheme not in ("http", "https"):
-            raise httpx.UnsupportedProtocol(f"Request URL has an unsupported protocol '{url.scheme}://'.")
+        to = target(request.url)
         if self._closed:
             raise httpx.ConnectError("the vendor transport is closed")
         body = await request.aread()
@@ -440,7 +439,7 @@ class VendorTransport(httpx.AsyncBaseTransport):
             headers["content-length"] = str(len(body))
         sent = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in headers.raw]
         return await self._send(
-            request.method, _where(url), _aiohttp_url(url), sent, "traceparent" in headers, body,
+            request.method, to.where, to.url, sent, "traceparent" in headers, body,
             request.extensions.get("timeout", {}), check,
         )  # fmt: skip
 
@@ -448,12 +447,11 @@ class VendorTransport(httpx.AsyncBaseTransport):
         """What requests that differ only in their body share, worked out once (a model's steps): the
         URL as aiohttp takes it, the host, and the headers exactly as `handle_async_request` would send
         them for an httpx.Request of these (its Content-Length set per body)."""
-        if url.scheme not in ("http", "https"):
-            raise httpx.UnsupportedProtocol(f"Request URL has an unsupported protocol '{url.scheme}://'.")
+        to = target(url)
         shown = httpx.Request(method, url, headers=headers, content=b"").headers
         sent = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in shown.raw]
         length = next(i for i, (name, _) in enumerate(sent) if name.lower() == "content-length")
-        return Prepared(method, _where(url), _aiohttp_url(url), tuple(sent), length, "traceparent" in shown)
+        return Prepared(method, to.where, to.url, tuple(sent), length, "traceparent" in shown)
 
     async def send(self, prepared: Prepared, body: bytes, timeouts: Mapping[str, float | None]) -> Answer:
         """A prepared request with this body, as `handle_async_request` sends it (the same pool, gate,
