@@ -196,7 +196,7 @@ class CallMaker:
         if not call.tool_class.changes:
             sent_at, began = time.time(), time.perf_counter()
             outcome = await tool.executor(self.context(tool, call, key or call.step_key or fresh_key()))
-            self.deps.metrics.tool_call(call.tool, call.tool_class.value, time.perf_counter() - began)
+            self.deps.metrics.tool_call(call.tool, str(call.tool_class), time.perf_counter() - began)
             result = self.clean(outcome.for_model(), call, work.entries)
             self.finish(work, call, result, "read", ok=outcome.ok, sent_at=sent_at)
             return happened
@@ -251,7 +251,7 @@ class CallMaker:
                 "idx": call.idx,
                 "id": call.id,
                 "tool": call.tool,
-                "class": call.tool_class.value,
+                "class": str(call.tool_class),
                 "step_key": call.step_key,
                 "args": call.args,
                 "gate": "allow" if how == "read" else "refuse",

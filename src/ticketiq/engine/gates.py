@@ -18,6 +18,7 @@ __all__ = ["GateDecision", "GateFacts", "InspectorFacts", "Verdict", "call_gate"
 
 
 class Verdict(StrEnum):
+    # str(verdict) is its value, as for ToolClass (tools/base.py).
     ALLOW = "allow"
     REFUSE = "refuse"
     APPROVAL = "approval"  # held for a person's decision

@@ -37,7 +37,7 @@ class PlannedCall:
     def to_json(self) -> dict[str, Any]:
         # By hand, not dataclasses.asdict: this runs for every call of every checkpoint.
         return {
-            "idx": self.idx, "id": self.id, "tool": self.tool, "tool_class": self.tool_class.value,
+            "idx": self.idx, "id": self.id, "tool": self.tool, "tool_class": str(self.tool_class),
             "args": self.args, "step_key": self.step_key, "args_error": self.args_error,
         }  # fmt: skip
 

@@ -41,7 +41,7 @@ def model_step(
         step=step,
         text=text,
         tokens=tokens,
-        calls=[{"id": c.id, "tool": c.tool, "class": c.tool_class.value, "key": c.step_key} for c in calls],
+        calls=[{"id": c.id, "tool": c.tool, "class": str(c.tool_class), "key": c.step_key} for c in calls],
         **_timed(timing),
     )
 
@@ -57,7 +57,7 @@ def gate(step: int, call: PlannedCall, decision: GateDecision) -> dict[str, Any]
         step=step,
         idx=call.idx,
         tool=call.tool,
-        verdict=decision.verdict.value,
+        verdict=str(decision.verdict),
         gate=decision.gate,
         reason=decision.reason,
     )
@@ -73,7 +73,7 @@ def call_result(step: int, call: PlannedCall, key: str | None, ok: bool, result:
         step=step,
         idx=call.idx,
         tool=call.tool,
-        cls=call.tool_class.value,
+        cls=str(call.tool_class),
         key=key,
         ok=ok,
         how=how,

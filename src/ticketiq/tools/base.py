@@ -19,6 +19,8 @@ from ticketiq.settings import Settings
 
 
 class ToolClass(StrEnum):
+    # str(member) is its value (a StrEnum); every step writes str(c) for a row or an entry, a C call,
+    # where `.value` is the enum module's Python property.
     READ = "read"
     WRITE = "write"
     KEYED_WRITE = "keyed_write"  # a write its vendor dedupes on our key, for dedupe_window_s
