@@ -63,16 +63,6 @@ class StepWork:
     approvals_held: int = 0
     held: list[str] = field(default_factory=list)  # why a restored run's writes wait for an operator (I24)
 
-    def merge(self, other: StepWork) -> None:
-        self.results.update(other.results)
-        self.finished += other.finished
-        self.entries += other.entries
-        self.waiting = self.waiting or other.waiting
-        self.happened.update(other.happened)
-        self.asks += other.asks
-        self.approvals_held += other.approvals_held
-        self.held += other.held
-
 
 class Run(Protocol):
     """What the call maker needs of the run it makes calls for."""
