@@ -38,6 +38,7 @@ from ticketiq.entries import (
     inspector,
     jobs,
     probes,
+    run_reads,
     run_wait,
     runs_list,
     schedules,
@@ -159,7 +160,9 @@ def create_app(
 
     app = FastAPI(title="TicketIQ run engine", version=release.current().version, lifespan=lifespan)
     # The last added runs first: a request without a valid token is refused before its body is read;
-    # then one holding text Postgres cannot store (I16), before any route sees it.
+    # then one holding text Postgres cannot store (I16), before any route sees it; a plain read of a run is
+    # answered last, authenticated, before FastAPI routes it (entries/run_reads.py).
+    app.add_middleware(run_reads.RunReads, views=lambda scope: scope["app"].state.process.views)
     app.add_middleware(text_guard.StorableText)
     app.add_middleware(auth.BearerAuth, store=lambda scope: scope["app"].state.tokens, session=console.principal_of)
     # A run any request starts continues the request's trace (entries/trace_context.py).

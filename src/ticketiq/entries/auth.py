@@ -87,7 +87,7 @@ class BearerAuth:
         self.session = session  # the console's: whom a sign-in session acts as, and the session's id hash
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or is_open(_route_path(scope)) or is_console(_route_path(scope)):
+        if scope["type"] != "http" or is_open(route_path(scope)) or is_console(route_path(scope)):
             await self.app(scope, receive, send)
             return
         found = await self._authenticate(scope)
@@ -103,7 +103,7 @@ class BearerAuth:
         """The principal the request acts as (with the id hash of the console session that lent it, if one
         did), or the response that refuses it."""
         token = tokens.bearer(Headers(scope=scope).get("authorization"))
-        if token is None and (self.session is None or not session_may_read(scope["method"], _route_path(scope))):
+        if token is None and (self.session is None or not session_may_read(scope["method"], route_path(scope))):
             return _refused(401, f"no bearer token: {HOW}", 'Bearer realm="ticketiq"')
         invalid = 'Bearer realm="ticketiq", error="invalid_token"'
         if token is not None and not tokens.well_formed(token):
@@ -149,7 +149,7 @@ def session_may_read(method: str, path: str) -> bool:
     return method in SESSION_METHODS and _SESSION_READS.fullmatch(path) is not None
 
 
-def _route_path(scope: Scope) -> str:
+def route_path(scope: Scope) -> str:
     """The path the router matches: behind a proxy's root path, `path` still carries it."""
     path: str = scope["path"]
     root: str = scope.get("root_path", "")
