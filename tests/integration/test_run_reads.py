@@ -1,5 +1,6 @@
-"""A plain `GET /v1/runs/{id}` answered before FastAPI routes it (`entries/run_reads.py`): the same answer
-as the route's, for every request it answers, and every other request handed on to the route untouched."""
+"""`GET /v1/runs/{id}` (and `?wait=S`) answered before FastAPI routes it (`entries/run_reads.py`): the same
+answer as the route's, for every request it answers, and every other request handed on to the route
+untouched."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from tests.support.engine import Harness, engine_under_test
 from tests.support.http import TLS, serving
 from ticketiq.entries.api import create_app
 from ticketiq.entries.auth import BearerAuth
-from ticketiq.entries.run_reads import RunReads, plain_run_id
+from ticketiq.entries.run_reads import RunReads, read_asked
+from ticketiq.entries.run_wait import Waiters
 from ticketiq.storage.token_store import TokenStore
 
 ASK: dict[str, Any] = {
@@ -62,28 +64,33 @@ async def test_a_plain_read_answers_what_the_route_answers(db_url: str, tmp_path
         ended = await started(ops, "helper", "succeeded")
         for run_id in (waiting, ended):
             plain = await ops.get(f"/v1/runs/{run_id}")
-            # The route's own answers: an id it parses but this does not take (upper case), and a `wait` of 0.
-            routed = [await ops.get(f"/v1/runs/{run_id.upper()}"), await ops.get(f"/v1/runs/{run_id}?wait=0")]
+            waited = await ops.get(f"/v1/runs/{run_id}?wait=2.5")  # it waits for a person, or ended: at once
+            # The route's own answers: an id it parses but this does not take (upper case), a wait in a form
+            # only pydantic reads.
+            routed = [await ops.get(f"/v1/runs/{run_id.upper()}"), await ops.get(f"/v1/runs/{run_id}?wait=25e-1")]
             assert plain.status_code == 200
-            assert [(r.status_code, r.headers["content-type"], r.content) for r in routed] == [
+            assert [(r.status_code, r.headers["content-type"], r.content) for r in [waited, *routed]] == [
                 (200, plain.headers["content-type"], plain.content)
-            ] * 2
+            ] * 3
         shown = (await ops.get(f"/v1/runs/{waiting}")).json()
         assert shown["status"] == "waiting" and shown["waiting_for"]["question"].startswith("Which environment")
 
-        # What this does not answer, the route does, as before: another's run, an unknown one, no token.
+        # Another's run and an unknown one are not found, as the route says it; no token, no answer.
         async with httpx.AsyncClient(
             verify=TLS, base_url=base, timeout=30, headers={"Authorization": auth["bo"]}
         ) as bo:
             theirs = await bo.get(f"/v1/runs/{ended}")
         assert theirs.status_code == 404 and theirs.json()["detail"][0]["loc"] == ["path", "run_id"]
-        unknown = await ops.get(f"/v1/runs/{uuid.uuid4()}")
-        assert unknown.status_code == 404 and unknown.json()["detail"][0]["loc"] == ["path", "run_id"]
+        gone = uuid.uuid4()
+        unknown = [await ops.get(f"/v1/runs/{gone}"), await ops.get(f"/v1/runs/{gone}?wait=1")]
+        routed_unknown = await ops.get(f"/v1/runs/{str(gone).upper()}")
+        assert [(r.status_code, r.json()) for r in unknown] == [(404, routed_unknown.json())] * 2
+        assert routed_unknown.json()["detail"] == [{"loc": ["path", "run_id"], "msg": f"no run {gone}"}]
         async with httpx.AsyncClient(verify=TLS, base_url=base, timeout=30) as nobody:
             assert (await nobody.get(f"/v1/runs/{ended}")).status_code == 401
 
 
-async def test_only_a_plain_read_its_principal_may_see_is_answered_the_rest_go_on_to_the_route(
+async def test_only_a_read_of_a_run_with_at_most_a_plain_wait_is_answered_the_rest_go_on_to_the_route(
     db_url: str, tmp_path: Path
 ) -> None:
     async def route(request: Request) -> PlainTextResponse:
@@ -95,9 +102,10 @@ async def test_only_a_plain_read_its_principal_may_see_is_answered_the_rest_go_o
             routes=[Route("/{path:path}", route, methods=["GET", "POST"])],
             middleware=[
                 Middleware(BearerAuth, store=lambda scope: TokenStore(h.process.db)),
-                Middleware(RunReads, views=lambda scope: h.process.views),
+                Middleware(RunReads),
             ],
         )
+        bare.state.process, bare.state.waiters = h.process, Waiters(h.settings.max_waiters)  # as the app's
         async with (
             serving(create_app(h.settings, h.process)) as api_base,
             httpx.AsyncClient(verify=TLS, base_url=api_base, timeout=30, headers={"Authorization": auth["ops"]}) as api,
@@ -105,36 +113,63 @@ async def test_only_a_plain_read_its_principal_may_see_is_answered_the_rest_go_o
             httpx.AsyncClient(verify=TLS, base_url=base, timeout=30, headers={"Authorization": auth["ops"]}) as ops,
         ):
             run_id = await started(api, "helper", "succeeded")
-            answered = await ops.get(f"/v1/runs/{run_id}")
-            assert answered.status_code == 200 and answered.json()["id"] == run_id
-            assert answered.json() == (await api.get(f"/v1/runs/{run_id}")).json()
-            handed_on = [
+            gone = uuid.uuid4()
+            answered = [
+                await ops.get(f"/v1/runs/{run_id}"),
                 await ops.get(f"/v1/runs/{run_id}?wait=1"),
+                await ops.get(f"/v1/runs/{run_id}?wait=60"),
+                await ops.get(f"/v1/runs/{gone}"),  # not found, said here as the route says it
+                await ops.get(f"/v1/runs/{run_id}", headers={"Authorization": auth["bo"]}),  # not bo's run
+            ]
+            shown = (await api.get(f"/v1/runs/{run_id}")).json()
+            missing = [{"loc": ["path", "run_id"], "msg": f"no run {gone}"}]
+            mine = [{"loc": ["path", "run_id"], "msg": f"no run {run_id}"}]
+            assert [(r.status_code, r.json()) for r in answered] == [
+                (200, shown), (200, shown), (200, shown), (404, {"detail": missing}), (404, {"detail": mine})
+            ]  # fmt: skip
+            handed_on = [
                 await ops.get(f"/v1/runs/{run_id}?verbose"),
+                await ops.get(f"/v1/runs/{run_id}?wait=1&verbose"),
+                await ops.get(f"/v1/runs/{run_id}?wait=61"),
+                await ops.get(f"/v1/runs/{run_id}?wait=1e0"),
+                await ops.get(f"/v1/runs/{run_id}?wait=-1"),
                 await ops.get(f"/v1/runs/{run_id.upper()}"),
                 await ops.get(f"/v1/runs/{run_id.replace('-', '')}"),
                 await ops.get(f"/v1/runs/{run_id}/timeline"),
-                await ops.get(f"/v1/runs/{uuid.uuid4()}"),  # not found: the route's 404
                 await ops.post(f"/v1/runs/{run_id}"),
-                await ops.get(f"/v1/runs/{run_id}", headers={"Authorization": auth["bo"]}),  # not bo's run
             ]
             assert [(r.status_code, r.text) for r in handed_on] == [(418, ROUTE_SAYS)] * len(handed_on)
             assert (await ops.get(f"/v1/runs/{run_id}", headers={"Authorization": "Bearer nope"})).status_code == 401
 
 
+ID = "0b7c6f5e-2a4d-4c1e-9d3b-5f6a7b8c9d0e"
+
+
 @pytest.mark.parametrize(
-    ("path", "query", "found"),
+    ("path", "query", "asked"),
     [
-        ("/v1/runs/0b7c6f5e-2a4d-4c1e-9d3b-5f6a7b8c9d0e", b"", "0b7c6f5e-2a4d-4c1e-9d3b-5f6a7b8c9d0e"),
-        ("/v1/runs/0b7c6f5e-2a4d-4c1e-9d3b-5f6a7b8c9d0e", b"wait=5", None),
-        ("/v1/runs/0B7C6F5E-2A4D-4C1E-9D3B-5F6A7B8C9D0E", b"", None),
-        ("/v1/runs/0b7c6f5e2a4d4c1e9d3b5f6a7b8c9d0e", b"", None),
-        ("/v1/runs/{0b7c6f5e-2a4d-4c1e-9d3b-5f6a7b8c9d0}", b"", None),
-        ("/v1/runs/0b7c6f5e-2a4d-4c1e-9d3b-5f6a7b8c9d0z", b"", None),
-        ("/v1/runx/0b7c6f5e-2a4d-4c1e-9d3b-5f6a7b8c9d0e", b"", None),
-        ("/v1/runs/0b7c6f5e-2a4d-4c1e-9d3b-5f6a7b8c9d0e/", b"", None),
+        (f"/v1/runs/{ID}", b"", (ID, 0.0)),
+        (f"/v1/runs/{ID}", b"wait=5", (ID, 5.0)),
+        (f"/v1/runs/{ID}", b"wait=0", (ID, 0.0)),
+        (f"/v1/runs/{ID}", b"wait=60", (ID, 60.0)),
+        (f"/v1/runs/{ID}", b"wait=2.25", (ID, 2.25)),
+        (f"/v1/runs/{ID}", b"wait=60.5", None),
+        (f"/v1/runs/{ID}", b"wait=99", None),
+        (f"/v1/runs/{ID}", b"wait=100", None),
+        (f"/v1/runs/{ID}", b"wait=", None),
+        (f"/v1/runs/{ID}", b"wait=5&wait=6", None),
+        (f"/v1/runs/{ID}", b"wait=5.", None),
+        (f"/v1/runs/{ID}", b"verbose", None),
+        (f"/v1/runs/{ID.upper()}", b"", None),
+        (f"/v1/runs/{ID.replace('-', '')}", b"", None),
+        (f"/v1/runs/{{{ID[:-2]}}}", b"", None),
+        (f"/v1/runs/{ID[:-1]}z", b"", None),
+        (f"/v1/runx/{ID}", b"", None),
+        (f"/v1/runs/{ID}/", b"", None),
         ("/v1/runs/", b"", None),
     ],
 )
-def test_the_plain_run_id_is_the_canonical_one_with_no_query(path: str, query: bytes, found: str | None) -> None:
-    assert plain_run_id(path, query) == found
+def test_a_read_asked_is_a_canonical_id_and_at_most_a_plain_wait(
+    path: str, query: bytes, asked: tuple[str, float] | None
+) -> None:
+    assert read_asked(path, query) == asked

@@ -51,7 +51,7 @@ from ticketiq.entries import (
 )
 from ticketiq.entries.auth import requires
 from ticketiq.entries.idempotency import REPLAYED, IdempotencyKey, once
-from ticketiq.entries.json_answer import json_answer
+from ticketiq.entries.json_answer import field_error, json_answer, storage_refusal
 from ticketiq.entries.probes import READY_WITHIN_S
 from ticketiq.errors import Conflict, Forbidden, NotFound, RequestError, StorageError
 from ticketiq.intake.idempotency import request_hash
@@ -60,7 +60,6 @@ from ticketiq.runtime import interpreter, release, stall
 from ticketiq.settings import Settings
 from ticketiq.storage.rows import Approval
 from ticketiq.storage.token_store import TokenStore
-from ticketiq.views.follows import Follow
 from ticketiq.views.runs import RunViews
 
 log = logging.getLogger(__name__)
@@ -114,10 +113,6 @@ class HoldRequest(BaseModel):
     reason: str | None = Field(default=None, min_length=1, max_length=2000)
 
 
-def field_error(status: int, field: str, message: str) -> JSONResponse:
-    return JSONResponse({"detail": [{"loc": field.split("."), "msg": message}]}, status_code=status)
-
-
 def not_json(content_type: str | None, errors: Any) -> str | None:
     """Why a body was refused, when it was refused whole and sent without a JSON content type."""
     whole = any(tuple(error.get("loc", ())) == ("body",) for error in errors)
@@ -162,7 +157,7 @@ def create_app(
     # The last added runs first: a request without a valid token is refused before its body is read;
     # then one holding text Postgres cannot store (I16), before any route sees it; a plain read of a run is
     # answered last, authenticated, before FastAPI routes it (entries/run_reads.py).
-    app.add_middleware(run_reads.RunReads, views=lambda scope: scope["app"].state.process.views)
+    app.add_middleware(run_reads.RunReads)
     app.add_middleware(text_guard.StorableText)
     app.add_middleware(auth.BearerAuth, store=lambda scope: scope["app"].state.tokens, session=console.principal_of)
     # A run any request starts continues the request's trace (entries/trace_context.py).
@@ -186,11 +181,7 @@ def create_app(
     @app.exception_handler(StorageError)
     async def storage_failed(request: Request, exc: StorageError) -> JSONResponse:
         log.error("%s %s: %s", request.method, request.url.path, exc)
-        if exc.retryable:
-            return JSONResponse({"detail": "the database is unavailable; retry"}, status_code=503,
-                                headers={"Retry-After": "1"})  # fmt: skip
-        # Refused for good: retrying the same request cannot help.
-        return JSONResponse({"detail": "the database refused this request; it was not applied"}, status_code=500)
+        return storage_refusal(exc)
 
     app.include_router(ROUTES)
     console.install(app)
@@ -217,25 +208,6 @@ WaitSeconds = Annotated[
         "a person: the answer comes as soon as it does.",
     ),
 ]
-
-
-async def _waited(
-    request: Request, run_id: str, wait_s: float, scope: str | None
-) -> tuple[dict[str, Any] | None, bool] | None:
-    """The run as shown once the wait ended (entries/run_wait.py), and whether the wait was refused (too many
-    waiting: the run as it is now, to be answered with Retry-After); None when the client hung up."""
-    views = _views(request)
-
-    async def shown_when(left: float, follow: Follow) -> dict[str, Any] | None:
-        return await views.shown_when(run_id, scope, left, run_wait.done_waiting, follow)
-
-    found = await run_wait.waited(request, wait_s, shown_when, _proc(request).follows, auth.credential(request),
-                                  request.app.state.waiters)  # fmt: skip
-    if found is run_wait.Outcome.HUNG_UP:
-        return None
-    if found is run_wait.Outcome.REFUSED:
-        return await views.shown_run(run_id, scope), True
-    return found, False
 
 
 def _views(request: Request) -> RunViews:
@@ -277,7 +249,7 @@ def _routes() -> APIRouter:
         replayed = None if created.created else {REPLAYED: "true"}
         if wait:
             # With `wait`: the run as GET /v1/runs/{id} shows it, once it ended, waits for a person, or S passed.
-            waited = await _waited(request, created.id, wait, None)
+            waited = await run_wait.waited_run(request, created.id, wait, None)
             if waited is None:
                 return Response(status_code=204)  # the client left: no one reads this
             seen, refused = waited
@@ -296,7 +268,7 @@ def _routes() -> APIRouter:
         # With what a waiting run waits for, oldest first, each question with the id an input names (I18).
         refused = False
         if wait:
-            waited = await _waited(request, str(run_id), wait, tokens.run_scope(reader))
+            waited = await run_wait.waited_run(request, str(run_id), wait, tokens.run_scope(reader))
             if waited is None:
                 return Response(status_code=204)  # the client left: no one reads this
             shown, refused = waited

@@ -1,70 +1,96 @@
-"""`GET /v1/runs/{id}` without a wait, answered before FastAPI routes the request.
+"""`GET /v1/runs/{id}`, with or without `?wait=S`, answered before FastAPI routes the request.
 
-A client's poll of a run is the request the API serves most. Through FastAPI it pays for routing, the
-`requires` dependency solved, the path's UUID and the query validated by pydantic: a quarter of the
-request's CPU, more than its one statement's share (`bench/http_path.py`). `RunReads` answers the plain
-case itself, as a pure ASGI middleware just inside `BearerAuth` (so the request is authenticated, traced and
-guarded exactly as every other), and hands everything else to the route: a query string of any kind (a
-`wait` among them), an id that is not a UUID in its canonical form, a principal whose role may not read
-runs, a run not found or not the principal's, a database error. Those answers (403, 404, 422, 503) are the
-route's own, so this answers only 200, with the same view (`RunViews.shown_run`) written by the same
-`json_answer`. The route stays the API's description, and the answer of an app served without this.
+A client's read of a run, a poll or a wait, is the request the API serves most. Through FastAPI it pays
+for routing, the `requires` dependency solved, the path's UUID and the query validated by pydantic: a
+quarter of the request's CPU, more than its one statement's share (`bench/http_path.py`). `RunReads`
+answers the plain case itself, as a pure ASGI middleware just inside `BearerAuth` (so the request is
+authenticated, traced and guarded exactly as every other), with what the route answers, made by the same
+functions: the view (`RunViews.shown_run`), the wait (`run_wait.waited_run`), `json_answer` and
+`field_error`, and a database error as the app answers every one (`storage_refusal`). Everything else goes
+on to the route untouched: a query but a plain `wait` (digits, at most `WAIT_MAX_S`), an id not in its
+canonical text, a principal whose role may not read runs. The route stays the API's description, and the
+answer of an app served without this.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 import uuid
-from collections.abc import Callable
-from typing import Any
 
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ticketiq.auth import tokens
 from ticketiq.auth.tokens import Permission, Principal
+from ticketiq.entries import run_wait
 from ticketiq.entries.auth import route_path
-from ticketiq.entries.json_answer import json_answer
+from ticketiq.entries.json_answer import field_error, json_answer, storage_refusal
 from ticketiq.errors import StorageError
+from ticketiq.views.runs import RunViews
+
+log = logging.getLogger(__name__)
 
 _PREFIX = "/v1/runs/"
 _ID_LENGTH = 36  # a UUID's canonical text: 8-4-4-4-12 hex digits
+# The one query taken here: a wait in plain decimal digits (pydantic reads more forms; the route takes those).
+_WAIT = re.compile(rb"wait=(\d{1,2}(?:\.\d{1,6})?)")
 
 
-def plain_run_id(path: str, query: bytes) -> str | None:
-    """The run id of a plain `GET /v1/runs/{id}` this may answer: the path's id in its canonical (lower-case,
-    hyphenated) text and no query string; None for any other request, which the route answers."""
-    if query or len(path) != len(_PREFIX) + _ID_LENGTH or not path.startswith(_PREFIX):
+def read_asked(path: str, query: bytes) -> tuple[str, float] | None:
+    """(run id, seconds to wait) of a `GET /v1/runs/{id}` this answers: the path's id in its canonical
+    (lower-case, hyphenated) text and no query but a plain `wait` from 0 to WAIT_MAX_S (0: none). None for
+    any other request, which the route answers."""
+    if len(path) != len(_PREFIX) + _ID_LENGTH or not path.startswith(_PREFIX):
         return None
+    wait_s = 0.0
+    if query:
+        asked = _WAIT.fullmatch(query)
+        if asked is None or (wait_s := float(asked[1])) > run_wait.WAIT_MAX_S:
+            return None
     text = path[len(_PREFIX) :]
     try:
         parsed = uuid.UUID(text)
     except ValueError:
         return None
-    canonical = str(parsed)
-    return canonical if canonical == text else None
+    return (text, wait_s) if str(parsed) == text else None
 
 
 class RunReads:
-    """Pure ASGI middleware: a plain `GET /v1/runs/{id}` its principal may read answered 200 here; every
-    other request goes on to the app unchanged."""
+    """Pure ASGI middleware: a `GET /v1/runs/{id}` (or `?wait=S`) answered here as the route answers it, from
+    the app's state (`process`, `waiters`) as its routes read it; every other request goes on unchanged."""
 
-    def __init__(self, app: ASGIApp, views: Callable[[Scope], Any]) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self.views = views  # the app's RunViews, read from the scope as the request comes (set at start)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        shown = await self._shown(scope) if scope["type"] == "http" and scope["method"] == "GET" else None
-        if shown is None:
+        answer = await self._answer(scope, receive) if scope["type"] == "http" and scope["method"] == "GET" else None
+        if answer is None:
             await self.app(scope, receive, send)
             return
-        await json_answer(shown)(scope, receive, send)
+        await answer(scope, receive, send)
 
-    async def _shown(self, scope: Scope) -> dict[str, Any] | None:
-        run_id = plain_run_id(route_path(scope), scope["query_string"])
+    async def _answer(self, scope: Scope, receive: Receive) -> Response | None:
+        asked = read_asked(route_path(scope), scope["query_string"])
         principal: Principal | None = scope.get("state", {}).get("principal")
-        if run_id is None or principal is None or tokens.refusal(principal, Permission.READ_OWN_RUNS) is not None:
+        if asked is None or principal is None or tokens.refusal(principal, Permission.READ_OWN_RUNS) is not None:
             return None
+        run_id, wait_s = asked
+        refused = False
         try:
-            shown: dict[str, Any] | None = await self.views(scope).shown_run(run_id, tokens.run_scope(principal))
-        except StorageError:
-            return None  # the route reads again and answers the error as the app answers every one
-        return shown
+            if wait_s:
+                waited = await run_wait.waited_run(Request(scope, receive), run_id, wait_s, tokens.run_scope(principal))
+                if waited is None:
+                    return Response(status_code=204)  # the client left: no one reads this
+                shown, refused = waited
+            else:
+                views: RunViews = scope["app"].state.process.views  # the app's, as its routes read it
+                shown = await views.shown_run(run_id, tokens.run_scope(principal))
+        except StorageError as exc:
+            # The app's own answer to it (entries/api.py), not the route's: a wait is not made twice.
+            log.error("GET %s: %s", scope["path"], exc)
+            return storage_refusal(exc)
+        if shown is None:
+            return field_error(404, "path.run_id", f"no run {run_id}")
+        return json_answer(shown, headers={"Retry-After": "1"} if refused else None)

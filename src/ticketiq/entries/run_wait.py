@@ -22,7 +22,9 @@ from typing import Any
 from starlette.requests import Request
 
 from ticketiq.engine.engine import TERMINAL
+from ticketiq.entries.auth import credential
 from ticketiq.views.follows import Credential, CredentialEnded, Follow, Follows, TooMany
+from ticketiq.views.runs import RunViews
 
 WAIT_MAX_S = 60.0
 KIND = "wait"
@@ -94,3 +96,22 @@ async def waited(
             follows.close(follow)
     finally:
         waiters.give_back()
+
+
+async def waited_run(
+    request: Request, run_id: str, wait_s: float, scope: str | None
+) -> tuple[dict[str, Any] | None, bool] | None:
+    """The run as shown once the wait ended, and whether the wait was refused (too many waiting: the run as it
+    is now, to be answered with Retry-After); None when the client hung up. `scope` as `RunViews.shown_run`."""
+    process = request.app.state.process
+    views: RunViews = process.views
+
+    async def shown_when(left: float, follow: Follow) -> dict[str, Any] | None:
+        return await views.shown_when(run_id, scope, left, done_waiting, follow)
+
+    found = await waited(request, wait_s, shown_when, process.follows, credential(request), request.app.state.waiters)
+    if found is Outcome.HUNG_UP:
+        return None
+    if found is Outcome.REFUSED:
+        return await views.shown_run(run_id, scope), True
+    return found, False
