@@ -28,6 +28,7 @@ from ticketiq.auth.tokens import Permission, Principal, Role
 from ticketiq.engine.engine import Engine
 from ticketiq.entries import a2a_refusals
 from ticketiq.entries.idempotency import IdempotencyKey, header_error, once
+from ticketiq.entries.json_answer import storage_refusal
 from ticketiq.errors import Conflict, Forbidden, NotFound, StorageError
 from ticketiq.storage.token_store import StoredToken, TokenStore
 from ticketiq.views.follows import Credential
@@ -118,10 +119,7 @@ class BearerAuth:
             # Not the exception's text: a driver message could quote a parameter, here the hash.
             log.error("%s %s: could not check the bearer token (sqlstate %s)", scope["method"], scope["path"],
                       exc.sqlstate)  # fmt: skip
-            if exc.retryable:
-                return JSONResponse({"detail": "the database is unavailable; retry"}, status_code=503,
-                                    headers={"Retry-After": "1"})  # fmt: skip
-            return JSONResponse({"detail": "the database refused this request; it was not applied"}, status_code=500)
+            return storage_refusal(exc)
         if found is None or not tokens.matches(token, found.token_hash):
             return _refused(401, f"the bearer token is unknown or revoked: {HOW}", invalid)
         agents = None if found.agents is None else frozenset(found.agents)
