@@ -265,18 +265,9 @@ def _routes() -> APIRouter:
         reader: Annotated[Principal, Depends(requires(Permission.READ_OWN_RUNS))],
         wait: WaitSeconds = None,
     ) -> Response:
-        # With what a waiting run waits for, oldest first, each question with the id an input names (I18).
-        refused = False
-        if wait:
-            waited = await run_wait.waited_run(request, str(run_id), wait, tokens.run_scope(reader))
-            if waited is None:
-                return Response(status_code=204)  # the client left: no one reads this
-            shown, refused = waited
-        else:
-            shown = await _views(request).shown_run(str(run_id), tokens.run_scope(reader))
-        if shown is None:
-            return field_error(404, "path.run_id", f"no run {run_id}")
-        return json_answer(shown, headers={"Retry-After": "1"} if refused else None)
+        # Answered by RunReads before routing, unless the request is one it leaves to FastAPI (a wait in a form
+        # only pydantic reads, an id not in its canonical text) or the app is served without it.
+        return await run_reads.run_answer(request, str(run_id), wait or 0.0, reader)
 
     @router.get("/v1/runs/{run_id}/transcript", response_model=None)
     async def transcript(

@@ -4,12 +4,11 @@ A client's read of a run, a poll or a wait, is the request the API serves most. 
 for routing, the `requires` dependency solved, the path's UUID and the query validated by pydantic: a
 quarter of the request's CPU, more than its one statement's share (`bench/http_path.py`). `RunReads`
 answers the plain case itself, as a pure ASGI middleware just inside `BearerAuth` (so the request is
-authenticated, traced and guarded exactly as every other), with what the route answers, made by the same
-functions: the view (`RunViews.shown_run`), the wait (`run_wait.waited_run`), `json_answer` and
-`field_error`, and a database error as the app answers every one (`storage_refusal`). Everything else goes
-on to the route untouched: a query but a plain `wait` (digits, at most `WAIT_MAX_S`), an id not in its
-canonical text, a principal whose role may not read runs. The route stays the API's description, and the
-answer of an app served without this.
+authenticated, traced and guarded exactly as every other), with the route's own answer (`run_answer`,
+which the route calls too), and a database error as the app answers every one (`storage_refusal`).
+Everything else goes on to the route untouched: a query but a plain `wait` (digits, at most `WAIT_MAX_S`),
+an id not in its canonical text, a principal whose role may not read runs. The route stays the API's
+description, and the answer of an app served without this.
 """
 
 from __future__ import annotations
@@ -76,21 +75,28 @@ class RunReads:
         principal: Principal | None = scope.get("state", {}).get("principal")
         if asked is None or principal is None or tokens.refusal(principal, Permission.READ_OWN_RUNS) is not None:
             return None
-        run_id, wait_s = asked
-        refused = False
         try:
-            if wait_s:
-                waited = await run_wait.waited_run(Request(scope, receive), run_id, wait_s, tokens.run_scope(principal))
-                if waited is None:
-                    return Response(status_code=204)  # the client left: no one reads this
-                shown, refused = waited
-            else:
-                views: RunViews = scope["app"].state.process.views  # the app's, as its routes read it
-                shown = await views.shown_run(run_id, tokens.run_scope(principal))
+            return await run_answer(Request(scope, receive), *asked, principal)
         except StorageError as exc:
             # The app's own answer to it (entries/api.py), not the route's: a wait is not made twice.
             log.error("GET %s: %s", scope["path"], exc)
             return storage_refusal(exc)
-        if shown is None:
-            return field_error(404, "path.run_id", f"no run {run_id}")
-        return json_answer(shown, headers={"Retry-After": "1"} if refused else None)
+
+
+async def run_answer(request: Request, run_id: str, wait_s: float, principal: Principal) -> Response:
+    """`GET /v1/runs/{id}`'s answer, the route's and `RunReads`'s: the run as shown (I18: with what a waiting
+    run waits for, oldest first), once a wait of `wait_s` ended if one was asked; 404 when the principal may
+    not see it or it is not there; 204 when the client left while it waited. A database error is raised."""
+    scope = tokens.run_scope(principal)
+    refused = False
+    if wait_s:
+        waited = await run_wait.waited_run(request, run_id, wait_s, scope)
+        if waited is None:
+            return Response(status_code=204)  # the client left: no one reads this
+        shown, refused = waited
+    else:
+        views: RunViews = request.app.state.process.views  # the app's, as its routes read it
+        shown = await views.shown_run(run_id, scope)
+    if shown is None:
+        return field_error(404, "path.run_id", f"no run {run_id}")
+    return json_answer(shown, headers={"Retry-After": "1"} if refused else None)
