@@ -79,7 +79,9 @@ def launch_cluster(env: dict[str, str], port: int) -> tuple[subprocess.Popen[str
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
     lines: list[str] = []
     try:
-        read_until(proc, lines, "running;", 120)
+        # Postgres, the stand-ins, two app processes one after the other and the edge: over 120 s once, in a make
+        # test on a loaded 2-core machine.
+        read_until(proc, lines, "running;", 240)
     except BaseException:
         end_cluster(proc, lines, [])
         raise

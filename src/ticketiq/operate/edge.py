@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ticketiq.errors import ConfigError, TicketIQError
-from ticketiq.operate.launch import Child
+from ticketiq.operate.launch import Child, owned
 
 MISSING = "haproxy is not installed: run `make haproxy` or `apt-get install -y haproxy`"
 DEBIAN_PATH = "/usr/sbin/haproxy"  # where the Debian package puts it, off a non-root user's PATH
@@ -204,15 +204,15 @@ def start_edge(
         proc = subprocess.Popen([binary, "-db", "-f", str(config)], stdout=log, stderr=subprocess.STDOUT)
     child = Child("edge", proc, log_path)
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise TicketIQError(f"haproxy exited with {proc.returncode}:\n{child.log_tail()}")
-        try:
-            socket.create_connection((host, port), timeout=1.0).close()
-        except OSError:
-            time.sleep(0.05)
-            continue
-        return child
-    child.kill()
-    raise TicketIQError(f"haproxy did not accept connections on {host}:{port} within {timeout_s:.0f} s:\n"
-                        f"{child.log_tail()}")  # fmt: skip
+    with owned(child):
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise TicketIQError(f"haproxy exited with {proc.returncode}:\n{child.log_tail()}")
+            try:
+                socket.create_connection((host, port), timeout=1.0).close()
+            except OSError:
+                time.sleep(0.05)
+                continue
+            return child
+        raise TicketIQError(f"haproxy did not accept connections on {host}:{port} within {timeout_s:.0f} s:\n"
+                            f"{child.log_tail()}")  # fmt: skip

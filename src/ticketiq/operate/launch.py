@@ -6,6 +6,7 @@ another interpreter to run it with: bench/client.py starts an earlier release fr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -13,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,6 +82,18 @@ def _cli(python: str | None = None) -> list[str]:
     return [python or sys.executable, "-m", "ticketiq.cli"]
 
 
+@contextlib.contextmanager
+def owned(child: Child) -> Iterator[None]:
+    """While a child is being started: if the start fails or is interrupted (Ctrl-C, a caller giving up), the
+    child is killed before that goes on, so no process outlives the start that made it (a `ticketiq cluster`
+    stopped while its second app process started left that one serving, with no one to stop it)."""
+    try:
+        yield
+    except BaseException:
+        child.kill()
+        raise
+
+
 def start_standins(
     env: dict[str, str], log_dir: Path, *args: str, timeout_s: float = 60.0, python: str | None = None
 ) -> Child:
@@ -93,22 +106,22 @@ def start_standins(
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout_s
     buffer = b""
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise TicketIQError(f"the stand-ins exited with {proc.returncode}:\n{child.log_tail()}")
-        ready, _, _ = select.select([proc.stdout], [], [], 0.2)
-        if not ready:
-            continue
-        chunk = os.read(proc.stdout.fileno(), 65536)
-        buffer += chunk
-        for line in buffer.decode(errors="replace").splitlines():
-            key, sep, value = line.partition("=")
-            if sep and key.startswith("TICKETIQ_"):
-                child.env[key] = value.strip()
-        if all(k in child.env for k in STANDIN_KEYS):
-            return child
-    child.kill()
-    raise TicketIQError(f"the stand-ins printed no settings within {timeout_s:.0f} s:\n{child.log_tail()}")
+    with owned(child):
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise TicketIQError(f"the stand-ins exited with {proc.returncode}:\n{child.log_tail()}")
+            ready, _, _ = select.select([proc.stdout], [], [], 0.2)
+            if not ready:
+                continue
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            buffer += chunk
+            for line in buffer.decode(errors="replace").splitlines():
+                key, sep, value = line.partition("=")
+                if sep and key.startswith("TICKETIQ_"):
+                    child.env[key] = value.strip()
+            if all(k in child.env for k in STANDIN_KEYS):
+                return child
+        raise TicketIQError(f"the stand-ins printed no settings within {timeout_s:.0f} s:\n{child.log_tail()}")
 
 
 def spawn_serve(
@@ -163,7 +176,7 @@ def start_serve(
     for tries in range(1, PORT_TRIES + 1):
         child, base = spawn_serve(env, log_dir, port, name, python)
         bound = int(base.rsplit(":", 1)[1])
-        with probe_client() as client:
+        with owned(child), probe_client() as client:
             while time.monotonic() < deadline:
                 if child.proc.poll() is not None:
                     if port is None and tries < PORT_TRIES and "address already in use" in child.log_tail().lower():
@@ -173,6 +186,5 @@ def start_serve(
                     return child, base
                 time.sleep(0.1)
             else:
-                child.kill()
                 raise TicketIQError(f"{name} was not ready within {timeout_s:.0f} s:\n{child.log_tail()}")
     raise AssertionError("unreachable: the last try returns or raises")
