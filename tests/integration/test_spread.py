@@ -278,8 +278,13 @@ def resumed_by(cluster: Cluster, run_id: str) -> list[int]:
         "SELECT actor FROM audit_log WHERE run_id = %s AND action = 'agent.run.crash_resumed'", run_id)]  # fmt: skip
 
 
-def post_in_flight(cluster: Cluster, app: Any, first: int, n: int) -> dict[int, str]:
-    runs = {k: cluster.post_run(app, "triage", f"Triage OPS-{k}: spread") for k in range(first, first + n)}
+def post_in_flight(cluster: Cluster, app: Any, first: int, n: int, *more: tuple[Any, int]) -> dict[int, str]:
+    """`n` triage runs posted to `app` (tickets from `first` on), and `n` more to each app of `more` from its
+    own first ticket; returned once every one of them is in flight (posted all before waiting for any, so
+    that on a slow machine the first are not near their end when the last begin)."""
+    asked = [(app, first), *more]
+    runs = {k: cluster.post_run(to, "triage", f"Triage OPS-{k}: spread") for to, start in asked
+            for k in range(start, start + n)}  # fmt: skip
     cluster.wait_until(lambda: all(cluster.run(r)["step"] >= 1 for r in runs.values()), 60, "every run in flight")
     return runs
 
@@ -315,7 +320,7 @@ def test_with_three_processes_a_killed_ones_runs_are_driven_by_every_survivor_an
 
     # A fresh process, while the others are busy, gets the next cron fire's run.
     fresh = cluster.app("fresh", lead=False)
-    busy = {**post_in_flight(cluster, leader, 1200, 2), **post_in_flight(cluster, worker, 1210, 2)}
+    busy = post_in_flight(cluster, leader, 1200, 2, (worker, 1210))
     schedule = str(uuid.uuid4())
     cluster.rows("INSERT INTO schedules (id, agent, cron, timezone, input, next_fire_at, created_by) "
                  "VALUES (%s, 'reader', '* * * * *', 'UTC', 'Read OPS-1300', date_trunc('minute', now()), 'test')",
