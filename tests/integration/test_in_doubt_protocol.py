@@ -260,10 +260,12 @@ class FineTunes(JobUser):
     async def read_back_after_window(self, rig: Rig, of: str) -> bool:
         # The create follows the upload's settlement: it reached the vendor only after the look-up.
         rows = await read_rows(
-            rig.db_url, "SELECT received_at >= %s::timestamptz AS after FROM standin.writes "
-            "WHERE operation = 'create_fine_tuning_job'", self.marks[of],
+            rig.db_url, "SELECT received_at >= %s::timestamptz AS after, received_at, effect, key, client "
+            "FROM standin.writes WHERE operation = 'create_fine_tuning_job'", self.marks[of],
         )  # fmt: skip
-        return [r["after"] for r in rows] == [True]
+        # Said whole when it fails (once, in a make test on a loaded machine): a create too early, or two.
+        assert [r["after"] for r in rows] == [True], f"creates against the upload's window {self.marks[of]}: {rows}"
+        return True
 
 
 USERS = [pytest.param(AgentCalls, id="agent-call"), pytest.param(WorkflowSteps, id="workflow-step"),
